@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages moecomm builds with, only those that are missing.
+set -euo pipefail
+PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
+          libgtest-dev libgmock-dev libbenchmark-dev libnlopt-dev libnlopt-cxx-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,56 @@
+#include "cli/app.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/plan_command.h"
+#include "core/error.h"
+
+namespace moecomm::cli {
+
+namespace {
+
+constexpr const char* kAbout =
+    "moecomm: fast communication for Mixture-of-Experts training and inference.\n"
+    "Implements MoNTA, NetMoE, FSMoE, HybridEP and Lina as knobs of one strategy.";
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app(kAbout, "moecomm");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "moecomm 0.1.0");
+  PlanCommand plan(app);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp& e) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "error: " << e.what() << "\nRun 'moecomm --help' for usage.\n";
+    return 2;
+  }
+  try {
+    if (plan.selected()) return plan.run(out);
+  } catch (const moecomm::Error& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  err << "error: no subcommand\n";
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return run(args, std::cout, std::cerr);
+}
+
+}  // namespace moecomm::cli

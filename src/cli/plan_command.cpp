@@ -1,0 +1,99 @@
+#include "cli/plan_command.h"
+
+#include <cstdio>
+#include <ostream>
+
+#include "core/error.h"
+#include "core/presets.h"
+#include "plan/strategy_table.h"
+
+namespace moecomm::cli {
+
+PlanCommand::PlanCommand(CLI::App& app) {
+  sub_ = app.add_subcommand(
+      "plan",
+      "Predict forward and backward time and memory of one MoE layer for every candidate\n"
+      "strategy (baseline EP, hierarchical A2A, MoNTA O1/O2/O3, FSMoE, HybridEP, Lina)\n"
+      "from the papers' analytical models, and recommend one.");
+  sub_->add_option("--model", model_,
+                   "model preset name or JSON file (default: " + std::string(core::kDefaultModel) +
+                       "; see data/README.md)");
+  sub_->add_option("--cluster", cluster_,
+                   "cluster preset name or JSON file (default: the model's own testbed if it "
+                   "names one, else " + std::string(core::kDefaultCluster) + ")");
+  sub_->add_option("--parallel", parallel_,
+                   "parallel sizes, e.g. dp=2,tp=8,ep=2,esp=8 (keys dp tp ep esp pp cp; left out: "
+                   "the model's own when run on its testbed, else derived)");
+  sub_->add_option("--seq-len", seq_len_, "override the model's sequence length")
+      ->check(CLI::PositiveNumber);
+  sub_->add_option("--micro-batch", micro_batch_, "override the model's micro-batch size")
+      ->check(CLI::PositiveNumber);
+  sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3));
+  sub_->add_option("--recompute", recompute_, "activation recomputation for the memory estimate")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  sub_->add_flag("--json", json_,
+                 "print one JSON object: {strategies: [{name, forward_ms, backward_ms, params, "
+                 "...}], recommended}");
+}
+
+namespace {
+
+plan::PlanInput resolve_input(const std::string& model_arg, const std::string& cluster_arg,
+                              const std::string& parallel_arg) {
+  plan::PlanInput in;
+  in.model = core::load_model(model_arg.empty() ? core::kDefaultModel : model_arg);
+  std::string cluster_name = cluster_arg;
+  if (cluster_name.empty()) cluster_name = in.model.cluster.value_or(core::kDefaultCluster);
+  in.cluster = core::load_cluster(cluster_name);
+  core::ParallelSpec spec;
+  if (!parallel_arg.empty())
+    spec = core::parse_parallel_spec(parallel_arg, "--parallel");
+  else if (in.model.parallel && in.model.cluster == in.cluster.name)
+    spec = *in.model.parallel;
+  const std::string where = parallel_arg.empty() ? "parallel configuration" : "--parallel";
+  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(),
+                                       static_cast<int>(in.model.experts), where);
+  return in;
+}
+
+void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& out) {
+  const auto& par = in.parallel;
+  char line[512];
+  out << "model " << in.model.name << " on cluster " << in.cluster.name << " ("
+      << in.cluster.world_size() << " devices), parallel dp=" << par.dp << " tp=" << par.tp
+      << " ep=" << par.ep << " esp=" << par.esp << " edp=" << par.edp << " pp=" << par.pp
+      << " cp=" << par.cp << "; seq_len " << in.model.seq_len << ", micro_batch "
+      << in.model.micro_batch << "\n";
+  out << "one MoE layer, one micro-batch:\n";
+  std::snprintf(line, sizeof line, "%-14s %11s %11s %11s %10s  %s\n", "strategy", "forward_ms",
+                "backward_ms", "total_ms", "memory_GB", "knobs");
+  out << line;
+  for (const auto& s : p.strategies) {
+    std::snprintf(line, sizeof line, "%-14s %11.3f %11.3f %11.3f %10.2f  ", s.name.c_str(),
+                  s.forward_s * 1e3, s.backward_s * 1e3, s.total_s() * 1e3, s.memory_bytes / 1e9);
+    std::string knobs;
+    for (const auto& [k, v] : s.params.items()) knobs += (knobs.empty() ? "" : " ") + k + "=" + v.dump();
+    out << line << knobs << "\n";
+  }
+  out << "recommended: " << p.recommended << "\n";
+}
+
+}  // namespace
+
+int PlanCommand::run(std::ostream& out) const {
+  plan::PlanInput in = resolve_input(model_, cluster_, parallel_);
+  if (seq_len_ > 0) in.model.seq_len = seq_len_;
+  if (micro_batch_ > 0) in.model.micro_batch = micro_batch_;
+  in.zero_stage = zero_stage_;
+  in.recompute = recompute_;
+  plan::Plan p = plan::make_plan(in);
+  if (json_)
+    out << plan::plan_to_json(p, in).dump(2) << "\n";
+  else
+    print_table(p, in, out);
+  return 0;
+}
+
+}  // namespace moecomm::cli

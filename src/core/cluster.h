@@ -1,0 +1,50 @@
+#pragma once
+// The cluster file of DESIGN.md: levels outermost first (HybridEP's multilevel
+// description), a device, and optional measured efficiency curves per level and collective.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moecomm::core {
+
+struct Level {
+  std::string name;
+  int count = 1;           // workers of this level inside one worker of the level above
+  double bandwidth = 0.0;  // bytes/s one worker has to its peers at this level
+  double latency = 0.0;    // seconds
+};
+
+struct Device {
+  double flops = 0.0;             // peak flop/s
+  double memory_bytes = 0.0;
+  double memory_bandwidth = 0.0;  // bytes/s
+};
+
+// (message bytes, efficiency in (0, 1]) points of MoNTA's r(volume).
+using CurvePoints = std::vector<std::pair<double, double>>;
+
+struct Cluster {
+  std::string name;
+  std::string description;
+  std::vector<Level> levels;
+  Device device;
+  // level name -> collective name -> measured points.
+  std::map<std::string, std::map<std::string, CurvePoints>> efficiency;
+
+  int world_size() const;
+  int level_index(const std::string& level_name) const;  // -1 when absent
+  // Efficiency points of `collective` at `level`, empty when not measured.
+  CurvePoints curve(const std::string& level, const std::string& collective) const;
+};
+
+// The collectives an efficiency curve may be given for.
+const std::vector<std::string>& known_collectives();
+
+// where: the file name, used in every error.
+Cluster parse_cluster(const nlohmann::json& doc, const std::string& where);
+nlohmann::json cluster_to_json(const Cluster& cluster);
+
+}  // namespace moecomm::core

@@ -1,0 +1,47 @@
+#pragma once
+// Strict reading of user JSON files: every error names the file and the key path
+// ("cluster.json: levels[1].bandwidth_GBps: must be positive"), unknown keys are
+// rejected (a typo must not silently fall back to a default).
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace moecomm::core {
+
+// Parses a JSON file; throws Error naming the file on I/O or syntax errors.
+nlohmann::json read_json_file(const std::string& path);
+
+class JsonReader {
+ public:
+  // where: the file and key path of `obj`, e.g. "a.json" or "a.json: device".
+  JsonReader(const nlohmann::json& obj, std::string where);
+
+  bool has(const std::string& key) const;
+  std::string where(const std::string& key) const;
+
+  std::string string(const std::string& key);
+  double number(const std::string& key);
+  double positive(const std::string& key);     // > 0
+  int64_t integer(const std::string& key);
+  int64_t positive_int(const std::string& key);  // >= 1
+  std::optional<double> nullable_positive(const std::string& key);  // number > 0 or null
+  const nlohmann::json& array(const std::string& key);
+  JsonReader object(const std::string& key);
+  // The value, of any type; marks the key as read.
+  const nlohmann::json& value(const std::string& key);
+
+  // Throws on the first key that was never read.
+  void reject_unknown() const;
+
+ private:
+  const nlohmann::json& require(const std::string& key);
+
+  const nlohmann::json& obj_;
+  std::string where_;
+  std::set<std::string> read_;
+};
+
+}  // namespace moecomm::core

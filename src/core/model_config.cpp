@@ -1,0 +1,79 @@
+#include "core/model_config.h"
+
+#include "core/error.h"
+#include "core/json_reader.h"
+
+namespace moecomm::core {
+
+using nlohmann::json;
+
+namespace {
+
+FfnType parse_ffn_type(JsonReader& r) {
+  if (!r.has("ffn_type")) return FfnType::kGelu;
+  std::string t = r.string("ffn_type");
+  if (t == "gelu") return FfnType::kGelu;
+  if (t == "swiglu") return FfnType::kSwiglu;
+  throw Error(r.where("ffn_type"), "must be \"gelu\" or \"swiglu\", got \"" + t + "\"");
+}
+
+void check_model(const ModelConfig& m, JsonReader& r) {
+  if (m.top_k > m.experts)
+    throw Error(r.where("top_k"), "top_k = " + std::to_string(m.top_k) + " exceeds experts = " +
+                                      std::to_string(m.experts));
+  if (m.hidden % m.heads != 0)
+    throw Error(r.where("heads"), "heads = " + std::to_string(m.heads) + " does not divide hidden = " +
+                                      std::to_string(m.hidden));
+  if (m.dtype_bytes != 1 && m.dtype_bytes != 2 && m.dtype_bytes != 4 && m.dtype_bytes != 8)
+    throw Error(r.where("dtype_bytes"), "must be 1, 2, 4 or 8");
+}
+
+}  // namespace
+
+ModelConfig parse_model(const json& doc, const std::string& where) {
+  JsonReader r(doc, where);
+  ModelConfig m;
+  m.name = r.string("name");
+  if (r.has("description")) m.description = r.string("description");
+  m.hidden = r.positive_int("hidden");
+  m.ffn_hidden = r.positive_int("ffn_hidden");
+  m.experts = r.positive_int("experts");
+  m.top_k = r.positive_int("top_k");
+  m.layers = r.positive_int("layers");
+  m.heads = r.positive_int("heads");
+  m.seq_len = r.positive_int("seq_len");
+  m.micro_batch = r.positive_int("micro_batch");
+  m.capacity_factor = r.nullable_positive("capacity_factor");
+  m.dtype_bytes = r.positive_int("dtype_bytes");
+  m.ffn_type = parse_ffn_type(r);
+  if (r.has("vocab_size")) {
+    m.vocab_size = r.integer("vocab_size");
+    if (m.vocab_size < 0) throw Error(r.where("vocab_size"), "must not be negative");
+  }
+  if (r.has("parallel")) m.parallel = parse_parallel_json(r.value("parallel"), r.where("parallel"));
+  if (r.has("cluster")) m.cluster = r.string("cluster");
+  check_model(m, r);
+  r.reject_unknown();
+  return m;
+}
+
+json model_to_json(const ModelConfig& m) {
+  json doc = {{"name", m.name},
+              {"hidden", m.hidden},
+              {"ffn_hidden", m.ffn_hidden},
+              {"experts", m.experts},
+              {"top_k", m.top_k},
+              {"layers", m.layers},
+              {"heads", m.heads},
+              {"seq_len", m.seq_len},
+              {"micro_batch", m.micro_batch},
+              {"capacity_factor", m.capacity_factor ? json(*m.capacity_factor) : json(nullptr)},
+              {"dtype_bytes", m.dtype_bytes},
+              {"ffn_type", m.ffn_type == FfnType::kSwiglu ? "swiglu" : "gelu"},
+              {"vocab_size", m.vocab_size}};
+  if (!m.description.empty()) doc["description"] = m.description;
+  if (m.cluster) doc["cluster"] = *m.cluster;
+  return doc;
+}
+
+}  // namespace moecomm::core

@@ -1,0 +1,44 @@
+#pragma once
+// The model file of DESIGN.md: one MoE transformer's shape and the training batch.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/parallel_config.h"
+
+namespace moecomm::core {
+
+enum class FfnType { kGelu, kSwiglu };  // GPT FFN (2 GEMMs) or Mixtral FFN (3 GEMMs)
+
+struct ModelConfig {
+  std::string name;
+  std::string description;
+  int64_t hidden = 0;
+  int64_t ffn_hidden = 0;
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t seq_len = 0;
+  int64_t micro_batch = 0;
+  std::optional<double> capacity_factor;  // nullopt: dropless
+  int64_t dtype_bytes = 2;
+  FfnType ffn_type = FfnType::kGelu;
+  int64_t vocab_size = 0;
+  std::optional<ParallelSpec> parallel;  // the configuration the paper used, if given
+  std::optional<std::string> cluster;    // the paper's testbed preset, if given
+
+  int64_t tokens_per_micro_batch() const { return seq_len * micro_batch; }
+  int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
+  // Parameters of one expert and of all experts of one layer (weights only, no biases).
+  double expert_params() const { return double(ffn_gemms()) * hidden * ffn_hidden; }
+  // Dense parameters of one layer: attention (4 h^2) and the gate (h x E).
+  double dense_layer_params() const { return 4.0 * hidden * hidden + double(hidden) * experts; }
+};
+
+ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);
+nlohmann::json model_to_json(const ModelConfig& model);
+
+}  // namespace moecomm::core

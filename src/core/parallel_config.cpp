@@ -1,0 +1,107 @@
+#include "core/parallel_config.h"
+
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json_reader.h"
+
+namespace moecomm::core {
+
+namespace {
+
+std::optional<int>* field(ParallelSpec& s, const std::string& key) {
+  static const std::map<std::string, std::optional<int> ParallelSpec::*> fields = {
+      {"dp", &ParallelSpec::dp}, {"tp", &ParallelSpec::tp},   {"ep", &ParallelSpec::ep},
+      {"esp", &ParallelSpec::esp}, {"pp", &ParallelSpec::pp}, {"cp", &ParallelSpec::cp}};
+  auto it = fields.find(key);
+  return it == fields.end() ? nullptr : &(s.*(it->second));
+}
+
+std::string at(const std::string& where, const std::string& key) { return where + ": " + key; }
+
+}  // namespace
+
+ParallelSpec parse_parallel_spec(const std::string& text, const std::string& where) {
+  ParallelSpec spec;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw Error(where, "expected key=value, got \"" + item + "\" (keys: dp, tp, ep, esp, pp, cp)");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto* f = field(spec, key);
+    if (!f) throw Error(at(where, key), "unknown key (keys: dp, tp, ep, esp, pp, cp)");
+    if (f->has_value()) throw Error(at(where, key), "given twice");
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size())
+      throw Error(at(where, key), "must be an integer, got \"" + value + "\"");
+    if (v < 1) throw Error(at(where, key), "must be at least 1, got " + value);
+    *f = v;
+  }
+  return spec;
+}
+
+ParallelSpec parse_parallel_json(const nlohmann::json& obj, const std::string& where) {
+  JsonReader r(obj, where);
+  ParallelSpec spec;
+  for (const char* key : {"dp", "tp", "ep", "esp", "pp", "cp"})
+    if (r.has(key)) *field(spec, key) = static_cast<int>(r.positive_int(key));
+  r.reject_unknown();
+  return spec;
+}
+
+namespace {
+
+void require_divides(int part, int whole, const std::string& where, const std::string& what) {
+  if (whole % part != 0)
+    throw Error(where, what + " = " + std::to_string(part) + " does not divide " +
+                           std::to_string(whole));
+}
+
+int default_ep(int room, int experts) {
+  int ep = 1;
+  for (int d = 1; d <= room; ++d)
+    if (room % d == 0 && experts % d == 0) ep = d;
+  return ep;
+}
+
+}  // namespace
+
+ParallelConfig resolve_parallel(const ParallelSpec& s, int world, int experts,
+                                const std::string& where) {
+  ParallelConfig c;
+  c.tp = s.tp.value_or(1);
+  c.cp = s.cp.value_or(1);
+  c.pp = s.pp.value_or(1);
+  c.esp = s.esp.value_or(c.tp);  // as Megatron-Core: expert TP defaults to the dense TP
+  const std::string w = where + " (world " + std::to_string(world) + ")";
+  require_divides(c.tp * c.cp * c.pp, world, w, "tp x cp x pp");
+  c.dp = s.dp.value_or(world / (c.tp * c.cp * c.pp));
+  if (c.tp * c.cp * c.dp * c.pp != world)
+    throw Error(w, "tp x cp x dp x pp = " + std::to_string(c.tp * c.cp * c.dp * c.pp) +
+                       " must equal the world size");
+  require_divides(c.esp * c.pp, world, w, "esp x pp");
+  c.ep = s.ep.value_or(default_ep(world / (c.esp * c.pp), experts));
+  require_divides(c.esp * c.ep * c.pp, world, w, "esp x ep x pp");
+  if (experts % c.ep != 0)
+    throw Error(where + ": ep", "ep = " + std::to_string(c.ep) +
+                                    " does not divide the number of experts (" +
+                                    std::to_string(experts) + ")");
+  c.edp = world / (c.esp * c.ep * c.pp);
+  return c;
+}
+
+nlohmann::json ParallelConfig::to_json() const {
+  return {{"dp", dp}, {"tp", tp}, {"ep", ep}, {"esp", esp}, {"pp", pp}, {"cp", cp}, {"edp", edp}};
+}
+
+}  // namespace moecomm::core

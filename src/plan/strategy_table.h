@@ -1,0 +1,42 @@
+#pragma once
+// The `moecomm plan` table: every candidate strategy of the five papers, estimated for one
+// MoE layer of a model on a cluster under a parallel configuration, and the recommendation.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster.h"
+#include "core/model_config.h"
+#include "core/parallel_config.h"
+
+namespace moecomm::plan {
+
+struct PlanInput {
+  core::ModelConfig model;
+  core::Cluster cluster;
+  core::ParallelConfig parallel;
+  int zero_stage = 1;                 // ZeRO stage of the optimizer state (MoNTA Table 3)
+  std::string recompute = "selective";  // activation recomputation: none | selective | full
+};
+
+struct StrategyEstimate {
+  std::string name;       // "baseline", "hier-a2a", "monta-o2", ...
+  std::string source;     // the paper and section the estimate follows
+  double forward_s = 0;   // one MoE layer, one micro-batch
+  double backward_s = 0;
+  double memory_bytes = 0;  // per device
+  nlohmann::json params = nlohmann::json::object();  // the strategy's knob values
+  double total_s() const { return forward_s + backward_s; }
+};
+
+struct Plan {
+  std::vector<StrategyEstimate> strategies;
+  std::string recommended;
+  nlohmann::json workload;  // derived quantities the estimates share (bytes, times)
+};
+
+Plan make_plan(const PlanInput& input);
+nlohmann::json plan_to_json(const Plan& plan, const PlanInput& input);
+
+}  // namespace moecomm::plan

@@ -1,0 +1,121 @@
+#include "core/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::core {
+namespace {
+
+using nlohmann::json;
+
+json good() {
+  return json::parse(R"({"name": "a800-2x8",
+    "levels": [{"name": "node", "count": 2, "bandwidth_GBps": 25, "latency_us": 10},
+               {"name": "gpu", "count": 8, "bandwidth_GBps": 200, "latency_us": 3}],
+    "device": {"tflops": 312, "memory_GB": 80, "memory_bandwidth_GBps": 1600},
+    "efficiency": {"node": {"alltoall": [[32e6, 0.633], [8e6, 0.427]]}}})");
+}
+
+TEST(Cluster, ParsesUnitsIntoBytesAndSeconds) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_EQ(c.name, "a800-2x8");
+  ASSERT_EQ(c.levels.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.levels[0].bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(c.levels[0].latency, 10e-6);
+  EXPECT_EQ(c.levels[1].count, 8);
+  EXPECT_DOUBLE_EQ(c.device.flops, 312e12);
+  EXPECT_DOUBLE_EQ(c.device.memory_bytes, 80e9);
+  EXPECT_EQ(c.world_size(), 16);
+  EXPECT_EQ(c.level_index("gpu"), 1);
+  EXPECT_EQ(c.level_index("rack"), -1);
+  CurvePoints curve = c.curve("node", "alltoall");
+  ASSERT_EQ(curve.size(), 2u);
+  EXPECT_DOUBLE_EQ(curve[0].first, 8e6);  // sorted by size
+  EXPECT_TRUE(c.curve("gpu", "alltoall").empty());
+}
+
+TEST(Cluster, RoundTripsThroughJson) {
+  Cluster c = parse_cluster(good(), "c.json");
+  Cluster back = parse_cluster(cluster_to_json(c), "again");
+  EXPECT_EQ(cluster_to_json(back), cluster_to_json(c));
+}
+
+TEST(Cluster, UnknownKey) {
+  json j = good();
+  j["levels"][1]["bandwith_GBps"] = 3;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].bandwith_GBps", "unknown key");
+  j = good();
+  j["colour"] = "blue";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: colour", "unknown key");
+}
+
+TEST(Cluster, MissingKey) {
+  json j = good();
+  j["device"].erase("tflops");
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.tflops", "missing key");
+  j = good();
+  j.erase("levels");
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels", "missing key");
+}
+
+TEST(Cluster, WrongType) {
+  json j = good();
+  j["levels"][0]["count"] = "two";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].count", "must be an integer");
+  j = good();
+  j["levels"] = "node";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels", "must be a list");
+  EXPECT_ERROR_HAS(parse_cluster(json::array(), "c.json"), "c.json", "must be a JSON object");
+}
+
+TEST(Cluster, NonPositiveValues) {
+  json j = good();
+  j["levels"][0]["bandwidth_GBps"] = -25;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].bandwidth_GBps", "must be positive");
+  j = good();
+  j["levels"][1]["bandwidth_GBps"] = 0;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[1].bandwidth_GBps", "must be positive");
+  j = good();
+  j["levels"][0]["count"] = 0;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].count", "positive integer");
+  j = good();
+  j["levels"][0]["latency_us"] = -1;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].latency_us", "negative");
+  j = good();
+  j["device"]["memory_GB"] = 0;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "device.memory_GB", "must be positive");
+}
+
+TEST(Cluster, StructuralErrors) {
+  json j = good();
+  j["levels"] = json::array();
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels", "at least one level");
+  j = good();
+  j["levels"][1]["name"] = "node";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[1].name", "duplicate level name");
+  j = good();
+  j["levels"][0]["count"] = 2000000;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].count", "too large");
+}
+
+TEST(Cluster, EfficiencyErrors) {
+  json j = good();
+  j["efficiency"] = {{"rack", {{"alltoall", {{1e6, 0.5}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "efficiency.rack", "unknown level");
+  j["efficiency"] = {{"node", {{"broadcast", {{1e6, 0.5}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "efficiency.node.broadcast", "unknown collective");
+  j["efficiency"] = {{"node", {{"alltoall", {{1e6, 1.5}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "efficiency must be in (0, 1]");
+  j["efficiency"] = {{"node", {{"alltoall", {{-1, 0.5}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "size must be positive");
+  j["efficiency"] = {{"node", {{"alltoall", {{1e6, 0.5}, {1e6, 0.6}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall", "duplicate message size");
+  j["efficiency"] = {{"node", {{"alltoall", {1e6}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "pair");
+  j["efficiency"] = {{"node", {{"alltoall", json::array()}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall", "non-empty list");
+}
+
+}  // namespace
+}  // namespace moecomm::core

@@ -1,0 +1,73 @@
+#include "core/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::core {
+namespace {
+
+using nlohmann::json;
+
+json good() {
+  return json::parse(R"({"name": "m", "hidden": 1024, "ffn_hidden": 4096, "experts": 16,
+    "top_k": 2, "layers": 12, "heads": 16, "seq_len": 1024, "micro_batch": 4,
+    "capacity_factor": null, "dtype_bytes": 2})");
+}
+
+TEST(ModelConfig, ParsesAndDefaults) {
+  ModelConfig m = parse_model(good(), "m.json");
+  EXPECT_EQ(m.hidden, 1024);
+  EXPECT_FALSE(m.capacity_factor.has_value());
+  EXPECT_EQ(m.ffn_type, FfnType::kGelu);
+  EXPECT_EQ(m.tokens_per_micro_batch(), 4096);
+  EXPECT_DOUBLE_EQ(m.expert_params(), 2.0 * 1024 * 4096);
+  json j = good();
+  j["capacity_factor"] = 1.25;
+  j["ffn_type"] = "swiglu";
+  j["parallel"] = {{"tp", 2}};
+  m = parse_model(j, "m.json");
+  EXPECT_DOUBLE_EQ(*m.capacity_factor, 1.25);
+  EXPECT_EQ(m.ffn_gemms(), 3);
+  EXPECT_EQ(m.parallel->tp, 2);
+  EXPECT_FALSE(m.parallel->dp.has_value());
+  EXPECT_EQ(parse_model(model_to_json(m), "again").hidden, 1024);
+}
+
+TEST(ModelConfig, Errors) {
+  json j = good();
+  j["hiden"] = 1;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: hiden", "unknown key");
+  j = good();
+  j.erase("experts");
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: experts", "missing key");
+  j = good();
+  j["hidden"] = "big";
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: hidden", "must be an integer");
+  j = good();
+  j["seq_len"] = 0;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: seq_len", "positive integer");
+  j = good();
+  j["capacity_factor"] = -1;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "capacity_factor", "must be positive");
+  j = good();
+  j["top_k"] = 17;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: top_k", "exceeds experts");
+  j = good();
+  j["heads"] = 3;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: heads", "does not divide hidden");
+  j = good();
+  j["ffn_type"] = "relu";
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "ffn_type", "gelu");
+  j = good();
+  j["dtype_bytes"] = 3;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "dtype_bytes", "1, 2, 4 or 8");
+  j = good();
+  j["parallel"] = {{"tq", 2}};
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: parallel.tq", "unknown key");
+  j["parallel"] = {{"tp", 0}};
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: parallel.tp", "positive integer");
+}
+
+}  // namespace
+}  // namespace moecomm::core

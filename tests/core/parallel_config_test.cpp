@@ -1,0 +1,60 @@
+#include "core/parallel_config.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::core {
+namespace {
+
+TEST(ParallelConfig, ParsesSpec) {
+  ParallelSpec s = parse_parallel_spec("dp=2,tp=8,ep=2", "--parallel");
+  EXPECT_EQ(s.dp, 2);
+  EXPECT_EQ(s.tp, 8);
+  EXPECT_EQ(s.ep, 2);
+  EXPECT_FALSE(s.esp.has_value());
+}
+
+TEST(ParallelConfig, ResolvesDefaultsMegatronStyle) {
+  // 16 ranks, tp = 8: dp = 2; esp defaults to tp; ep fills the rest and divides experts.
+  ParallelConfig c = resolve_parallel(parse_parallel_spec("tp=8", "-"), 16, 16, "-");
+  EXPECT_EQ(c.dp, 2);
+  EXPECT_EQ(c.esp, 8);
+  EXPECT_EQ(c.ep, 2);
+  EXPECT_EQ(c.edp, 1);
+  EXPECT_EQ(c.world(), 16);
+  // 32 ranks, 8 experts, nothing given: dp = 32, ep = 8, edp = 4.
+  c = resolve_parallel({}, 32, 8, "-");
+  EXPECT_EQ(c.dp, 32);
+  EXPECT_EQ(c.ep, 8);
+  EXPECT_EQ(c.edp, 4);
+  // ep = 12 would not divide 32: the largest common divisor is taken.
+  c = resolve_parallel({}, 32, 12, "-");
+  EXPECT_EQ(c.ep, 4);
+}
+
+TEST(ParallelConfig, SpecErrors) {
+  EXPECT_ERROR_HAS(parse_parallel_spec("dp=2,xp=4", "--parallel"), "--parallel: xp", "unknown key");
+  EXPECT_ERROR_HAS(parse_parallel_spec("dp=two", "--parallel"), "--parallel: dp", "must be an integer");
+  EXPECT_ERROR_HAS(parse_parallel_spec("dp=2x", "--parallel"), "--parallel: dp", "must be an integer");
+  EXPECT_ERROR_HAS(parse_parallel_spec("tp=0", "--parallel"), "--parallel: tp", "at least 1");
+  EXPECT_ERROR_HAS(parse_parallel_spec("tp", "--parallel"), "--parallel", "key=value");
+  EXPECT_ERROR_HAS(parse_parallel_spec("tp=2,tp=4", "--parallel"), "--parallel: tp", "twice");
+}
+
+TEST(ParallelConfig, SizesMustFoldTheWorldAndDivideTheExperts) {
+  auto spec = [](const char* s) { return parse_parallel_spec(s, "--parallel"); };
+  EXPECT_ERROR_HAS(resolve_parallel(spec("tp=3"), 16, 8, "--parallel"), "world 16",
+                   "tp x cp x pp = 3 does not divide 16");
+  EXPECT_ERROR_HAS(resolve_parallel(spec("tp=2,dp=4"), 16, 8, "--parallel"),
+                   "tp x cp x dp x pp = 8 must equal the world size");
+  EXPECT_ERROR_HAS(resolve_parallel(spec("ep=3"), 12, 8, "--parallel"), "--parallel: ep",
+                   "ep = 3 does not divide the number of experts (8)");
+  EXPECT_ERROR_HAS(resolve_parallel(spec("ep=16,esp=2"), 16, 16, "--parallel"),
+                   "esp x ep x pp = 32 does not divide 16");
+  EXPECT_ERROR_HAS(resolve_parallel(spec("esp=3"), 16, 16, "--parallel"),
+                   "esp x pp = 3 does not divide 16");
+}
+
+}  // namespace
+}  // namespace moecomm::core

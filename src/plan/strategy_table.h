@@ -18,6 +18,9 @@ struct PlanInput {
   core::ParallelConfig parallel;
   int zero_stage = 1;                 // ZeRO stage of the optimizer state (MoNTA Table 3)
   std::string recompute = "selective";  // activation recomputation: none | selective | full
+  // Fraction of the device's peak flop/s an expert GEMM reaches (HybridEP Eq. 1 uses the
+  // rate; FSMoE fits it): a typical large-GEMM figure unless the user measured another.
+  double gemm_efficiency = 0.6;
 };
 
 struct StrategyEstimate {
@@ -30,8 +33,14 @@ struct StrategyEstimate {
   double total_s() const { return forward_s + backward_s; }
 };
 
+struct SkippedStrategy {
+  std::string name;
+  std::string reason;
+};
+
 struct Plan {
   std::vector<StrategyEstimate> strategies;
+  std::vector<SkippedStrategy> skipped;  // candidates whose model does not apply here
   std::string recommended;
   nlohmann::json workload;  // derived quantities the estimates share (bytes, times)
 };

@@ -1,0 +1,82 @@
+#include "cost/collective_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "cost/efficiency_curve.h"
+
+namespace moecomm::cost {
+
+std::string collective_name(Collective op) {
+  switch (op) {
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kAllReduce: return "allreduce";
+  }
+  return "?";
+}
+
+AlphaBeta CollectiveModel::line(Collective op, int level, int p, double n_ref) const {
+  if (p < 1) throw Error("collective model", "group size must be at least 1");
+  if (p == 1) return {};  // nothing leaves the device
+  const core::Level& link = topology_.level(level);
+  const auto& cluster = topology_.cluster();
+  double eff = EfficiencyCurve(cluster.curve(link.name, collective_name(op)),
+                               cluster.name + ": efficiency." + link.name)
+                   .at(n_ref);
+  const double bw = link.bandwidth * eff, steps = p - 1, share = (p - 1.0) / p;
+  switch (op) {
+    case Collective::kAllToAll:  // p - 1 messages of n / p each
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:  // ring: p - 1 steps of n / p
+      return {steps * link.latency, share / bw};
+    case Collective::kAllReduce:  // ring ReduceScatter + AllGather
+      return {2 * steps * link.latency, 2 * share / bw};
+  }
+  return {};
+}
+
+int CollectiveModel::bottleneck_level(const std::vector<int>& group) const {
+  int level = core::Topology::kSameDevice;
+  for (size_t i = 1; i < group.size(); ++i) {
+    int l = topology_.meet_level(group[0], group[i]);
+    if (l != core::Topology::kSameDevice && (level == core::Topology::kSameDevice || l < level))
+      level = l;
+  }
+  return level;
+}
+
+double CollectiveModel::group_time(Collective op, const std::vector<int>& group, double n) const {
+  int level = bottleneck_level(group);
+  if (level == core::Topology::kSameDevice) return 0.0;
+  return time(op, level, static_cast<int>(group.size()), n);
+}
+
+std::vector<double> CollectiveModel::alltoall_level_shares(const std::vector<int>& group) const {
+  std::vector<double> share(topology_.num_levels(), 0.0);
+  if (group.empty()) return share;
+  for (size_t i = 1; i < group.size(); ++i)
+    share[topology_.meet_level(group[0], group[i])] += 1.0 / group.size();
+  return share;
+}
+
+double CollectiveModel::alltoall_time(const std::vector<int>& group, double n) const {
+  const auto share = alltoall_level_shares(group);
+  const auto& cluster = topology_.cluster();
+  double worst = 0.0;
+  for (int l = 0; l < topology_.num_levels(); ++l) {
+    if (share[l] == 0.0) continue;
+    const core::Level& link = topology_.level(l);
+    // Peers at this level: each gets one message; the link's efficiency is read at the
+    // rank's whole send volume, as MoNTA reads r1 at I / (N t).
+    int peers = static_cast<int>(share[l] * group.size() + 0.5);
+    double eff = EfficiencyCurve(cluster.curve(link.name, "alltoall"),
+                                 cluster.name + ": efficiency." + link.name)
+                     .at(n);
+    worst = std::max(worst, peers * link.latency + share[l] * n / (link.bandwidth * eff));
+  }
+  return worst;
+}
+
+}  // namespace moecomm::cost

@@ -1,0 +1,69 @@
+#include <cmath>
+#include <set>
+
+#include "plan/estimates.h"
+
+namespace moecomm::plan {
+
+std::optional<GroupSpan> group_span(const core::Topology& topo, const std::vector<int>& group) {
+  GroupSpan span;
+  long long product = 1;
+  for (int l = 0; l < topo.num_levels(); ++l) {
+    std::set<int> workers;
+    for (int r : group) workers.insert(topo.location(r)[l]);
+    if (workers.size() <= 1) continue;
+    span.levels.push_back(l);
+    span.counts.push_back(static_cast<int>(workers.size()));
+    product *= static_cast<long long>(workers.size());
+  }
+  if (product != static_cast<long long>(group.size())) return std::nullopt;
+  return span;
+}
+
+StrategyEstimate estimate_baseline(const EstimateContext& ctx) {
+  const auto& w = ctx.work;
+  // Every ESP rank dispatches the whole replicated batch (DeepSpeed's TP dispatch).
+  const double a2a = ctx.comm.alltoall_time(w.groups.ep.front(), w.a2a_bytes);
+  StrategyEstimate e;
+  e.name = "baseline";
+  e.source = "flat A2A over the EP group (alpha-beta per level with efficiency curves)";
+  e.forward_s = 2 * a2a + ctx.expert_fwd_s + ctx.esp_reduce_s;
+  e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
+  e.memory_bytes = ctx.base_memory_bytes;
+  e.params = {{"a2a", "flat"}, {"tp_dispatch", "replicate"}, {"grad_sync", "bucketed"},
+              {"a2a_ms", a2a * 1e3}};
+  return e;
+}
+
+// Tutel's 2DH A2A: an intra-node A2A regroups the data by destination node, then one
+// aggregated message per node pair crosses the slow link (q - 1 start-ups instead of one
+// per remote peer). Both phases run one after the other.
+StrategyEstimate estimate_hierarchical(const EstimateContext& ctx) {
+  const auto& w = ctx.work;
+  const auto& group = w.groups.ep.front();
+  StrategyEstimate e = estimate_baseline(ctx);
+  e.name = "hier-a2a";
+  e.source = "2DH hierarchical A2A (Tutel; DESIGN.md a2a knob)";
+  double flat = e.params["a2a_ms"].get<double>() / 1e3, a2a = flat;
+  int outer = w.inter_level;
+  if (outer != core::Topology::kSameDevice) {
+    std::vector<int> local;  // the EP members sharing group[0]'s worker at the outer level
+    for (int r : group)
+      if (r == group[0] || ctx.topology.meet_level(group[0], r) > outer) local.push_back(r);
+    const int nodes = static_cast<int>(group.size() / local.size());
+    double intra = 0;
+    if (local.size() > 1)
+      intra = ctx.comm.time(cost::Collective::kAllToAll, ctx.comm.bottleneck_level(local),
+                            static_cast<int>(local.size()), w.a2a_bytes);
+    a2a = intra + ctx.comm.time(cost::Collective::kAllToAll, outer, nodes, w.a2a_bytes);
+    e.params["nodes"] = nodes;
+    e.params["ranks_per_node"] = local.size();
+  }
+  e.forward_s += 2 * (a2a - flat);
+  e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
+  e.params["a2a"] = "2dh";
+  e.params["a2a_ms"] = a2a * 1e3;
+  return e;
+}
+
+}  // namespace moecomm::plan

@@ -1,0 +1,100 @@
+// The FSMoE row: inter-node A2A, intra-node ESP-AllGather / ReduceScatter and expert GEMMs
+// pipelined with degree r per phase (FSMoE Sec. 4), the gradient AllReduce partitioned into
+// the backward's overlap windows (Sec. 5).
+#include <map>
+
+#include "plan/estimates.h"
+#include "plan/fsmoe_gradient_partition.h"
+#include "plan/fsmoe_pipeline.h"
+
+namespace moecomm::plan {
+
+namespace {
+
+// The slowest level's line of a uniform A2A over the group (FSMoE Eq. 1's alpha and beta).
+cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n) {
+  const double alpha = ctx.comm.alltoall_time(group, 0.0);
+  return {alpha, n > 0 ? (ctx.comm.alltoall_time(group, n) - alpha) / n : 0.0};
+}
+
+cost::AlphaBeta ring_line(const EstimateContext& ctx, cost::Collective op, const core::RankGroup& g,
+                          double n) {
+  const int level = ctx.comm.bottleneck_level(g);
+  if (level == core::Topology::kSameDevice) return {};
+  return ctx.comm.line(op, level, static_cast<int>(g.size()), n);
+}
+
+FsmoeLayerModel forward_model(const EstimateContext& ctx) {
+  const auto& w = ctx.work;
+  const auto& p = ctx.input.parallel;
+  FsmoeLayerModel m;
+  // Tokens replicated over TP are sent once per ESP group and gathered inside it (Fig. 3).
+  m.n_a2a = w.a2a_bytes / std::min(p.tp, p.esp);
+  m.a2a = a2a_line(ctx, w.groups.ep.front(), m.n_a2a);
+  if (p.esp > 1) {
+    m.n_ag = m.n_rs = m.n_a2a * p.esp;
+    m.ag = ring_line(ctx, cost::Collective::kAllGather, w.groups.esp.front(), m.n_ag);
+    m.rs = ring_line(ctx, cost::Collective::kReduceScatter, w.groups.esp.front(), m.n_rs);
+  }
+  m.exp = ctx.gemm.line();
+  m.n_exp = w.expert_flops;
+  return m;
+}
+
+// Every MoE layer of the model in backward order, each releasing its dense gradients for
+// the layers after it (FSMoE Sec. 5.2).
+FsmoeGradProblem gradient_problem(const EstimateContext& ctx, const FsmoeLayerModel& fwd) {
+  FsmoeGradProblem problem;
+  const auto& dp = ctx.work.groups.dp.front();
+  problem.allreduce = ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes);
+  const int layers = static_cast<int>(ctx.input.model.layers / ctx.input.parallel.pp);
+  for (int i = 0; i < layers; ++i)
+    problem.layers.push_back({fsmoe_backward_model(fwd, 0.0), 2 * ctx.pre_expert_fwd_s,
+                              i == 0 ? 0.0 : ctx.work.dense_grad_bytes});
+  return problem;
+}
+
+int most_common_degree(const std::vector<FsmoeIntegerDegree>& degrees) {
+  std::map<int, int> count;
+  for (const auto& d : degrees) ++count[d.r];
+  return std::max_element(count.begin(), count.end(),
+                          [](auto& a, auto& b) { return a.second < b.second; })->first;
+}
+
+}  // namespace
+
+std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::string& why) {
+  if (ctx.work.inter_level == core::Topology::kSameDevice) {
+    why = "the EP group has one rank: nothing to pipeline";
+    return std::nullopt;
+  }
+  const FsmoeLayerModel fwd = forward_model(ctx);
+  const int max_degree = static_cast<int>(std::min<int64_t>(kFsmoeDefaultMaxDegree, ctx.work.tokens));
+  const FsmoeDegree f = fsmoe_optimal_degree(fsmoe_forward_model(fwd), max_degree);
+  StrategyEstimate e;
+  e.name = "fsmoe";
+  e.source = "FSMoE Sec. 4 (four-case model, exact integer r), Sec. 5 (gradient partition)";
+  e.forward_s = f.exact.time;
+  e.params = {{"r_forward", f.exact.r}, {"case_forward", static_cast<int>(f.exact.which)},
+              {"r_forward_slsqp", f.relaxed.r}};
+  const auto& dp = ctx.work.groups.dp.front();
+  if (dp.size() > 1) {
+    FsmoeGradProblem problem = gradient_problem(ctx, fwd);
+    problem.max_degree = max_degree;
+    const FsmoeGradPlan g = fsmoe_partition_gradients(problem, {1, 600, 200});
+    e.backward_s = g.objective / problem.layers.size();
+    e.params["r_backward"] = most_common_degree(g.backward);
+    e.params["grad_sync"] = "fsmoe";
+  } else {
+    const FsmoeDegree b = fsmoe_optimal_degree(fsmoe_backward_model(fwd, 0.0), max_degree);
+    e.backward_s = b.exact.time;
+    e.params["r_backward"] = b.exact.r;
+  }
+  // Expert gradients over EDP are not in FSMoE's partition: they follow the layer.
+  e.backward_s += ring_line(ctx, cost::Collective::kAllReduce, ctx.work.groups.edp.front(),
+                            ctx.work.expert_grad_bytes).time(ctx.work.expert_grad_bytes);
+  e.memory_bytes = ctx.base_memory_bytes;
+  return e;
+}
+
+}  // namespace moecomm::plan

@@ -1,0 +1,94 @@
+// The Lina row: gradient AllReduce as micro-ops that never share the network with an A2A
+// (Lina Sec. 4.1), and experts packed until an FFN micro-op outlasts an A2A micro-op.
+#include <cmath>
+
+#include "plan/estimates.h"
+#include "plan/lina_planner.h"
+
+namespace moecomm::plan {
+
+namespace {
+
+std::vector<LinaLinkLevel> span_levels(const EstimateContext& ctx, const GroupSpan& span) {
+  std::vector<LinaLinkLevel> levels;
+  for (size_t i = 0; i < span.levels.size(); ++i) {
+    const auto& l = ctx.topology.level(span.levels[i]);
+    levels.push_back({span.counts[i], l.bandwidth, l.latency});
+  }
+  return levels;
+}
+
+}  // namespace
+
+namespace {
+
+LinaBackwardInput backward_input(const EstimateContext& ctx, double a2a_s, double ffn_s,
+                                 double partition_bytes) {
+  LinaBackwardInput in{a2a_s, ffn_s, {}};
+  // Dense gradients reduce over the DP group, expert gradients over the EDP group.
+  const std::pair<double, const core::RankGroup*> tensors[] = {
+      {ctx.work.dense_grad_bytes, &ctx.work.groups.dp.front()},
+      {ctx.work.expert_grad_bytes, &ctx.work.groups.edp.front()}};
+  for (const auto& [bytes, group] : tensors) {
+    if (group->size() < 2) continue;
+    LinaMicroOps ops = lina_partition(bytes, partition_bytes);
+    for (long long i = 0; i < ops.count; ++i)
+      in.allreduce_microop_seconds.push_back(
+          ctx.comm.group_time(cost::Collective::kAllReduce, *group, ops.bytes_each));
+  }
+  return in;
+}
+
+}  // namespace
+
+// Without Lina: the layer's gradients go as one bucket that fair-shares the links with the
+// backward A2As (Lina Sec. 2.2); the layer is done when both are.
+double backward_with_bucketed_sync(const EstimateContext& ctx, double a2a_s, double ffn_s) {
+  LinaBackwardTimes t = lina_backward_fair_share(backward_input(ctx, a2a_s, ffn_s, 1e300));
+  return t.layer_seconds + t.allreduce_left_seconds;
+}
+
+std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::string& why) {
+  const auto& w = ctx.work;
+  const auto& m = ctx.input.model;
+  auto span = group_span(ctx.topology, w.groups.ep.front());
+  if (!span || span->levels.empty()) {
+    why = span ? "the EP group has one rank: no A2A to protect" : "the EP group is not a sub-grid of the levels";
+    return std::nullopt;
+  }
+  const auto levels = span_levels(ctx, *span);
+  const auto& dp = w.groups.dp.front();
+  const int dp_level = ctx.comm.bottleneck_level(dp);
+  const double ffn_bwd = 2 * ctx.expert_fwd_s;
+  double partition = kLinaDefaultPartitionBytes;
+  if (dp_level != core::Topology::kSameDevice) {
+    const auto& link = ctx.topology.level(dp_level);
+    auto line = lina_allreduce_line(static_cast<int>(dp.size()), link.bandwidth, link.latency);
+    partition = lina_partition_bytes({line, ffn_bwd});
+  }
+  LinaPackingInput pack;
+  pack.experts = static_cast<int>(m.experts);
+  pack.ep = ctx.input.parallel.ep;
+  pack.levels = levels;
+  pack.microop_bytes = std::min(partition, w.a2a_bytes);
+  pack.token_bytes = w.token_bytes;
+  pack.ffn_flops_per_token = 2.0 * m.ffn_gemms() * m.hidden * m.ffn_hidden / ctx.input.parallel.esp;
+  pack.flops = 1.0 / ctx.gemm.line().beta;
+  const LinaPacking packing = lina_pack_experts(pack);
+  const double a2a = lina_a2a_seconds(w.a2a_bytes, packing.ep_group, levels);
+  const LinaBackwardTimes bwd = lina_backward_a2a_first(backward_input(ctx, a2a, ffn_bwd, partition));
+  StrategyEstimate e;
+  e.name = "lina";
+  e.source = "Lina Sec. 4.1-4.2 (A2A-first micro-ops, expert packing)";
+  e.forward_s = 2 * a2a + ctx.expert_fwd_s + ctx.esp_reduce_s;
+  e.backward_s = bwd.layer_seconds + bwd.allreduce_left_seconds + ctx.esp_reduce_s;
+  // Packing k experts per device holds k / (E / ep) times the expert state.
+  const double extra = std::max(0.0, packing.experts_per_device - w.experts_per_rank);
+  e.memory_bytes = ctx.base_memory_bytes + extra * ctx.state_bytes_per_expert;
+  e.params = {{"grad_sync", "lina"}, {"microop_bytes", partition},
+              {"experts_per_device", packing.experts_per_device}, {"ep_group", packing.ep_group},
+              {"a2a_ms", a2a * 1e3}, {"a2a_blocked_ms", bwd.a2a_blocked_seconds * 1e3}};
+  return e;
+}
+
+}  // namespace moecomm::plan

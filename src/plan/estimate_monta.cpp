@@ -1,0 +1,90 @@
+// The MoNTA rows of the plan table: Drop + inter-node A2A + intra-node AllGather (O1),
+// chunked (O2) and with the reordering copy pipelined (O3), for both A2As of the layer.
+#include "plan/estimates.h"
+#include "plan/monta_planner.h"
+
+namespace moecomm::plan {
+
+namespace {
+
+Channel channel(const EstimateContext& ctx, int level, const char* collective) {
+  const auto& link = ctx.topology.level(level);
+  return {link.bandwidth, cost::EfficiencyCurve(ctx.input.cluster.curve(link.name, collective))};
+}
+
+// I_minimal: below the smallest A2A size the cluster measured, a chunk's time is start-up
+// dominated (MoNTA Algorithm 1 input); 1 MB where nothing was measured.
+double minimal_chunk_bytes(const EstimateContext& ctx) {
+  auto points = ctx.input.cluster.curve(ctx.topology.level(ctx.work.inter_level).name, "alltoall");
+  return points.empty() ? 1e6 : points.front().first;
+}
+
+MontaInputs monta_inputs(const EstimateContext& ctx) {
+  const auto& m = ctx.input.model;
+  MontaInputs in;
+  in.b = m.micro_batch;
+  in.s = m.seq_len;
+  in.h = m.hidden;
+  // Eq. 3 has I = b s h BPE for one token copy; a top-k layout with capacity factor sends
+  // k x cf copies, folded into the bytes per element.
+  in.bpe = double(m.dtype_bytes) * m.top_k * m.capacity_factor.value_or(1.0);
+  in.t = ctx.input.parallel.esp;
+  in.e = ctx.input.parallel.ep;
+  in.inter = channel(ctx, ctx.work.inter_level, "alltoall");
+  in.intra = channel(ctx, ctx.innermost, "allgather");
+  in.memory = {ctx.input.cluster.device.memory_bandwidth,
+               cost::EfficiencyCurve(ctx.input.cluster.curve(ctx.topology.level(ctx.innermost).name, "memcpy"))};
+  in.i_minimal = minimal_chunk_bytes(ctx);
+  return in;
+}
+
+// MoNTA assumes the ESP (= TP) group fills a node and the EP group has one rank per node.
+bool applies(const EstimateContext& ctx, std::string& why) {
+  const auto& p = ctx.input.parallel;
+  if (p.esp < 2) {
+    why = "needs expert sharding (esp > 1): MoNTA drops the TP-replicated tokens";
+    return false;
+  }
+  if (ctx.work.inter_level == core::Topology::kSameDevice) {
+    why = "the EP group has one rank: no A2A";
+    return false;
+  }
+  if (ctx.comm.bottleneck_level(ctx.work.groups.esp.front()) <= ctx.work.inter_level) {
+    why = "the ESP group crosses the EP group's link: MoNTA needs it inside a node";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level, std::string& why) {
+  if (!applies(ctx, why)) return std::nullopt;
+  const MontaInputs in = monta_inputs(ctx);
+  const StrategyCosts costs = strategy_costs(in);
+  double a2a = costs.o1_s;
+  std::int64_t chunks = 1;
+  if (level == 2) {
+    a2a = costs.o2.time_s;
+    chunks = costs.o2.n;
+  } else if (level == 3) {
+    a2a = costs.o3.time_s;
+    chunks = costs.o3.n;
+  }
+  StrategyEstimate e;
+  e.name = "monta-o" + std::to_string(level);
+  e.source = "MoNTA Eq. 8-11, Algorithms 1-2";
+  // The combine mirrors the dispatch (issue: "for both A2As of the layer"); the ReduceScatter
+  // of the expert shards replaces the ESP AllReduce the baseline needs.
+  e.forward_s = kA2APerForward * a2a + ctx.expert_fwd_s;
+  static_assert(kA2APerBackward == 2, "backward_with_bucketed_sync models two A2As");
+  e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s);
+  e.memory_bytes = ctx.base_memory_bytes;
+  e.params = {{"tp_dispatch", "drop-allgather"}, {"chunks", chunks}, {"copy_pipelined", level == 3},
+              {"a2a_ms", a2a * 1e3}, {"monta_baseline_a2a_ms", costs.baseline_s * 1e3},
+              {"i_minimal_bytes", in.i_minimal}};
+  if (level == 2 || level == 3) e.params["monta_choice"] = std::string(strategy_name(select_strategy(costs).strategy));
+  return e;
+}
+
+}  // namespace moecomm::plan

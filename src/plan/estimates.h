@@ -1,0 +1,54 @@
+#pragma once
+// One estimate function per strategy of the plan table; each follows its paper's model and
+// adds the terms its paper leaves out from the shared context, so the rows compare.
+#include <optional>
+#include <string>
+
+#include "core/topology.h"
+#include "cost/collective_model.h"
+#include "cost/gemm_model.h"
+#include "plan/moe_workload.h"
+#include "plan/strategy_table.h"
+
+namespace moecomm::plan {
+
+// HybridEP's SR compression ratio the plan tries beside no compression (HybridEP Sec. V-E).
+inline constexpr double kHybridEpCompression = 50.0;
+
+struct EstimateContext {
+  const PlanInput& input;
+  const core::Topology& topology;
+  const MoeWorkload& work;
+  const cost::CollectiveModel& comm;
+  cost::GemmModel gemm;
+  double expert_fwd_s = 0;     // expert FFN forward on one rank
+  double esp_reduce_s = 0;     // summing the expert shards' partial outputs over ESP
+  double grad_sync_s = 0;      // one layer's gradient AllReduce (dense over dp, experts over edp)
+  double pre_expert_fwd_s = 0; // attention (and gate) forward before the experts
+  double base_memory_bytes = 0;  // MoNTA Eq. 1 per device
+  double state_bytes_per_expert = 0;  // model state of one more expert shard on a device
+  int innermost = 0;           // index of the innermost level (intra-node link)
+};
+
+// Baseline EP (flat A2A, replicated dispatch under expert sharding) and 2DH hierarchical A2A.
+StrategyEstimate estimate_baseline(const EstimateContext& ctx);
+StrategyEstimate estimate_hierarchical(const EstimateContext& ctx);
+// MoNTA O1/O2/O3 (level = 1, 2, 3); nullopt with `why` set when the model does not apply.
+std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level, std::string& why);
+std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::string& why);
+std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double compression,
+                                                  std::string& why);
+std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::string& why);
+// Backward of a layer whose gradient AllReduce fair-shares the links with its A2As:
+// two A2As around ffn_s of expert backward, until the layer's gradients are synchronized.
+double backward_with_bucketed_sync(const EstimateContext& ctx, double a2a_s, double ffn_s);
+
+// The per-level worker counts an EP group spans (levels with one worker dropped), outermost
+// first, and their level indices; empty when the group is not a full sub-grid of the levels.
+struct GroupSpan {
+  std::vector<int> levels;  // level index
+  std::vector<int> counts;  // distinct workers of that level in the group
+};
+std::optional<GroupSpan> group_span(const core::Topology& topology, const std::vector<int>& group);
+
+}  // namespace moecomm::plan

@@ -1,0 +1,136 @@
+#include "plan/strategy_table.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "plan/estimates.h"
+#include "plan/monta_memory.h"
+
+namespace moecomm::plan {
+
+namespace {
+
+Recompute parse_recompute(const std::string& r) {
+  if (r == "none") return Recompute::kNone;
+  if (r == "selective") return Recompute::kSelective;
+  if (r == "full") return Recompute::kFull;
+  throw Error("recompute", "must be none, selective or full, got \"" + r + "\"");
+}
+
+// MoNTA Eq. 1: model states (Table 3) plus activations (Table 4) on one device.
+double memory_per_device(const PlanInput& in) {
+  const auto& m = in.model;
+  const auto& p = in.parallel;
+  WeightMemoryInputs wm;
+  wm.dense_params = m.layers * m.dense_layer_params() + double(m.vocab_size) * m.hidden;
+  wm.moe_params = m.layers * m.experts * m.expert_params();
+  wm.p = p.pp;
+  wm.t = p.tp;
+  wm.e = p.ep;
+  wm.dense_dp = p.dp * p.cp;
+  wm.expert_dp = p.edp;
+  wm.zero_stage = in.zero_stage;
+  ActivationInputs act;
+  act.b = m.micro_batch;
+  act.s = m.seq_len / p.cp;
+  act.h = m.hidden;
+  act.a = m.heads;
+  act.l = m.layers / p.pp;
+  act.ffn_hidden = m.ffn_hidden;
+  act.k = static_cast<int>(m.top_k);
+  act.t = p.tp;
+  act.sp = p.tp > 1;
+  act.recompute = parse_recompute(in.recompute);
+  return total_memory(weight_memory(wm), activation_memory(act));
+}
+
+EstimateContext make_context(const PlanInput& in, const core::Topology& topo, const MoeWorkload& w,
+                             const cost::CollectiveModel& comm) {
+  const auto& m = in.model;
+  const auto& p = in.parallel;
+  EstimateContext ctx{in, topo, w, comm,
+                      cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency)};
+  ctx.expert_fwd_s = ctx.gemm.time_flops(w.expert_flops);
+  if (p.esp > 1)
+    ctx.esp_reduce_s = comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
+  ctx.grad_sync_s = comm.group_time(cost::Collective::kAllReduce, w.groups.dp.front(), w.dense_grad_bytes) +
+                    comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
+  // Attention: QKV and output projections (8 h^2 flops a token) and scores (4 s h).
+  ctx.pre_expert_fwd_s =
+      ctx.gemm.time_flops(w.tokens * (8.0 * m.hidden * m.hidden + 4.0 * m.seq_len * m.hidden) / p.tp);
+  ctx.base_memory_bytes = memory_per_device(in);
+  ctx.state_bytes_per_expert =
+      m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);
+  ctx.innermost = topo.num_levels() - 1;
+  return ctx;
+}
+
+void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e, const std::string& why) {
+  if (e)
+    plan.strategies.push_back(std::move(*e));
+  else
+    plan.skipped.push_back({name, why});
+}
+
+}  // namespace
+
+Plan make_plan(const PlanInput& in) {
+  if (!(in.gemm_efficiency > 0 && in.gemm_efficiency <= 1))
+    throw Error("gemm efficiency", "must be in (0, 1]");
+  const core::Topology topo(in.cluster);
+  if (topo.world_size() != in.parallel.world())
+    throw Error("parallel configuration", "covers " + std::to_string(in.parallel.world()) +
+                                              " ranks, the cluster has " + std::to_string(topo.world_size()));
+  const MoeWorkload w = derive_workload(in, topo);
+  const cost::CollectiveModel comm(topo);
+  const EstimateContext ctx = make_context(in, topo, w, comm);
+  Plan plan;
+  plan.strategies.push_back(estimate_baseline(ctx));
+  plan.strategies.push_back(estimate_hierarchical(ctx));
+  for (int level = 1; level <= 3; ++level) {
+    std::string why;
+    add(plan, "monta-o" + std::to_string(level), estimate_monta(ctx, level, why), why);
+  }
+  std::string why;
+  add(plan, "fsmoe", estimate_fsmoe(ctx, why), why);
+  add(plan, "hybridep", estimate_hybridep(ctx, 1.0, why), why);
+  add(plan, "hybridep-sr", estimate_hybridep(ctx, kHybridEpCompression, why), why);
+  add(plan, "lina", estimate_lina(ctx, why), why);
+  auto best = std::min_element(plan.strategies.begin(), plan.strategies.end(),
+                               [](const auto& a, const auto& b) { return a.total_s() < b.total_s(); });
+  plan.recommended = best->name;
+  plan.workload = {{"tokens_per_rank", w.tokens},
+                   {"a2a_bytes_per_rank", w.a2a_bytes},
+                   {"a2a_level_share", w.a2a_level_share},
+                   {"expert_forward_ms", ctx.expert_fwd_s * 1e3},
+                   {"attention_forward_ms", ctx.pre_expert_fwd_s * 1e3},
+                   {"grad_sync_ms", ctx.grad_sync_s * 1e3},
+                   {"esp_reduce_ms", ctx.esp_reduce_s * 1e3},
+                   {"gemm_efficiency", in.gemm_efficiency}};
+  return plan;
+}
+
+nlohmann::json plan_to_json(const Plan& plan, const PlanInput& in) {
+  nlohmann::json strategies = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const auto& s : plan.strategies)
+    strategies.push_back({{"name", s.name},
+                          {"forward_ms", s.forward_s * 1e3},
+                          {"backward_ms", s.backward_s * 1e3},
+                          {"total_ms", s.total_s() * 1e3},
+                          {"memory_GB", s.memory_bytes / 1e9},
+                          {"params", s.params},
+                          {"source", s.source}});
+  for (const auto& s : plan.skipped) skipped.push_back({{"name", s.name}, {"reason", s.reason}});
+  return {{"model", in.model.name},
+          {"cluster", in.cluster.name},
+          {"world", in.cluster.world_size()},
+          {"parallel", in.parallel.to_json()},
+          {"seq_len", in.model.seq_len},
+          {"micro_batch", in.model.micro_batch},
+          {"workload", plan.workload},
+          {"strategies", strategies},
+          {"skipped", skipped},
+          {"recommended", plan.recommended}};
+}
+
+}  // namespace moecomm::plan

@@ -1,0 +1,53 @@
+#include "cost/collective_model.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::cost {
+namespace {
+
+core::Topology two_by_four() {
+  core::Cluster c;
+  c.name = "t";
+  c.levels = {{"node", 2, 25e9, 5e-6}, {"gpu", 4, 200e9, 2e-6}};
+  c.efficiency["node"]["alltoall"] = {{1e6, 0.5}, {1e9, 1.0}};
+  return core::Topology(c);
+}
+
+TEST(CollectiveModel, RingFormulas) {
+  core::Topology t = two_by_four();
+  CollectiveModel m(t);
+  const double n = 400e6;
+  // AllReduce over 4 GPUs in a node: 2 (p-1)/p n / B + 2 (p-1) latency.
+  EXPECT_DOUBLE_EQ(m.time(Collective::kAllReduce, 1, 4, n), 2 * 0.75 * n / 200e9 + 6 * 2e-6);
+  EXPECT_DOUBLE_EQ(m.time(Collective::kAllGather, 1, 4, n), 0.75 * n / 200e9 + 3 * 2e-6);
+  EXPECT_DOUBLE_EQ(m.time(Collective::kAllGather, 1, 1, n), 0.0);
+  EXPECT_DOUBLE_EQ(m.group_time(Collective::kAllReduce, {0, 4}, n), 2 * 0.5 * n / 25e9 + 2 * 5e-6);
+  EXPECT_DOUBLE_EQ(m.group_time(Collective::kAllReduce, {3}, n), 0.0);
+}
+
+TEST(CollectiveModel, AllToAllSharesAndSlowestLevel) {
+  core::Topology t = two_by_four();
+  CollectiveModel m(t);
+  std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto share = m.alltoall_level_shares(all);
+  EXPECT_DOUBLE_EQ(share[0], 0.5);    // 4 of 8 peers on the other node
+  EXPECT_DOUBLE_EQ(share[1], 0.375);  // 3 of 8 in the node (1/8 stays on the device)
+  // Efficiency of the node link at 1e9 bytes is 1; the inter-node share bounds the time.
+  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e9), 4 * 5e-6 + 0.5 * 1e9 / 25e9);
+  // At 1e6 bytes the node link runs at 50%.
+  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e6), 4 * 5e-6 + 0.5 * 1e6 / 12.5e9);
+  EXPECT_EQ(m.bottleneck_level({0, 1, 5}), 0);
+  EXPECT_EQ(m.bottleneck_level({4, 5}), 1);
+}
+
+TEST(CollectiveModel, Errors) {
+  core::Topology t = two_by_four();
+  CollectiveModel m(t);
+  EXPECT_ERROR_HAS(m.line(Collective::kAllToAll, 0, 0, 1), "group size must be at least 1");
+  EXPECT_EQ(collective_name(Collective::kReduceScatter), "reducescatter");
+}
+
+}  // namespace
+}  // namespace moecomm::cost

@@ -1,5 +1,6 @@
 #include "cli/plan_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 
@@ -58,6 +59,22 @@ plan::PlanInput resolve_input(const std::string& model_arg, const std::string& c
   return in;
 }
 
+// Knob values for the table: numbers to 4 significant digits, strings bare.
+std::string format_value(const nlohmann::json& v) {
+  if (v.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return buf;
+  }
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + format_value(x);
+    return "[" + out + "]";
+  }
+  return v.dump();
+}
+
 void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& out) {
   const auto& par = in.parallel;
   char line[512];
@@ -74,10 +91,20 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& o
     std::snprintf(line, sizeof line, "%-14s %11.3f %11.3f %11.3f %10.2f  ", s.name.c_str(),
                   s.forward_s * 1e3, s.backward_s * 1e3, s.total_s() * 1e3, s.memory_bytes / 1e9);
     std::string knobs;
-    for (const auto& [k, v] : s.params.items()) knobs += (knobs.empty() ? "" : " ") + k + "=" + v.dump();
-    out << line << knobs << "\n";
+    for (const auto& [k, v] : s.params.items())
+      knobs += (knobs.empty() ? "" : " ") + k + "=" + format_value(v);
+    const bool fits = s.memory_bytes <= in.cluster.device.memory_bytes;
+    out << line << (fits ? "" : "[exceeds device memory] ") << knobs << "\n";
   }
-  out << "recommended: " << p.recommended << "\n";
+  for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
+  const auto& best = *std::find_if(p.strategies.begin(), p.strategies.end(),
+                                   [&](const auto& s) { return s.name == p.recommended; });
+  std::snprintf(line, sizeof line, "recommended: %s (%.3f ms per MoE layer, %.2fx the baseline's speed)\n",
+                best.name.c_str(), best.total_s() * 1e3, p.strategies.front().total_s() / best.total_s());
+  out << line;
+  if (best.memory_bytes > in.cluster.device.memory_bytes)
+    out << "warning: no estimate counts offloading; the memory above exceeds the device's "
+        << in.cluster.device.memory_bytes / 1e9 << " GB (try --zero 3 or --recompute full)\n";
 }
 
 }  // namespace

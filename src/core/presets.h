@@ -9,8 +9,8 @@
 
 namespace moecomm::core {
 
-inline constexpr const char* kDefaultCluster = "monta-a800-2x8";
-inline constexpr const char* kDefaultModel = "monta-2x70b";
+inline constexpr const char* kDefaultCluster = "fsmoe-testbed-a";
+inline constexpr const char* kDefaultModel = "fsmoe-mixtral-22b";
 
 // $MOECOMM_DATA_DIR if set, else the data/ folder of the source tree.
 std::string data_dir();

@@ -3,6 +3,7 @@
 // the backward's overlap windows (Sec. 5).
 #include <map>
 
+#include "cost/least_squares.h"
 #include "plan/estimates.h"
 #include "plan/fsmoe_gradient_partition.h"
 #include "plan/fsmoe_pipeline.h"
@@ -11,32 +12,43 @@ namespace moecomm::plan {
 
 namespace {
 
-// The slowest level's line of a uniform A2A over the group (FSMoE Eq. 1's alpha and beta).
-cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n) {
-  const double alpha = ctx.comm.alltoall_time(group, 0.0);
-  return {alpha, n > 0 ? (ctx.comm.alltoall_time(group, n) - alpha) / n : 0.0};
+// FSMoE fits Eq. 1's alpha and beta to micro-benchmarks over the message sizes it will
+// send (Sec. 6.2); here the "measurements" are the collective model's times (efficiency
+// curves included) at the chunk sizes n / r of every degree r tried.
+template <class TimeOf>
+cost::AlphaBeta fitted_line(double n, int max_degree, TimeOf time_of) {
+  if (n <= 0) return {};
+  std::vector<std::pair<double, double>> samples;
+  for (int r = 1; r <= max_degree; ++r) samples.push_back({n / r, time_of(n / r)});
+  if (max_degree == 1) samples.push_back({0.0, time_of(0.0)});
+  return cost::fit_alpha_beta(samples).line;
+}
+
+cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n, int max_degree) {
+  return fitted_line(n, max_degree, [&](double x) { return ctx.comm.alltoall_time(group, x); });
 }
 
 cost::AlphaBeta ring_line(const EstimateContext& ctx, cost::Collective op, const core::RankGroup& g,
-                          double n) {
+                          double n, int max_degree) {
   const int level = ctx.comm.bottleneck_level(g);
   if (level == core::Topology::kSameDevice) return {};
-  return ctx.comm.line(op, level, static_cast<int>(g.size()), n);
+  const int size = static_cast<int>(g.size());
+  return fitted_line(n, max_degree, [&](double x) { return ctx.comm.time(op, level, size, x); });
 }
 
-FsmoeLayerModel forward_model(const EstimateContext& ctx) {
+FsmoeLayerModel forward_model(const EstimateContext& ctx, int max_degree) {
   const auto& w = ctx.work;
   const auto& p = ctx.input.parallel;
   FsmoeLayerModel m;
   // Tokens replicated over TP are sent once per ESP group and gathered inside it (Fig. 3).
   m.n_a2a = w.a2a_bytes / std::min(p.tp, p.esp);
-  m.a2a = a2a_line(ctx, w.groups.ep.front(), m.n_a2a);
+  m.a2a = a2a_line(ctx, w.groups.ep.front(), m.n_a2a, max_degree);
   if (p.esp > 1) {
     m.n_ag = m.n_rs = m.n_a2a * p.esp;
-    m.ag = ring_line(ctx, cost::Collective::kAllGather, w.groups.esp.front(), m.n_ag);
-    m.rs = ring_line(ctx, cost::Collective::kReduceScatter, w.groups.esp.front(), m.n_rs);
+    m.ag = ring_line(ctx, cost::Collective::kAllGather, w.groups.esp.front(), m.n_ag, max_degree);
+    m.rs = ring_line(ctx, cost::Collective::kReduceScatter, w.groups.esp.front(), m.n_rs, max_degree);
   }
-  m.exp = ctx.gemm.line();
+  m.exp = ctx.expert_line;
   m.n_exp = w.expert_flops;
   return m;
 }
@@ -46,7 +58,7 @@ FsmoeLayerModel forward_model(const EstimateContext& ctx) {
 FsmoeGradProblem gradient_problem(const EstimateContext& ctx, const FsmoeLayerModel& fwd) {
   FsmoeGradProblem problem;
   const auto& dp = ctx.work.groups.dp.front();
-  problem.allreduce = ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes);
+  problem.allreduce = ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes, 1);
   const int layers = static_cast<int>(ctx.input.model.layers / ctx.input.parallel.pp);
   for (int i = 0; i < layers; ++i)
     problem.layers.push_back({fsmoe_backward_model(fwd, 0.0), 2 * ctx.pre_expert_fwd_s,
@@ -68,8 +80,8 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
     why = "the EP group has one rank: nothing to pipeline";
     return std::nullopt;
   }
-  const FsmoeLayerModel fwd = forward_model(ctx);
   const int max_degree = static_cast<int>(std::min<int64_t>(kFsmoeDefaultMaxDegree, ctx.work.tokens));
+  const FsmoeLayerModel fwd = forward_model(ctx, max_degree);
   const FsmoeDegree f = fsmoe_optimal_degree(fsmoe_forward_model(fwd), max_degree);
   StrategyEstimate e;
   e.name = "fsmoe";
@@ -91,8 +103,8 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
     e.params["r_backward"] = b.exact.r;
   }
   // Expert gradients over EDP are not in FSMoE's partition: they follow the layer.
-  e.backward_s += ring_line(ctx, cost::Collective::kAllReduce, ctx.work.groups.edp.front(),
-                            ctx.work.expert_grad_bytes).time(ctx.work.expert_grad_bytes);
+  e.backward_s += ctx.comm.group_time(cost::Collective::kAllReduce, ctx.work.groups.edp.front(),
+                                      ctx.work.expert_grad_bytes);
   e.memory_bytes = ctx.base_memory_bytes;
   return e;
 }

@@ -1,10 +1,55 @@
-// The HybridEP row: inside expert domains experts travel (AllGather, compressed), across
-// them tokens (A2A); domain sizes per level from HybridEP's stream model (Sec. III, IV-A).
+// The HybridEP rows: inside expert domains experts travel (AllGather, optionally SR-
+// compressed), across them tokens (A2A); domain sizes per level (HybridEP Sec. III, IV-A).
+#include <algorithm>
+
 #include "plan/estimates.h"
 #include "plan/hybridep_domains.h"
 #include "plan/hybridep_planner.h"
 
 namespace moecomm::plan {
+
+namespace {
+
+struct HybridTimes {
+  double a2a = 0, forward = 0, backward = 0;
+  HybridEpLayerTimes model_forward;
+};
+
+// HybridEP's stream model gives the A2A share that is left and the AllGather time; the A2A
+// itself is priced like the baseline's (latencies and efficiency curves included), so that
+// domain size 1 is exactly the baseline. The expert compute is not overlapped here: Eq. 7
+// credits that to prior pipelining work, which is FSMoE's and Lina's row.
+HybridTimes evaluate(const EstimateContext& ctx, const HybridEpLayerInput& in,
+                     const HybridEpBackwardInput& back, const std::vector<int>& sizes,
+                     double plain_a2a_model) {
+  HybridTimes t;
+  t.model_forward = hybridep_layer_times(in, sizes);
+  const HybridEpLayerTimes bwd = hybridep_backward_times(in, back, sizes);
+  const double flat = ctx.comm.alltoall_time(ctx.work.groups.ep.front(), ctx.work.a2a_bytes);
+  t.a2a = plain_a2a_model > 0 ? flat * t.model_forward.a2a_seconds / plain_a2a_model : 0.0;
+  const double pre = ctx.pre_expert_fwd_s, exp = ctx.expert_fwd_s;
+  t.forward = std::max(0.0, t.model_forward.allgather_seconds - pre) + 2 * t.a2a + exp + ctx.esp_reduce_s;
+  t.backward = backward_with_bucketed_sync(ctx, t.a2a, 2 * exp) +
+               std::max(0.0, bwd.allgather_seconds - 2 * pre) + ctx.esp_reduce_s;
+  return t;
+}
+
+// Every combination of per-level domain sizes (divisors of the level's count).
+void all_sizes(const std::vector<int>& counts, std::vector<int>& cur, std::vector<std::vector<int>>& out) {
+  if (cur.size() == counts.size()) {
+    out.push_back(cur);
+    return;
+  }
+  const int c = counts[cur.size()];
+  for (int s = 1; s <= c; ++s) {
+    if (c % s) continue;
+    cur.push_back(s);
+    all_sizes(counts, cur, out);
+    cur.pop_back();
+  }
+}
+
+}  // namespace
 
 std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double compression,
                                                   std::string& why) {
@@ -17,33 +62,42 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
   HybridEpLayerInput in;
   for (size_t i = 0; i < span->levels.size(); ++i)
     in.levels.push_back({span->counts[i], ctx.topology.level(span->levels[i]).bandwidth});
-  const double expert_bytes =
-      w.experts_per_rank * ctx.input.model.expert_params() / ctx.input.parallel.esp * ctx.input.model.dtype_bytes;
+  const auto& m = ctx.input.model;
+  const double expert_bytes = w.experts_per_rank * m.expert_params() / ctx.input.parallel.esp * m.dtype_bytes;
   in.data_bytes = w.a2a_bytes;
   in.expert_bytes = expert_bytes / compression;
   const int n = std::max(1, static_cast<int>(w.experts_per_rank));
   in.compute = {ctx.pre_expert_fwd_s, ctx.expert_fwd_s, n};
-  const HybridEpPlan plan = hybridep_plan(in);
-  const HybridEpLayerTimes bwd = hybridep_backward_times(
-      in, {expert_bytes, {2 * ctx.pre_expert_fwd_s, 2 * ctx.expert_fwd_s, n}}, plan.domain_sizes);
+  const HybridEpBackwardInput back{expert_bytes, {2 * ctx.pre_expert_fwd_s, 2 * ctx.expert_fwd_s, n}};
+  const double plain = hybridep_layer_times(in, std::vector<int>(in.levels.size(), 1)).a2a_seconds;
+  // The planner's choice: the domain sizes with the least forward + backward time.
+  std::vector<std::vector<int>> candidates;
+  std::vector<int> cur;
+  all_sizes(span->counts, cur, candidates);
+  std::vector<int> best_sizes;
+  HybridTimes best;
+  for (const auto& sizes : candidates) {
+    HybridTimes t = evaluate(ctx, in, back, sizes, plain);
+    if (best_sizes.empty() || t.forward + t.backward < best.forward + best.backward) {
+      best = t;
+      best_sizes = sizes;
+    }
+  }
   StrategyEstimate e;
   e.name = compression > 1 ? "hybridep-sr" : "hybridep";
-  e.source = "HybridEP Eq. 1-12 (stream model), Sec. IV-A multilevel domains";
-  // The model's total includes the pre-expert compute that hides the AllGather (Eq. 7); the
-  // MoE layer's own time is what it adds on top of that compute.
-  e.forward_s = plan.forward.total_seconds - ctx.pre_expert_fwd_s + ctx.esp_reduce_s;
-  e.backward_s = bwd.total_seconds - 2 * ctx.pre_expert_fwd_s + ctx.esp_reduce_s + ctx.grad_sync_s;
+  e.source = "HybridEP Eq. 1-12 (stream model), Sec. IV-A multilevel domains, Algorithm 1";
+  e.forward_s = best.forward;
+  e.backward_s = best.backward;
   // Each GPU also holds the experts gathered from its domains (decoded, full size).
   int gathered = 1;
-  for (int s : plan.domain_sizes) gathered *= s;
+  for (int s : best_sizes) gathered *= s;
   e.memory_bytes = ctx.base_memory_bytes + (gathered - 1) * expert_bytes;
-  std::vector<int> counts;
-  for (int c : span->counts) counts.push_back(c);
-  const auto comms = hybridep_total_comms(hybridep_count_comms(counts, plan.domain_sizes));
-  e.params = {{"domain_sizes", plan.domain_sizes}, {"p", plan.forward.p}, {"compression", compression},
-              {"a2a_ms", plan.forward.a2a_seconds * 1e3},
-              {"allgather_ms", plan.forward.allgather_seconds * 1e3},
-              {"a2a_pairs", comms.all_to_all}, {"allgather_pairs", comms.all_gather}};
+  const auto comms = hybridep_total_comms(hybridep_count_comms(span->counts, best_sizes));
+  const HybridEpPlan paper = hybridep_plan(in);
+  e.params = {{"domain_sizes", best_sizes}, {"p", best.model_forward.p}, {"compression", compression},
+              {"a2a_ms", best.a2a * 1e3}, {"allgather_ms", best.model_forward.allgather_seconds * 1e3},
+              {"a2a_pairs", comms.all_to_all}, {"allgather_pairs", comms.all_gather},
+              {"paper_eq8_domain_sizes", paper.domain_sizes}};
   return e;
 }
 

@@ -75,7 +75,10 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   pack.ffn_flops_per_token = 2.0 * m.ffn_gemms() * m.hidden * m.ffn_hidden / ctx.input.parallel.esp;
   pack.flops = 1.0 / ctx.gemm.line().beta;
   const LinaPacking packing = lina_pack_experts(pack);
-  const double a2a = lina_a2a_seconds(w.a2a_bytes, packing.ep_group, levels);
+  // Packed, the A2A runs among the group's first ep_group members (innermost levels first).
+  const auto& ep = w.groups.ep.front();
+  const core::RankGroup packed(ep.begin(), ep.begin() + std::min<size_t>(packing.ep_group, ep.size()));
+  const double a2a = ctx.comm.alltoall_time(packed, w.a2a_bytes);
   const LinaBackwardTimes bwd = lina_backward_a2a_first(backward_input(ctx, a2a, ffn_bwd, partition));
   StrategyEstimate e;
   e.name = "lina";

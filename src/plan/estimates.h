@@ -20,7 +20,8 @@ struct EstimateContext {
   const core::Topology& topology;
   const MoeWorkload& work;
   const cost::CollectiveModel& comm;
-  cost::GemmModel gemm;
+  cost::GemmModel gemm;         // one GEMM: start-up and seconds per flop
+  cost::AlphaBeta expert_line;  // all expert GEMMs of one rank (FSMoE Eq. 1's t_exp)
   double expert_fwd_s = 0;     // expert FFN forward on one rank
   double esp_reduce_s = 0;     // summing the expert shards' partial outputs over ESP
   double grad_sync_s = 0;      // one layer's gradient AllReduce (dense over dp, experts over edp)

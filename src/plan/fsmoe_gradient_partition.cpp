@@ -271,7 +271,10 @@ double fsmoe_layer_gar_time(const FsmoeGradProblem& p, const FsmoeGradStep1& s1,
   if (i >= p.layers.size() || i >= s1.first_bytes.size()) {
     throw Error("fsmoe gradient partition", "layer " + std::to_string(i) + " out of range");
   }
-  check_finite_nonneg(x, "fsmoe gradient partition: x[" + std::to_string(i) + "]");
+  if (!std::isfinite(x) || x < 0.0) {
+    throw Error("fsmoe gradient partition: x[" + std::to_string(i) + "]",
+                "must be finite and >= 0, got " + std::to_string(x));
+  }
   const double bytes = s1.first_bytes[i] + x;
   if (bytes <= 0.0) return 0.0;  // no AllReduce here, so no start-up either
   // One AllReduce covers step 1's bytes and x; the layer's dense ops hide the first

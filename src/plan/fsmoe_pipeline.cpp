@@ -121,15 +121,11 @@ double time_of(const FsmoeLayerModel& m, double r) {
   return case_times(m, r)[index_of(case_of(m, r))];
 }
 
-void check_finite_nonneg(double v, const std::string& where) {
+// Takes a C string so the hot path builds no message unless the check fails.
+void check_finite_nonneg(double v, const char* where) {
   if (!std::isfinite(v) || v < 0.0) {
     throw Error(where, "must be finite and >= 0, got " + std::to_string(v));
   }
-}
-
-void check_line(const cost::AlphaBeta& ab, const std::string& name) {
-  check_finite_nonneg(ab.alpha, "FsmoeLayerModel." + name + ".alpha");
-  check_finite_nonneg(ab.beta, "FsmoeLayerModel." + name + ".beta");
 }
 
 void check_degree(int r) {
@@ -227,10 +223,14 @@ std::vector<double> start_points(int max_degree, int r_exact) {
 }  // namespace
 
 void fsmoe_validate(const FsmoeLayerModel& m) {
-  check_line(m.a2a, "a2a");
-  check_line(m.ag, "ag");
-  check_line(m.rs, "rs");
-  check_line(m.exp, "exp");
+  check_finite_nonneg(m.a2a.alpha, "FsmoeLayerModel.a2a.alpha");
+  check_finite_nonneg(m.a2a.beta, "FsmoeLayerModel.a2a.beta");
+  check_finite_nonneg(m.ag.alpha, "FsmoeLayerModel.ag.alpha");
+  check_finite_nonneg(m.ag.beta, "FsmoeLayerModel.ag.beta");
+  check_finite_nonneg(m.rs.alpha, "FsmoeLayerModel.rs.alpha");
+  check_finite_nonneg(m.rs.beta, "FsmoeLayerModel.rs.beta");
+  check_finite_nonneg(m.exp.alpha, "FsmoeLayerModel.exp.alpha");
+  check_finite_nonneg(m.exp.beta, "FsmoeLayerModel.exp.beta");
   check_finite_nonneg(m.n_a2a, "FsmoeLayerModel.n_a2a");
   check_finite_nonneg(m.n_ag, "FsmoeLayerModel.n_ag");
   check_finite_nonneg(m.n_rs, "FsmoeLayerModel.n_rs");

@@ -48,9 +48,11 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
                              const cost::CollectiveModel& comm) {
   const auto& m = in.model;
   const auto& p = in.parallel;
-  EstimateContext ctx{in, topo, w, comm,
-                      cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency)};
-  ctx.expert_fwd_s = ctx.gemm.time_flops(w.expert_flops);
+  const double beta = cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency).line().beta;
+  EstimateContext ctx{in, topo, w, comm, cost::GemmModel({in.gemm_startup_s, beta}), {}};
+  // FSMoE Eq. 1: one start-up per GEMM; a rank runs ffn_gemms GEMMs for each of its experts.
+  ctx.expert_line = {in.gemm_startup_s * m.ffn_gemms() * std::max(1.0, w.experts_per_rank), beta};
+  ctx.expert_fwd_s = ctx.expert_line.time(w.expert_flops);
   if (p.esp > 1)
     ctx.esp_reduce_s = comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
   ctx.grad_sync_s = comm.group_time(cost::Collective::kAllReduce, w.groups.dp.front(), w.dense_grad_bytes) +
@@ -77,6 +79,7 @@ void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
 Plan make_plan(const PlanInput& in) {
   if (!(in.gemm_efficiency > 0 && in.gemm_efficiency <= 1))
     throw Error("gemm efficiency", "must be in (0, 1]");
+  if (!(in.gemm_startup_s >= 0)) throw Error("gemm start-up", "must not be negative");
   const core::Topology topo(in.cluster);
   if (topo.world_size() != in.parallel.world())
     throw Error("parallel configuration", "covers " + std::to_string(in.parallel.world()) +

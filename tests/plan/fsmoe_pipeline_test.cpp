@@ -128,6 +128,20 @@ TEST(FsmoePipeline, ConditionsByHand) {
   EXPECT_DOUBLE_EQ(fsmoe_layer_time(hand_model(0.7), 2), 10.0);
 }
 
+TEST(FsmoePipeline, GradientConditionsAreStrictAtTheirThresholds) {
+  // At r = 2 the hand model's thresholds are Q4: t_ag + t_rs = 2; Q5: 3.5 - 4 + 2 = 1.5;
+  // Q6: 2 + 2 - 4 = 0; Q7: 2 + 3.5 - 4 = 1.5. Each is strict (">").
+  const double above = 1e-9;
+  EXPECT_FALSE(fsmoe_conditions(hand_model(2.0), 2).q4);
+  EXPECT_TRUE(fsmoe_conditions(hand_model(2.0 + above), 2).q4);
+  EXPECT_FALSE(fsmoe_conditions(hand_model(1.5), 2).q5);
+  EXPECT_TRUE(fsmoe_conditions(hand_model(1.5 + above), 2).q5);
+  EXPECT_FALSE(fsmoe_conditions(hand_model(0.0), 2).q6);
+  EXPECT_TRUE(fsmoe_conditions(hand_model(above), 2).q6);
+  EXPECT_FALSE(fsmoe_conditions(hand_model(1.5), 2).q7);
+  EXPECT_TRUE(fsmoe_conditions(hand_model(1.5 + above), 2).q7);
+}
+
 TEST(FsmoePipeline, EachCaseSelectedByHand) {
   // Case1: t_gar = 2.5 > t_ag + t_rs = 2 makes Q4 true; time 2*2*2 + 2.5.
   EXPECT_EQ(fsmoe_case_at(hand_model(2.5), 2), FsmoeCase::k1);
@@ -230,7 +244,7 @@ TEST(FsmoePipeline, ZeroStartupsScanToMaxDegree) {
 
 TEST(FsmoePipeline, RelaxedDegreeIsALowerBoundAndConsistent) {
   std::mt19937_64 rng(99);
-  for (int trial = 0; trial < 150; ++trial) {
+  for (int trial = 0; trial < 100; ++trial) {
     const FsmoeLayerModel m = random_model(rng);
     const int max_degree = 32;
     const FsmoeDegree d = fsmoe_optimal_degree(m, max_degree);

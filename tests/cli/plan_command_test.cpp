@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/app.h"
+#include "core/presets.h"
+
+namespace moecomm::cli {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run_cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  int code = run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(PlanCommand, DefaultPresetPrintsTheTableAndARecommendation) {
+  Result r = run_cli({"plan"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, core::kDefaultModel));
+  for (const char* name : {"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3", "fsmoe",
+                           "hybridep", "lina", "recommended: "})
+    EXPECT_TRUE(has(r.out, name)) << name;
+}
+
+TEST(PlanCommand, JsonIsOneObjectWithStrategiesAndRecommended) {
+  Result r = run_cli({"plan", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_GE(j["strategies"].size(), 9u);
+  bool found = false;
+  for (const auto& s : j["strategies"]) {
+    EXPECT_TRUE(s["forward_ms"].is_number());
+    EXPECT_TRUE(s["backward_ms"].is_number());
+    EXPECT_TRUE(s["params"].is_object());
+    found |= s["name"] == j["recommended"];
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(PlanCommand, FlagsOverrideThePreset) {
+  Result r = run_cli({"plan", "--json", "--model", "monta-2x70b", "--seq-len", "4096",
+                      "--micro-batch", "2", "--parallel", "tp=8,ep=2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cluster"], "monta-a800-2x8");  // the model's own testbed
+  EXPECT_EQ(j["seq_len"], 4096);
+  EXPECT_EQ(j["micro_batch"], 2);
+  EXPECT_EQ(j["parallel"]["dp"], 2);
+  EXPECT_EQ(j["workload"]["tokens_per_rank"], 8192);
+}
+
+TEST(PlanCommand, UserFilesWorkWherePresetsDo) {
+  std::string model = ::testing::TempDir() + "user-model.json";
+  std::ofstream(model) << R"({"name": "mine", "hidden": 1024, "ffn_hidden": 4096, "experts": 8,
+      "top_k": 2, "layers": 4, "heads": 16, "seq_len": 512, "micro_batch": 2,
+      "capacity_factor": 1.25, "dtype_bytes": 2})";
+  Result r = run_cli({"plan", "--model", model, "--cluster", "lina-a100-4x4"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "model mine on cluster lina-a100-4x4 (16 devices)"));
+  EXPECT_TRUE(has(r.out, "skipped monta-o1"));
+  std::remove(model.c_str());
+}
+
+TEST(PlanCommand, HelpDocumentsEveryFlag) {
+  Result top = run_cli({"--help"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_TRUE(has(top.out, "plan"));
+  Result r = run_cli({"plan", "--help"});
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--model", "--cluster", "--parallel", "--seq-len", "--micro-batch",
+                           "--json", "--zero", "--recompute"})
+    EXPECT_TRUE(has(r.out, flag)) << flag;
+}
+
+TEST(PlanCommand, BadInputIsAClearErrorWithExitCode2) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"plan", "--model", "nope"}, "error: model \"nope\": no such preset or file"},
+           {{"plan", "--cluster", "/no/such.json"}, "error: /no/such.json: no such cluster file"},
+           {{"plan", "--parallel", "tp=5"}, "error: --parallel (world 48): tp x cp x pp = 5 does not divide 48"},
+           {{"plan", "--parallel", "ep=4"}, "does not divide the number of experts (6)"},
+           {{"plan", "--parallel", "xp=2"}, "error: --parallel: xp: unknown key"},
+           {{"plan", "--seq-len", "0"}, "error: --seq-len"},
+           {{"plan", "--zero", "4"}, "error: --zero"},
+           {{"plan", "--recompute", "some"}, "error: --recompute"},
+           {{"plan", "--frobnicate"}, "error: "},
+           {{}, "error: "},
+       }) {
+    Result r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.expected;
+    EXPECT_TRUE(has(r.err, c.expected)) << "stderr: " << r.err << "\nexpected: " << c.expected;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+TEST(PlanCommand, TheBinaryExitsTwoOnErrors) {
+  std::string cmd = std::string(MOECOMM_BINARY) + " plan --model nope 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::string text;
+  std::array<char, 256> buf;
+  while (fgets(buf.data(), buf.size(), pipe.get())) text += buf.data();
+  int status = pclose(pipe.release());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_TRUE(has(text, "error: model \"nope\""));
+}
+
+}  // namespace
+}  // namespace moecomm::cli

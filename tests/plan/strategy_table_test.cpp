@@ -1,0 +1,136 @@
+#include "plan/strategy_table.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/presets.h"
+#include "support/expect_error.h"
+
+namespace moecomm::plan {
+namespace {
+
+PlanInput preset_input(const std::string& model_name, const std::string& parallel = "") {
+  PlanInput in;
+  in.model = core::load_model(model_name);
+  in.cluster = core::load_cluster(in.model.cluster.value_or(core::kDefaultCluster));
+  core::ParallelSpec spec = parallel.empty() && in.model.parallel
+                                ? *in.model.parallel
+                                : core::parse_parallel_spec(parallel, "test");
+  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(), in.model.experts, "test");
+  return in;
+}
+
+const StrategyEstimate& row(const Plan& p, const std::string& name) {
+  auto it = std::find_if(p.strategies.begin(), p.strategies.end(),
+                         [&](const auto& s) { return s.name == name; });
+  EXPECT_NE(it, p.strategies.end()) << name;
+  return *it;
+}
+
+TEST(StrategyTable, DefaultPresetHasEveryCandidateAndRecommendsTheFastest) {
+  Plan p = make_plan(preset_input(core::kDefaultModel));
+  std::set<std::string> names;
+  for (const auto& s : p.strategies) names.insert(s.name);
+  EXPECT_EQ(names, (std::set<std::string>{"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3",
+                                          "fsmoe", "hybridep", "hybridep-sr", "lina"}));
+  EXPECT_TRUE(p.skipped.empty());
+  auto best = std::min_element(p.strategies.begin(), p.strategies.end(),
+                               [](auto& a, auto& b) { return a.total_s() < b.total_s(); });
+  EXPECT_EQ(p.recommended, best->name);
+  for (const auto& s : p.strategies) {
+    EXPECT_GT(s.forward_s, 0) << s.name;
+    EXPECT_GT(s.backward_s, s.forward_s * 0.5) << s.name;
+    EXPECT_GT(s.memory_bytes, 0) << s.name;
+  }
+}
+
+// A cluster and model small enough to price the baseline by hand.
+PlanInput tiny() {
+  PlanInput in;
+  in.cluster.name = "tiny";
+  in.cluster.levels = {{"node", 2, 10e9, 10e-6}, {"gpu", 2, 100e9, 1e-6}};
+  in.cluster.device = {100e12, 16e9, 1e12};
+  in.model.name = "tiny";
+  in.model.hidden = 1024;
+  in.model.ffn_hidden = 4096;
+  in.model.experts = 4;
+  in.model.top_k = 2;
+  in.model.layers = 2;
+  in.model.heads = 8;
+  in.model.seq_len = 512;
+  in.model.micro_batch = 2;
+  in.model.dtype_bytes = 2;
+  in.parallel = core::resolve_parallel({}, 4, 4, "test");  // dp = ep = 4
+  in.gemm_efficiency = 0.5;
+  in.gemm_startup_s = 0;
+  return in;
+}
+
+TEST(StrategyTable, BaselineForwardByHand) {
+  PlanInput in = tiny();
+  Plan p = make_plan(in);
+  // Each rank sends T k h bytes = 1024 x 2 x 1024 x 2 = 4194304 bytes; of its 4 EP peers, 2 sit
+  // on the other node (share 1/2, 2 messages) and 1 on its own (share 1/4, 1 message).
+  const double n = 1024.0 * 2 * 1024 * 2;
+  const double inter = 2 * 10e-6 + 0.5 * n / 10e9, intra = 1e-6 + 0.25 * n / 100e9;
+  const double a2a = std::max(inter, intra);
+  // Expert GEMMs: 2 flops x 2048 rows x h x ffn x 2 GEMMs at 50 Tflop/s.
+  const double expert = 2.0 * 2048 * 1024 * 4096 * 2 / 50e12;
+  EXPECT_NEAR(row(p, "baseline").forward_s, 2 * a2a + expert, 1e-12);
+  EXPECT_NEAR(row(p, "baseline").params["a2a_ms"].get<double>(), a2a * 1e3, 1e-9);
+  // No expert sharding: MoNTA's drop has nothing to drop.
+  ASSERT_EQ(p.skipped.size(), 3u);
+  EXPECT_NE(p.skipped[0].reason.find("esp > 1"), std::string::npos);
+}
+
+TEST(StrategyTable, HybridEpNeverLosesToTheBaselineItContains) {
+  // Domain size 1 everywhere is plain EP, priced exactly as the baseline.
+  for (const auto& name : core::list_presets("models")) {
+    Plan p = make_plan(preset_input(name, core::load_model(name).parallel ? "" : "tp=1"));
+    EXPECT_LE(row(p, "hybridep").total_s(), row(p, "baseline").total_s() * (1 + 1e-12)) << name;
+    EXPECT_LE(row(p, "hybridep-sr").total_s(), row(p, "baseline").total_s() * (1 + 1e-12)) << name;
+  }
+}
+
+TEST(StrategyTable, MontaChunkingNeverLosesToO1) {
+  Plan p = make_plan(preset_input("monta-2x70b"));
+  const double o1 = row(p, "monta-o1").params["a2a_ms"], o2 = row(p, "monta-o2").params["a2a_ms"],
+               o3 = row(p, "monta-o3").params["a2a_ms"];
+  EXPECT_LE(o2, o1);
+  EXPECT_LE(o3, o2);
+  EXPECT_GT(row(p, "monta-o2").params["chunks"].get<int>(), 1);
+  // MoNTA drops the 8x TP replication of the dispatch: its A2A beats the baseline's.
+  EXPECT_LT(o1, row(p, "baseline").params["a2a_ms"].get<double>());
+}
+
+TEST(StrategyTable, JsonHasTheDocumentedKeys) {
+  PlanInput in = tiny();
+  nlohmann::json j = plan_to_json(make_plan(in), in);
+  ASSERT_TRUE(j["strategies"].is_array());
+  for (const auto& s : j["strategies"]) {
+    for (const char* key : {"name", "forward_ms", "backward_ms", "params"}) EXPECT_TRUE(s.contains(key)) << key;
+    EXPECT_TRUE(s["params"].is_object());
+  }
+  EXPECT_TRUE(j["recommended"].is_string());
+  EXPECT_EQ(j["skipped"].size(), 3u);
+}
+
+TEST(StrategyTable, Errors) {
+  PlanInput in = tiny();
+  in.parallel = core::resolve_parallel({}, 8, 4, "test");
+  EXPECT_ERROR_HAS(make_plan(in), "parallel configuration", "covers 8 ranks", "has 4");
+  in = tiny();
+  in.gemm_efficiency = 1.5;
+  EXPECT_ERROR_HAS(make_plan(in), "gemm efficiency", "(0, 1]");
+  in = tiny();
+  in.recompute = "sometimes";
+  EXPECT_ERROR_HAS(make_plan(in), "recompute", "none, selective or full");
+  in = tiny();
+  in.gemm_startup_s = -1;
+  EXPECT_ERROR_HAS(make_plan(in), "gemm start-up", "negative");
+}
+
+}  // namespace
+}  // namespace moecomm::plan

@@ -21,7 +21,8 @@ PlanCommand::PlanCommand(CLI::App& app) {
                        "; see data/README.md)");
   sub_->add_option("--cluster", cluster_,
                    "cluster preset name or JSON file (default: the model's own testbed if it "
-                   "names one, else " + std::string(core::kDefaultCluster) + ")");
+                   "names one, else " +
+                       std::string(core::kDefaultCluster) + ")");
   sub_->add_option("--parallel", parallel_,
                    "parallel sizes, e.g. dp=2,tp=8,ep=2,esp=8 (keys dp tp ep esp pp cp; left out: "
                    "the model's own when run on its testbed, else derived)");
@@ -99,8 +100,9 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& o
   for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
   const auto& best = *std::find_if(p.strategies.begin(), p.strategies.end(),
                                    [&](const auto& s) { return s.name == p.recommended; });
-  std::snprintf(line, sizeof line, "recommended: %s (%.3f ms per MoE layer, %.2fx the baseline's speed)\n",
-                best.name.c_str(), best.total_s() * 1e3, p.strategies.front().total_s() / best.total_s());
+  std::snprintf(
+      line, sizeof line, "recommended: %s (%.3f ms per MoE layer, %.2fx the baseline's speed)\n",
+      best.name.c_str(), best.total_s() * 1e3, p.strategies.front().total_s() / best.total_s());
   out << line;
   if (best.memory_bytes > in.cluster.device.memory_bytes)
     out << "warning: no estimate counts offloading; the memory above exceeds the device's "

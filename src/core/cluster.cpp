@@ -86,7 +86,8 @@ void parse_efficiency(JsonReader& r, Cluster& cluster) {
       if (std::find(known.begin(), known.end(), collective) == known.end())
         throw Error(lr.where(collective),
                     "unknown collective (alltoall, allgather, reducescatter, allreduce, memcpy)");
-      cluster.efficiency[level_name][collective] = parse_curve(lr.array(collective), lr.where(collective));
+      cluster.efficiency[level_name][collective] =
+          parse_curve(lr.array(collective), lr.where(collective));
     }
   }
 }
@@ -113,7 +114,8 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   JsonReader dev = r.object("device");
   cluster.device.flops = dev.positive("tflops") * units::kTflops;
   cluster.device.memory_bytes = dev.positive("memory_GB") * units::kGB;
-  cluster.device.memory_bandwidth = units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps"));
+  cluster.device.memory_bandwidth =
+      units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps"));
   dev.reject_unknown();
   if (r.has("efficiency")) parse_efficiency(r, cluster);
   r.reject_unknown();

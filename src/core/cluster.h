@@ -18,7 +18,7 @@ struct Level {
 };
 
 struct Device {
-  double flops = 0.0;             // peak flop/s
+  double flops = 0.0;  // peak flop/s
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
 };

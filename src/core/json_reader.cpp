@@ -26,7 +26,9 @@ JsonReader::JsonReader(const json& obj, std::string where) : obj_(obj), where_(s
   if (!obj_.is_object()) throw Error(where_, "must be a JSON object");
 }
 
-bool JsonReader::has(const std::string& key) const { return obj_.contains(key); }
+bool JsonReader::has(const std::string& key) const {
+  return obj_.contains(key);
+}
 
 std::string JsonReader::where(const std::string& key) const {
   bool nested = where_.find(": ") != std::string::npos;
@@ -39,7 +41,9 @@ const json& JsonReader::require(const std::string& key) {
   return obj_.at(key);
 }
 
-const json& JsonReader::value(const std::string& key) { return require(key); }
+const json& JsonReader::value(const std::string& key) {
+  return require(key);
+}
 
 std::string JsonReader::string(const std::string& key) {
   const json& v = require(key);

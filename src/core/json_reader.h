@@ -24,9 +24,9 @@ class JsonReader {
 
   std::string string(const std::string& key);
   double number(const std::string& key);
-  double positive(const std::string& key);     // > 0
+  double positive(const std::string& key);  // > 0
   int64_t integer(const std::string& key);
-  int64_t positive_int(const std::string& key);  // >= 1
+  int64_t positive_int(const std::string& key);                     // >= 1
   std::optional<double> nullable_positive(const std::string& key);  // number > 0 or null
   const nlohmann::json& array(const std::string& key);
   JsonReader object(const std::string& key);

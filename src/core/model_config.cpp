@@ -19,11 +19,11 @@ FfnType parse_ffn_type(JsonReader& r) {
 
 void check_model(const ModelConfig& m, JsonReader& r) {
   if (m.top_k > m.experts)
-    throw Error(r.where("top_k"), "top_k = " + std::to_string(m.top_k) + " exceeds experts = " +
-                                      std::to_string(m.experts));
+    throw Error(r.where("top_k"), "top_k = " + std::to_string(m.top_k) +
+                                      " exceeds experts = " + std::to_string(m.experts));
   if (m.hidden % m.heads != 0)
-    throw Error(r.where("heads"), "heads = " + std::to_string(m.heads) + " does not divide hidden = " +
-                                      std::to_string(m.hidden));
+    throw Error(r.where("heads"), "heads = " + std::to_string(m.heads) +
+                                      " does not divide hidden = " + std::to_string(m.hidden));
   if (m.dtype_bytes != 1 && m.dtype_bytes != 2 && m.dtype_bytes != 4 && m.dtype_bytes != 8)
     throw Error(r.where("dtype_bytes"), "must be 1, 2, 4 or 8");
 }

@@ -12,13 +12,15 @@ namespace {
 
 std::optional<int>* field(ParallelSpec& s, const std::string& key) {
   static const std::map<std::string, std::optional<int> ParallelSpec::*> fields = {
-      {"dp", &ParallelSpec::dp}, {"tp", &ParallelSpec::tp},   {"ep", &ParallelSpec::ep},
+      {"dp", &ParallelSpec::dp},   {"tp", &ParallelSpec::tp}, {"ep", &ParallelSpec::ep},
       {"esp", &ParallelSpec::esp}, {"pp", &ParallelSpec::pp}, {"cp", &ParallelSpec::cp}};
   auto it = fields.find(key);
   return it == fields.end() ? nullptr : &(s.*(it->second));
 }
 
-std::string at(const std::string& where, const std::string& key) { return where + ": " + key; }
+std::string at(const std::string& where, const std::string& key) {
+  return where + ": " + key;
+}
 
 }  // namespace
 
@@ -30,7 +32,8 @@ ParallelSpec parse_parallel_spec(const std::string& text, const std::string& whe
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw Error(where, "expected key=value, got \"" + item + "\" (keys: dp, tp, ep, esp, pp, cp)");
+      throw Error(where,
+                  "expected key=value, got \"" + item + "\" (keys: dp, tp, ep, esp, pp, cp)");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto* f = field(spec, key);
     if (!f) throw Error(at(where, key), "unknown key (keys: dp, tp, ep, esp, pp, cp)");
@@ -63,8 +66,8 @@ namespace {
 
 void require_divides(int part, int whole, const std::string& where, const std::string& what) {
   if (whole % part != 0)
-    throw Error(where, what + " = " + std::to_string(part) + " does not divide " +
-                           std::to_string(whole));
+    throw Error(where,
+                what + " = " + std::to_string(part) + " does not divide " + std::to_string(whole));
 }
 
 int default_ep(int room, int experts) {

@@ -48,7 +48,8 @@ std::string resolve(const std::string& arg, const std::string& kind, const std::
   std::string known;
   for (const auto& n : list_presets(kind)) known += (known.empty() ? "" : ", ") + n;
   throw Error(what + " \"" + arg + "\"",
-              "no such preset or file (presets: " + (known.empty() ? "none found in " + data_dir() : known) + ")");
+              "no such preset or file (presets: " +
+                  (known.empty() ? "none found in " + data_dir() : known) + ")");
 }
 
 }  // namespace

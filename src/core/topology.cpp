@@ -34,8 +34,8 @@ int Topology::rank_of(const std::vector<int>& loc) const {
   int rank = 0;
   for (int i = 0; i < num_levels(); ++i) {
     if (loc[i] < 0 || loc[i] >= cluster_.levels[i].count)
-      throw Error("topology", "location index " + std::to_string(loc[i]) + " out of range at level " +
-                                  cluster_.levels[i].name);
+      throw Error("topology", "location index " + std::to_string(loc[i]) +
+                                  " out of range at level " + cluster_.levels[i].name);
     rank += loc[i] * stride_[i];
   }
   return rank;
@@ -56,7 +56,9 @@ const Level& Topology::link(int a, int b) const {
   return cluster_.levels[lvl];
 }
 
-int Topology::ranks_per_worker(int level) const { return stride_.at(level); }
+int Topology::ranks_per_worker(int level) const {
+  return stride_.at(level);
+}
 
 std::vector<int> Topology::peers_within(int rank, int level) const {
   check_rank(rank);

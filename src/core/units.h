@@ -9,7 +9,11 @@ inline constexpr double kUs = 1e-6;
 inline constexpr double kMs = 1e-3;
 inline constexpr double kTflops = 1e12;
 
-inline constexpr double gbps_to_bytes_per_s(double gbps) { return gbps * kGB; }
-inline constexpr double gbit_to_bytes_per_s(double gbit) { return gbit * kGB / 8.0; }
+inline constexpr double gbps_to_bytes_per_s(double gbps) {
+  return gbps * kGB;
+}
+inline constexpr double gbit_to_bytes_per_s(double gbit) {
+  return gbit * kGB / 8.0;
+}
 
 }  // namespace moecomm::units

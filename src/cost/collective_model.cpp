@@ -9,10 +9,14 @@ namespace moecomm::cost {
 
 std::string collective_name(Collective op) {
   switch (op) {
-    case Collective::kAllToAll: return "alltoall";
-    case Collective::kAllGather: return "allgather";
-    case Collective::kReduceScatter: return "reducescatter";
-    case Collective::kAllReduce: return "allreduce";
+    case Collective::kAllToAll:
+      return "alltoall";
+    case Collective::kAllGather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reducescatter";
+    case Collective::kAllReduce:
+      return "allreduce";
   }
   return "?";
 }

@@ -6,7 +6,9 @@
 namespace moecomm::cost {
 
 // Flops of an [m x k] by [k x n] matrix product (one multiply-add counts as 2 flops).
-inline double gemm_flops(double m, double n, double k) { return 2.0 * m * n * k; }
+inline double gemm_flops(double m, double n, double k) {
+  return 2.0 * m * n * k;
+}
 
 class GemmModel {
  public:

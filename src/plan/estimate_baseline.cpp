@@ -30,7 +30,9 @@ StrategyEstimate estimate_baseline(const EstimateContext& ctx) {
   e.forward_s = 2 * a2a + ctx.expert_fwd_s + ctx.esp_reduce_s;
   e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
   e.memory_bytes = ctx.base_memory_bytes;
-  e.params = {{"a2a", "flat"}, {"tp_dispatch", "replicate"}, {"grad_sync", "bucketed"},
+  e.params = {{"a2a", "flat"},
+              {"tp_dispatch", "replicate"},
+              {"grad_sync", "bucketed"},
               {"a2a_ms", a2a * 1e3}};
   return e;
 }

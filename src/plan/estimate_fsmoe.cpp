@@ -24,7 +24,8 @@ cost::AlphaBeta fitted_line(double n, int max_degree, TimeOf time_of) {
   return cost::fit_alpha_beta(samples).line;
 }
 
-cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n, int max_degree) {
+cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n,
+                         int max_degree) {
   return fitted_line(n, max_degree, [&](double x) { return ctx.comm.alltoall_time(group, x); });
 }
 
@@ -46,7 +47,8 @@ FsmoeLayerModel forward_model(const EstimateContext& ctx, int max_degree) {
   if (p.esp > 1) {
     m.n_ag = m.n_rs = m.n_a2a * p.esp;
     m.ag = ring_line(ctx, cost::Collective::kAllGather, w.groups.esp.front(), m.n_ag, max_degree);
-    m.rs = ring_line(ctx, cost::Collective::kReduceScatter, w.groups.esp.front(), m.n_rs, max_degree);
+    m.rs =
+        ring_line(ctx, cost::Collective::kReduceScatter, w.groups.esp.front(), m.n_rs, max_degree);
   }
   m.exp = ctx.expert_line;
   m.n_exp = w.expert_flops;
@@ -58,7 +60,8 @@ FsmoeLayerModel forward_model(const EstimateContext& ctx, int max_degree) {
 FsmoeGradProblem gradient_problem(const EstimateContext& ctx, const FsmoeLayerModel& fwd) {
   FsmoeGradProblem problem;
   const auto& dp = ctx.work.groups.dp.front();
-  problem.allreduce = ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes, 1);
+  problem.allreduce =
+      ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes, 1);
   const int layers = static_cast<int>(ctx.input.model.layers / ctx.input.parallel.pp);
   for (int i = 0; i < layers; ++i)
     problem.layers.push_back({fsmoe_backward_model(fwd, 0.0), 2 * ctx.pre_expert_fwd_s,
@@ -70,7 +73,8 @@ int most_common_degree(const std::vector<FsmoeIntegerDegree>& degrees) {
   std::map<int, int> count;
   for (const auto& d : degrees) ++count[d.r];
   return std::max_element(count.begin(), count.end(),
-                          [](auto& a, auto& b) { return a.second < b.second; })->first;
+                          [](auto& a, auto& b) { return a.second < b.second; })
+      ->first;
 }
 
 }  // namespace
@@ -80,14 +84,16 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
     why = "the EP group has one rank: nothing to pipeline";
     return std::nullopt;
   }
-  const int max_degree = static_cast<int>(std::min<int64_t>(kFsmoeDefaultMaxDegree, ctx.work.tokens));
+  const int max_degree =
+      static_cast<int>(std::min<int64_t>(kFsmoeDefaultMaxDegree, ctx.work.tokens));
   const FsmoeLayerModel fwd = forward_model(ctx, max_degree);
   const FsmoeDegree f = fsmoe_optimal_degree(fsmoe_forward_model(fwd), max_degree);
   StrategyEstimate e;
   e.name = "fsmoe";
   e.source = "FSMoE Sec. 4 (four-case model, exact integer r), Sec. 5 (gradient partition)";
   e.forward_s = f.exact.time;
-  e.params = {{"r_forward", f.exact.r}, {"case_forward", static_cast<int>(f.exact.which)},
+  e.params = {{"r_forward", f.exact.r},
+              {"case_forward", static_cast<int>(f.exact.which)},
               {"r_forward_slsqp", f.relaxed.r}};
   const auto& dp = ctx.work.groups.dp.front();
   if (dp.size() > 1) {

@@ -28,14 +28,16 @@ HybridTimes evaluate(const EstimateContext& ctx, const HybridEpLayerInput& in,
   const double flat = ctx.comm.alltoall_time(ctx.work.groups.ep.front(), ctx.work.a2a_bytes);
   t.a2a = plain_a2a_model > 0 ? flat * t.model_forward.a2a_seconds / plain_a2a_model : 0.0;
   const double pre = ctx.pre_expert_fwd_s, exp = ctx.expert_fwd_s;
-  t.forward = std::max(0.0, t.model_forward.allgather_seconds - pre) + 2 * t.a2a + exp + ctx.esp_reduce_s;
+  t.forward =
+      std::max(0.0, t.model_forward.allgather_seconds - pre) + 2 * t.a2a + exp + ctx.esp_reduce_s;
   t.backward = backward_with_bucketed_sync(ctx, t.a2a, 2 * exp) +
                std::max(0.0, bwd.allgather_seconds - 2 * pre) + ctx.esp_reduce_s;
   return t;
 }
 
 // Every combination of per-level domain sizes (divisors of the level's count).
-void all_sizes(const std::vector<int>& counts, std::vector<int>& cur, std::vector<std::vector<int>>& out) {
+void all_sizes(const std::vector<int>& counts, std::vector<int>& cur,
+               std::vector<std::vector<int>>& out) {
   if (cur.size() == counts.size()) {
     out.push_back(cur);
     return;
@@ -56,19 +58,22 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
   const auto& w = ctx.work;
   auto span = group_span(ctx.topology, w.groups.ep.front());
   if (!span || span->levels.empty()) {
-    why = span ? "the EP group has one rank: nothing to move" : "the EP group is not a sub-grid of the levels";
+    why = span ? "the EP group has one rank: nothing to move"
+               : "the EP group is not a sub-grid of the levels";
     return std::nullopt;
   }
   HybridEpLayerInput in;
   for (size_t i = 0; i < span->levels.size(); ++i)
     in.levels.push_back({span->counts[i], ctx.topology.level(span->levels[i]).bandwidth});
   const auto& m = ctx.input.model;
-  const double expert_bytes = w.experts_per_rank * m.expert_params() / ctx.input.parallel.esp * m.dtype_bytes;
+  const double expert_bytes =
+      w.experts_per_rank * m.expert_params() / ctx.input.parallel.esp * m.dtype_bytes;
   in.data_bytes = w.a2a_bytes;
   in.expert_bytes = expert_bytes / compression;
   const int n = std::max(1, static_cast<int>(w.experts_per_rank));
   in.compute = {ctx.pre_expert_fwd_s, ctx.expert_fwd_s, n};
-  const HybridEpBackwardInput back{expert_bytes, {2 * ctx.pre_expert_fwd_s, 2 * ctx.expert_fwd_s, n}};
+  const HybridEpBackwardInput back{expert_bytes,
+                                   {2 * ctx.pre_expert_fwd_s, 2 * ctx.expert_fwd_s, n}};
   const double plain = hybridep_layer_times(in, std::vector<int>(in.levels.size(), 1)).a2a_seconds;
   // The planner's choice: the domain sizes with the least forward + backward time.
   std::vector<std::vector<int>> candidates;
@@ -94,9 +99,13 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
   e.memory_bytes = ctx.base_memory_bytes + (gathered - 1) * expert_bytes;
   const auto comms = hybridep_total_comms(hybridep_count_comms(span->counts, best_sizes));
   const HybridEpPlan paper = hybridep_plan(in);
-  e.params = {{"domain_sizes", best_sizes}, {"p", best.model_forward.p}, {"compression", compression},
-              {"a2a_ms", best.a2a * 1e3}, {"allgather_ms", best.model_forward.allgather_seconds * 1e3},
-              {"a2a_pairs", comms.all_to_all}, {"allgather_pairs", comms.all_gather},
+  e.params = {{"domain_sizes", best_sizes},
+              {"p", best.model_forward.p},
+              {"compression", compression},
+              {"a2a_ms", best.a2a * 1e3},
+              {"allgather_ms", best.model_forward.allgather_seconds * 1e3},
+              {"a2a_pairs", comms.all_to_all},
+              {"allgather_pairs", comms.all_gather},
               {"paper_eq8_domain_sizes", paper.domain_sizes}};
   return e;
 }

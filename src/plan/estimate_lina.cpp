@@ -53,7 +53,8 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   const auto& m = ctx.input.model;
   auto span = group_span(ctx.topology, w.groups.ep.front());
   if (!span || span->levels.empty()) {
-    why = span ? "the EP group has one rank: no A2A to protect" : "the EP group is not a sub-grid of the levels";
+    why = span ? "the EP group has one rank: no A2A to protect"
+               : "the EP group is not a sub-grid of the levels";
     return std::nullopt;
   }
   const auto levels = span_levels(ctx, *span);
@@ -77,9 +78,11 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   const LinaPacking packing = lina_pack_experts(pack);
   // Packed, the A2A runs among the group's first ep_group members (innermost levels first).
   const auto& ep = w.groups.ep.front();
-  const core::RankGroup packed(ep.begin(), ep.begin() + std::min<size_t>(packing.ep_group, ep.size()));
+  const core::RankGroup packed(ep.begin(),
+                               ep.begin() + std::min<size_t>(packing.ep_group, ep.size()));
   const double a2a = ctx.comm.alltoall_time(packed, w.a2a_bytes);
-  const LinaBackwardTimes bwd = lina_backward_a2a_first(backward_input(ctx, a2a, ffn_bwd, partition));
+  const LinaBackwardTimes bwd =
+      lina_backward_a2a_first(backward_input(ctx, a2a, ffn_bwd, partition));
   StrategyEstimate e;
   e.name = "lina";
   e.source = "Lina Sec. 4.1-4.2 (A2A-first micro-ops, expert packing)";
@@ -88,9 +91,12 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   // Packing k experts per device holds k / (E / ep) times the expert state.
   const double extra = std::max(0.0, packing.experts_per_device - w.experts_per_rank);
   e.memory_bytes = ctx.base_memory_bytes + extra * ctx.state_bytes_per_expert;
-  e.params = {{"grad_sync", "lina"}, {"microop_bytes", partition},
-              {"experts_per_device", packing.experts_per_device}, {"ep_group", packing.ep_group},
-              {"a2a_ms", a2a * 1e3}, {"a2a_blocked_ms", bwd.a2a_blocked_seconds * 1e3}};
+  e.params = {{"grad_sync", "lina"},
+              {"microop_bytes", partition},
+              {"experts_per_device", packing.experts_per_device},
+              {"ep_group", packing.ep_group},
+              {"a2a_ms", a2a * 1e3},
+              {"a2a_blocked_ms", bwd.a2a_blocked_seconds * 1e3}};
   return e;
 }
 

@@ -33,7 +33,8 @@ MontaInputs monta_inputs(const EstimateContext& ctx) {
   in.inter = channel(ctx, ctx.work.inter_level, "alltoall");
   in.intra = channel(ctx, ctx.innermost, "allgather");
   in.memory = {ctx.input.cluster.device.memory_bandwidth,
-               cost::EfficiencyCurve(ctx.input.cluster.curve(ctx.topology.level(ctx.innermost).name, "memcpy"))};
+               cost::EfficiencyCurve(
+                   ctx.input.cluster.curve(ctx.topology.level(ctx.innermost).name, "memcpy"))};
   in.i_minimal = minimal_chunk_bytes(ctx);
   return in;
 }
@@ -58,7 +59,8 @@ bool applies(const EstimateContext& ctx, std::string& why) {
 
 }  // namespace
 
-std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level, std::string& why) {
+std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level,
+                                               std::string& why) {
   if (!applies(ctx, why)) return std::nullopt;
   const MontaInputs in = monta_inputs(ctx);
   const StrategyCosts costs = strategy_costs(in);
@@ -80,10 +82,14 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
   static_assert(kA2APerBackward == 2, "backward_with_bucketed_sync models two A2As");
   e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s);
   e.memory_bytes = ctx.base_memory_bytes;
-  e.params = {{"tp_dispatch", "drop-allgather"}, {"chunks", chunks}, {"copy_pipelined", level == 3},
-              {"a2a_ms", a2a * 1e3}, {"monta_baseline_a2a_ms", costs.baseline_s * 1e3},
+  e.params = {{"tp_dispatch", "drop-allgather"},
+              {"chunks", chunks},
+              {"copy_pipelined", level == 3},
+              {"a2a_ms", a2a * 1e3},
+              {"monta_baseline_a2a_ms", costs.baseline_s * 1e3},
               {"i_minimal_bytes", in.i_minimal}};
-  if (level == 2 || level == 3) e.params["monta_choice"] = std::string(strategy_name(select_strategy(costs).strategy));
+  if (level == 2 || level == 3)
+    e.params["monta_choice"] = std::string(strategy_name(select_strategy(costs).strategy));
   return e;
 }
 

@@ -20,22 +20,23 @@ struct EstimateContext {
   const core::Topology& topology;
   const MoeWorkload& work;
   const cost::CollectiveModel& comm;
-  cost::GemmModel gemm;         // one GEMM: start-up and seconds per flop
-  cost::AlphaBeta expert_line;  // all expert GEMMs of one rank (FSMoE Eq. 1's t_exp)
-  double expert_fwd_s = 0;     // expert FFN forward on one rank
-  double esp_reduce_s = 0;     // summing the expert shards' partial outputs over ESP
-  double grad_sync_s = 0;      // one layer's gradient AllReduce (dense over dp, experts over edp)
-  double pre_expert_fwd_s = 0; // attention (and gate) forward before the experts
+  cost::GemmModel gemm;          // one GEMM: start-up and seconds per flop
+  cost::AlphaBeta expert_line;   // all expert GEMMs of one rank (FSMoE Eq. 1's t_exp)
+  double expert_fwd_s = 0;       // expert FFN forward on one rank
+  double esp_reduce_s = 0;       // summing the expert shards' partial outputs over ESP
+  double grad_sync_s = 0;        // one layer's gradient AllReduce (dense over dp, experts over edp)
+  double pre_expert_fwd_s = 0;   // attention (and gate) forward before the experts
   double base_memory_bytes = 0;  // MoNTA Eq. 1 per device
   double state_bytes_per_expert = 0;  // model state of one more expert shard on a device
-  int innermost = 0;           // index of the innermost level (intra-node link)
+  int innermost = 0;                  // index of the innermost level (intra-node link)
 };
 
 // Baseline EP (flat A2A, replicated dispatch under expert sharding) and 2DH hierarchical A2A.
 StrategyEstimate estimate_baseline(const EstimateContext& ctx);
 StrategyEstimate estimate_hierarchical(const EstimateContext& ctx);
 // MoNTA O1/O2/O3 (level = 1, 2, 3); nullopt with `why` set when the model does not apply.
-std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level, std::string& why);
+std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level,
+                                               std::string& why);
 std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::string& why);
 std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double compression,
                                                   std::string& why);

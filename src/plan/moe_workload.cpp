@@ -16,7 +16,8 @@ MoeWorkload derive_workload(const PlanInput& in, const core::Topology& topology)
   // Balanced routing: a rank receives as many rows as it sends and computes its 1/esp of
   // every expert FFN GEMM (2 flops per multiply-add).
   w.expert_flops = 2.0 * w.routed_tokens * m.hidden * m.ffn_hidden * m.ffn_gemms() / p.esp;
-  w.dense_grad_bytes = (4.0 * m.hidden * m.hidden / p.tp + double(m.hidden) * m.experts) * m.dtype_bytes;
+  w.dense_grad_bytes =
+      (4.0 * m.hidden * m.hidden / p.tp + double(m.hidden) * m.experts) * m.dtype_bytes;
   w.experts_per_rank = double(m.experts) / p.ep;
   w.expert_grad_bytes = w.experts_per_rank * m.expert_params() / p.esp * m.dtype_bytes;
   w.groups = core::build_rank_groups(p);

@@ -48,18 +48,21 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
                              const cost::CollectiveModel& comm) {
   const auto& m = in.model;
   const auto& p = in.parallel;
-  const double beta = cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency).line().beta;
+  const double beta =
+      cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency).line().beta;
   EstimateContext ctx{in, topo, w, comm, cost::GemmModel({in.gemm_startup_s, beta}), {}};
   // FSMoE Eq. 1: one start-up per GEMM; a rank runs ffn_gemms GEMMs for each of its experts.
   ctx.expert_line = {in.gemm_startup_s * m.ffn_gemms() * std::max(1.0, w.experts_per_rank), beta};
   ctx.expert_fwd_s = ctx.expert_line.time(w.expert_flops);
   if (p.esp > 1)
-    ctx.esp_reduce_s = comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
-  ctx.grad_sync_s = comm.group_time(cost::Collective::kAllReduce, w.groups.dp.front(), w.dense_grad_bytes) +
-                    comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
+    ctx.esp_reduce_s =
+        comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
+  ctx.grad_sync_s =
+      comm.group_time(cost::Collective::kAllReduce, w.groups.dp.front(), w.dense_grad_bytes) +
+      comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
   // Attention: QKV and output projections (8 h^2 flops a token) and scores (4 s h).
-  ctx.pre_expert_fwd_s =
-      ctx.gemm.time_flops(w.tokens * (8.0 * m.hidden * m.hidden + 4.0 * m.seq_len * m.hidden) / p.tp);
+  ctx.pre_expert_fwd_s = ctx.gemm.time_flops(
+      w.tokens * (8.0 * m.hidden * m.hidden + 4.0 * m.seq_len * m.hidden) / p.tp);
   ctx.base_memory_bytes = memory_per_device(in);
   ctx.state_bytes_per_expert =
       m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);
@@ -67,7 +70,8 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
   return ctx;
 }
 
-void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e, const std::string& why) {
+void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
+         const std::string& why) {
   if (e)
     plan.strategies.push_back(std::move(*e));
   else
@@ -83,7 +87,8 @@ Plan make_plan(const PlanInput& in) {
   const core::Topology topo(in.cluster);
   if (topo.world_size() != in.parallel.world())
     throw Error("parallel configuration", "covers " + std::to_string(in.parallel.world()) +
-                                              " ranks, the cluster has " + std::to_string(topo.world_size()));
+                                              " ranks, the cluster has " +
+                                              std::to_string(topo.world_size()));
   const MoeWorkload w = derive_workload(in, topo);
   const cost::CollectiveModel comm(topo);
   const EstimateContext ctx = make_context(in, topo, w, comm);
@@ -99,8 +104,9 @@ Plan make_plan(const PlanInput& in) {
   add(plan, "hybridep", estimate_hybridep(ctx, 1.0, why), why);
   add(plan, "hybridep-sr", estimate_hybridep(ctx, kHybridEpCompression, why), why);
   add(plan, "lina", estimate_lina(ctx, why), why);
-  auto best = std::min_element(plan.strategies.begin(), plan.strategies.end(),
-                               [](const auto& a, const auto& b) { return a.total_s() < b.total_s(); });
+  auto best =
+      std::min_element(plan.strategies.begin(), plan.strategies.end(),
+                       [](const auto& a, const auto& b) { return a.total_s() < b.total_s(); });
   plan.recommended = best->name;
   plan.workload = {{"tokens_per_rank", w.tokens},
                    {"a2a_bytes_per_rank", w.a2a_bytes},

@@ -16,7 +16,7 @@ struct PlanInput {
   core::ModelConfig model;
   core::Cluster cluster;
   core::ParallelConfig parallel;
-  int zero_stage = 1;                 // ZeRO stage of the optimizer state (MoNTA Table 3)
+  int zero_stage = 1;                   // ZeRO stage of the optimizer state (MoNTA Table 3)
   std::string recompute = "selective";  // activation recomputation: none | selective | full
   // Fraction of the device's peak flop/s an expert GEMM reaches (HybridEP Eq. 1 uses the
   // rate; FSMoE fits it): a typical large-GEMM figure unless the user measured another.
@@ -27,11 +27,11 @@ struct PlanInput {
 };
 
 struct StrategyEstimate {
-  std::string name;       // "baseline", "hier-a2a", "monta-o2", ...
-  std::string source;     // the paper and section the estimate follows
-  double forward_s = 0;   // one MoE layer, one micro-batch
+  std::string name;      // "baseline", "hier-a2a", "monta-o2", ...
+  std::string source;    // the paper and section the estimate follows
+  double forward_s = 0;  // one MoE layer, one micro-batch
   double backward_s = 0;
-  double memory_bytes = 0;  // per device
+  double memory_bytes = 0;                           // per device
   nlohmann::json params = nlohmann::json::object();  // the strategy's knob values
   double total_s() const { return forward_s + backward_s; }
 };

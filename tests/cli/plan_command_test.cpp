@@ -96,7 +96,8 @@ TEST(PlanCommand, BadInputIsAClearErrorWithExitCode2) {
   for (const Case& c : std::vector<Case>{
            {{"plan", "--model", "nope"}, "error: model \"nope\": no such preset or file"},
            {{"plan", "--cluster", "/no/such.json"}, "error: /no/such.json: no such cluster file"},
-           {{"plan", "--parallel", "tp=5"}, "error: --parallel (world 48): tp x cp x pp = 5 does not divide 48"},
+           {{"plan", "--parallel", "tp=5"},
+            "error: --parallel (world 48): tp x cp x pp = 5 does not divide 48"},
            {{"plan", "--parallel", "ep=4"}, "does not divide the number of experts (6)"},
            {{"plan", "--parallel", "xp=2"}, "error: --parallel: xp: unknown key"},
            {{"plan", "--seq-len", "0"}, "error: --seq-len"},

@@ -35,8 +35,10 @@ TEST(ParallelConfig, ResolvesDefaultsMegatronStyle) {
 
 TEST(ParallelConfig, SpecErrors) {
   EXPECT_ERROR_HAS(parse_parallel_spec("dp=2,xp=4", "--parallel"), "--parallel: xp", "unknown key");
-  EXPECT_ERROR_HAS(parse_parallel_spec("dp=two", "--parallel"), "--parallel: dp", "must be an integer");
-  EXPECT_ERROR_HAS(parse_parallel_spec("dp=2x", "--parallel"), "--parallel: dp", "must be an integer");
+  EXPECT_ERROR_HAS(parse_parallel_spec("dp=two", "--parallel"), "--parallel: dp",
+                   "must be an integer");
+  EXPECT_ERROR_HAS(parse_parallel_spec("dp=2x", "--parallel"), "--parallel: dp",
+                   "must be an integer");
   EXPECT_ERROR_HAS(parse_parallel_spec("tp=0", "--parallel"), "--parallel: tp", "at least 1");
   EXPECT_ERROR_HAS(parse_parallel_spec("tp", "--parallel"), "--parallel", "key=value");
   EXPECT_ERROR_HAS(parse_parallel_spec("tp=2,tp=4", "--parallel"), "--parallel: tp", "twice");

@@ -31,7 +31,8 @@ TEST(RankGroups, ExpertGroupsFoldEspEpEdp) {
 }
 
 TEST(RankGroups, EveryKindPartitionsTheWorld) {
-  ParallelConfig c = resolve_parallel(parse_parallel_spec("tp=2,cp=2,pp=2,esp=1,ep=4", "-"), 32, 8, "-");
+  ParallelConfig c =
+      resolve_parallel(parse_parallel_spec("tp=2,cp=2,pp=2,esp=1,ep=4", "-"), 32, 8, "-");
   RankGroups g = build_rank_groups(c);
   for (const auto* kind : {&g.tp, &g.cp, &g.dp, &g.pp, &g.esp, &g.ep, &g.edp}) {
     std::multiset<int> seen;

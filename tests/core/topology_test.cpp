@@ -14,7 +14,9 @@ Cluster three_level() {
   return c;
 }
 
-TEST(Topology, WorldIsProductOfCounts) { EXPECT_EQ(Topology(three_level()).world_size(), 24); }
+TEST(Topology, WorldIsProductOfCounts) {
+  EXPECT_EQ(Topology(three_level()).world_size(), 24);
+}
 
 TEST(Topology, LocationFollowsHybridEpEq13) {
   Topology t(three_level());

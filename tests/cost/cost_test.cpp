@@ -21,7 +21,7 @@ TEST(AlphaBeta, TimeChunkAndInverse) {
 
 TEST(EfficiencyCurve, PiecewiseLinearAndClamped) {
   EfficiencyCurve c({{32e6, 0.6}, {8e6, 0.4}, {256e6, 0.8}});
-  EXPECT_DOUBLE_EQ(c.at(1e6), 0.4);    // clamped below
+  EXPECT_DOUBLE_EQ(c.at(1e6), 0.4);  // clamped below
   EXPECT_DOUBLE_EQ(c.at(8e6), 0.4);
   EXPECT_DOUBLE_EQ(c.at(20e6), 0.5);   // halfway between 8 and 32 MB
   EXPECT_DOUBLE_EQ(c.at(144e6), 0.7);  // halfway between 32 and 256 MB
@@ -48,7 +48,8 @@ TEST(LeastSquares, NoisyLineMatchesNormalEquations) {
   std::mt19937 rng(7);
   std::normal_distribution<double> noise(0, 1e-5);
   std::vector<std::pair<double, double>> s;
-  for (int i = 1; i <= 50; ++i) s.push_back({i * 1e5, 1e-4 + i * 1e5 * 3e-10 + std::abs(noise(rng))});
+  for (int i = 1; i <= 50; ++i)
+    s.push_back({i * 1e5, 1e-4 + i * 1e5 * 3e-10 + std::abs(noise(rng))});
   LineFit f = fit_alpha_beta(s);
   // Residuals of a least-squares line sum to zero and are orthogonal to x.
   double sum = 0, dot = 0;

@@ -33,8 +33,8 @@ TEST(StrategyTable, DefaultPresetHasEveryCandidateAndRecommendsTheFastest) {
   Plan p = make_plan(preset_input(core::kDefaultModel));
   std::set<std::string> names;
   for (const auto& s : p.strategies) names.insert(s.name);
-  EXPECT_EQ(names, (std::set<std::string>{"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3",
-                                          "fsmoe", "hybridep", "hybridep-sr", "lina"}));
+  EXPECT_EQ(names, (std::set<std::string>{"baseline", "hier-a2a", "monta-o1", "monta-o2",
+                                          "monta-o3", "fsmoe", "hybridep", "hybridep-sr", "lina"}));
   EXPECT_TRUE(p.skipped.empty());
   auto best = std::min_element(p.strategies.begin(), p.strategies.end(),
                                [](auto& a, auto& b) { return a.total_s() < b.total_s(); });
@@ -110,7 +110,8 @@ TEST(StrategyTable, JsonHasTheDocumentedKeys) {
   nlohmann::json j = plan_to_json(make_plan(in), in);
   ASSERT_TRUE(j["strategies"].is_array());
   for (const auto& s : j["strategies"]) {
-    for (const char* key : {"name", "forward_ms", "backward_ms", "params"}) EXPECT_TRUE(s.contains(key)) << key;
+    for (const char* key : {"name", "forward_ms", "backward_ms", "params"})
+      EXPECT_TRUE(s.contains(key)) << key;
     EXPECT_TRUE(s["params"].is_object());
   }
   EXPECT_TRUE(j["recommended"].is_string());

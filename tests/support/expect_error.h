@@ -25,10 +25,10 @@ std::string error_of(F&& f) {
 
 }  // namespace moecomm::testing
 
-#define EXPECT_ERROR_HAS(stmt, ...)                                                    \
-  do {                                                                                 \
-    std::string msg_ = ::moecomm::testing::error_of([&] { stmt; });                    \
-    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__})                                          \
-      EXPECT_NE(msg_.find(part_), std::string::npos) << "message: " << msg_           \
-                                                     << "\nexpected to contain: " << part_; \
+#define EXPECT_ERROR_HAS(stmt, ...)                                                  \
+  do {                                                                               \
+    std::string msg_ = ::moecomm::testing::error_of([&] { stmt; });                  \
+    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__}) \
+      EXPECT_NE(msg_.find(part_), std::string::npos)                                 \
+          << "message: " << msg_ << "\nexpected to contain: " << part_;              \
   } while (0)

@@ -100,7 +100,10 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
     FsmoeGradProblem problem = gradient_problem(ctx, fwd);
     problem.max_degree = max_degree;
     const FsmoeGradPlan g = fsmoe_partition_gradients(problem, {1, 600, 200});
-    e.backward_s = g.objective / problem.layers.size();
+    // The gradients of the first layer to run backward are released only after the last
+    // window and reduce on their own; spread over the layers like the objective.
+    const double tail = problem.allreduce.time(ctx.work.dense_grad_bytes);
+    e.backward_s = (g.objective + tail) / problem.layers.size();
     e.params["r_backward"] = most_common_degree(g.backward);
     e.params["grad_sync"] = "fsmoe";
   } else {

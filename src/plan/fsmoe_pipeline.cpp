@@ -22,10 +22,18 @@ struct Dual {
   double d = 0.0;
   Dual(double value, double deriv = 0.0) : v(value), d(deriv) {}  // implicit: constants
 };
-Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
-Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
-Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
-Dual operator/(Dual a, Dual b) { return {a.v / b.v, (a.d * b.v - a.v * b.d) / (b.v * b.v)}; }
+Dual operator+(Dual a, Dual b) {
+  return {a.v + b.v, a.d + b.d};
+}
+Dual operator-(Dual a, Dual b) {
+  return {a.v - b.v, a.d - b.d};
+}
+Dual operator*(Dual a, Dual b) {
+  return {a.v * b.v, a.d * b.v + a.v * b.d};
+}
+Dual operator/(Dual a, Dual b) {
+  return {a.v / b.v, (a.d * b.v - a.v * b.d) / (b.v * b.v)};
+}
 
 // FSMoE Eq. 1: a chunk of an r-way split carries n / r.
 template <class T>
@@ -51,26 +59,28 @@ std::array<T, 7> margins(const FsmoeLayerModel& m, T r) {
   const T ends = c.ag + c.rs;                 // first chunk's AllGather + last's ReduceScatter
   const T a2a_mid = 2.0 * (r - 1.0) * c.a2a;  // AlltoAlls inside the pipeline body
   const T exp_all = r * c.exp;
-  return {c.a2a - c.ag,                             // Q1
-          exp_all - a2a_mid,                        // Q2
-          exp_all - (r - 1.0) * ends,               // Q3
-          m.t_gar - ends,                           // Q4
-          m.t_gar - (exp_all - a2a_mid + ends),     // Q5
+  return {c.a2a - c.ag,                               // Q1
+          exp_all - a2a_mid,                          // Q2
+          exp_all - (r - 1.0) * ends,                 // Q3
+          m.t_gar - ends,                             // Q4
+          m.t_gar - (exp_all - a2a_mid + ends),       // Q5
           m.t_gar - (r * c.ag + r * c.rs - a2a_mid),  // Q6
-          m.t_gar - (ends + exp_all - a2a_mid)};    // Q7
+          m.t_gar - (ends + exp_all - a2a_mid)};      // Q7
 }
 
 // The four case formulas, in chunk-time form (FSMoE Eq. 2 and Sec. 4.2 Case2-4).
 template <class T>
 std::array<T, 4> case_times(const FsmoeLayerModel& m, T r) {
   const Chunks<T> c = chunks(m, r);
-  return {2.0 * r * c.a2a + m.t_gar,                // Case1: inter-node link is the bottleneck
-          2.0 * c.a2a + c.ag + c.rs + r * c.exp,    // Case2: experts
-          2.0 * r * c.a2a + c.ag + c.rs,            // Case3: AlltoAll
-          2.0 * c.a2a + r * c.ag + r * c.rs};       // Case4: intra-node collectives
+  return {2.0 * r * c.a2a + m.t_gar,              // Case1: inter-node link is the bottleneck
+          2.0 * c.a2a + c.ag + c.rs + r * c.exp,  // Case2: experts
+          2.0 * r * c.a2a + c.ag + c.rs,          // Case3: AlltoAll
+          2.0 * c.a2a + r * c.ag + r * c.rs};     // Case4: intra-node collectives
 }
 
-int index_of(FsmoeCase c) { return static_cast<int>(c) - 1; }
+int index_of(FsmoeCase c) {
+  return static_cast<int>(c) - 1;
+}
 
 // One conjunction of the case table: sign +1 means Qk must hold, -1 must not, 0 is free.
 struct Clause {
@@ -79,15 +89,15 @@ struct Clause {
 };
 
 // FSMoE Sec. 4.2, the four cases written as eight conjunctions (Case1 has four, Case2 two).
-constexpr std::array<Clause, 8> kClauses{{
-    {FsmoeCase::k1, {+1, -1, 0, +1, 0, 0, 0}},   // Q1 & !Q2 & Q4
-    {FsmoeCase::k1, {+1, +1, 0, 0, +1, 0, 0}},   // Q1 & Q2 & Q5
-    {FsmoeCase::k1, {-1, 0, -1, 0, 0, +1, 0}},   // !Q1 & !Q3 & Q6
-    {FsmoeCase::k1, {-1, 0, +1, 0, 0, 0, +1}},   // !Q1 & Q3 & Q7
-    {FsmoeCase::k2, {+1, +1, 0, 0, -1, 0, 0}},   // Q1 & Q2 & !Q5
-    {FsmoeCase::k2, {-1, 0, +1, 0, 0, 0, -1}},   // !Q1 & Q3 & !Q7
-    {FsmoeCase::k3, {+1, -1, 0, -1, 0, 0, 0}},   // Q1 & !Q2 & !Q4
-    {FsmoeCase::k4, {-1, 0, -1, 0, 0, -1, 0}}}};  // !Q1 & !Q3 & !Q6
+constexpr std::array<Clause, 8> kClauses{
+    {{FsmoeCase::k1, {+1, -1, 0, +1, 0, 0, 0}},    // Q1 & !Q2 & Q4
+     {FsmoeCase::k1, {+1, +1, 0, 0, +1, 0, 0}},    // Q1 & Q2 & Q5
+     {FsmoeCase::k1, {-1, 0, -1, 0, 0, +1, 0}},    // !Q1 & !Q3 & Q6
+     {FsmoeCase::k1, {-1, 0, +1, 0, 0, 0, +1}},    // !Q1 & Q3 & Q7
+     {FsmoeCase::k2, {+1, +1, 0, 0, -1, 0, 0}},    // Q1 & Q2 & !Q5
+     {FsmoeCase::k2, {-1, 0, +1, 0, 0, 0, -1}},    // !Q1 & Q3 & !Q7
+     {FsmoeCase::k3, {+1, -1, 0, -1, 0, 0, 0}},    // Q1 & !Q2 & !Q4
+     {FsmoeCase::k4, {-1, 0, -1, 0, 0, -1, 0}}}};  // !Q1 & !Q3 & !Q6
 
 std::array<bool, 7> as_array(const FsmoeConditions& q) {
   return {q.q1, q.q2, q.q3, q.q4, q.q5, q.q6, q.q7};
@@ -109,12 +119,17 @@ FsmoeCase select(const std::array<bool, 7>& q) {
   throw std::logic_error("fsmoe case table is not exhaustive");
 }
 
-// Unchecked model at a real r: the hot path of the degree searches.
-FsmoeCase case_of(const FsmoeLayerModel& m, double r) {
+// Q1..Q7 at a real r; every condition is a strict inequality.
+std::array<bool, 7> holds(const FsmoeLayerModel& m, double r) {
   const std::array<double, 7> g = margins(m, r);
   std::array<bool, 7> q{};
   for (int k = 0; k < 7; ++k) q[k] = g[k] > 0;
-  return select(q);
+  return q;
+}
+
+// Unchecked model at a real r: the hot path of the degree searches.
+FsmoeCase case_of(const FsmoeLayerModel& m, double r) {
+  return select(holds(m, r));
 }
 
 double time_of(const FsmoeLayerModel& m, double r) {
@@ -248,11 +263,13 @@ FsmoeChunkTimes fsmoe_chunk_times(const FsmoeLayerModel& m, int r) {
 FsmoeConditions fsmoe_conditions(const FsmoeLayerModel& m, int r) {
   fsmoe_validate(m);
   check_degree(r);
-  const std::array<double, 7> g = margins(m, static_cast<double>(r));
-  return {g[0] > 0, g[1] > 0, g[2] > 0, g[3] > 0, g[4] > 0, g[5] > 0, g[6] > 0};
+  const std::array<bool, 7> q = holds(m, r);
+  return {q[0], q[1], q[2], q[3], q[4], q[5], q[6]};
 }
 
-FsmoeCase fsmoe_select_case(const FsmoeConditions& q) { return select(as_array(q)); }
+FsmoeCase fsmoe_select_case(const FsmoeConditions& q) {
+  return select(as_array(q));
+}
 
 double fsmoe_case_time(const FsmoeLayerModel& m, FsmoeCase c, int r) {
   fsmoe_validate(m);

@@ -32,8 +32,8 @@ FsmoeLayerModel idle_link_layer() {
 FsmoeGradProblem hand_problem() {
   FsmoeGradProblem p;
   p.allreduce = {1.0, 0.5};
-  p.layers = {{idle_link_layer(), 0.0, 4.0}, {idle_link_layer(), 1.0, 10.0},
-              {idle_link_layer(), 0.0, 1.0}};
+  p.layers = {
+      {idle_link_layer(), 0.0, 4.0}, {idle_link_layer(), 1.0, 10.0}, {idle_link_layer(), 0.0, 1.0}};
   return p;
 }
 
@@ -93,7 +93,7 @@ void expect_feasible(const FsmoeGradStep1& s1, const std::vector<double>& x) {
     EXPECT_GE(x[i], 0.0);
     prefix += x[i];
     ready += s1.rem_bytes[i];
-    EXPECT_LE(prefix, ready + tol) << "layer " << i;          // Eq. 5, causality
+    EXPECT_LE(prefix, ready + tol) << "layer " << i;              // Eq. 5, causality
     EXPECT_LE(prefix, s1.carry_bytes[i] + tol) << "layer " << i;  // never more than unreduced
   }
   EXPECT_NEAR(prefix, s1.carry_bytes.back(), tol);  // every remaining byte is placed

@@ -46,9 +46,8 @@ FsmoeLayerModel random_model(std::mt19937_64& rng) {
   FsmoeLayerModel m;
   m.n_a2a = log_uniform(rng, 1e5, 1e8);
   m.n_ag = log_uniform(rng, 1e5, 1e8);
-  m.n_rs = std::uniform_real_distribution<double>(0.0, 1.0)(rng) < 0.5
-               ? m.n_ag
-               : log_uniform(rng, 1e5, 1e8);
+  m.n_rs = std::uniform_real_distribution<double>(0.0, 1.0)(rng) < 0.5 ? m.n_ag
+                                                                       : log_uniform(rng, 1e5, 1e8);
   m.n_exp = log_uniform(rng, 1e9, 1e12);
   m.a2a = random_line(rng, m.n_a2a);
   m.ag = random_line(rng, m.n_ag);
@@ -73,8 +72,8 @@ std::array<double, 4> expanded_case_times(const FsmoeLayerModel& m, double r) {
 
 // FSMoE Sec. 4.2 case table, transcribed literally from the text.
 FsmoeCase paper_case(const FsmoeConditions& q) {
-  const bool c1 = (q.q1 && !q.q2 && q.q4) || (q.q1 && q.q2 && q.q5) ||
-                  (!q.q1 && !q.q3 && q.q6) || (!q.q1 && q.q3 && q.q7);
+  const bool c1 = (q.q1 && !q.q2 && q.q4) || (q.q1 && q.q2 && q.q5) || (!q.q1 && !q.q3 && q.q6) ||
+                  (!q.q1 && q.q3 && q.q7);
   const bool c2 = (q.q1 && q.q2 && !q.q5) || (!q.q1 && q.q3 && !q.q7);
   const bool c3 = q.q1 && !q.q2 && !q.q4;
   const bool c4 = !q.q1 && !q.q3 && !q.q6;
@@ -142,6 +141,34 @@ TEST(FsmoePipeline, GradientConditionsAreStrictAtTheirThresholds) {
   EXPECT_TRUE(fsmoe_conditions(hand_model(1.5 + above), 2).q7);
 }
 
+TEST(FsmoePipeline, PipelineConditionsAreStrictAtTheirThresholds) {
+  // Q1: a2a {0.5, 0.25} gives t_a2a = 0.5 + 2 * 0.25 = 1 = t_ag. With n_exp = 0 (t_exp =
+  // 0.25) neither Q2/Q3 nor a gradient condition holds, so the layer is Case4 (2 + 2 + 2)
+  // at the threshold and Case3 (4 + 2) just above it.
+  FsmoeLayerModel m = hand_model(0.0);
+  m.a2a = {0.5, 0.25};
+  m.n_exp = 0.0;
+  EXPECT_FALSE(fsmoe_conditions(m, 2).q1);
+  EXPECT_EQ(fsmoe_case_at(m, 2), FsmoeCase::k4);
+  EXPECT_DOUBLE_EQ(fsmoe_layer_time(m, 2), 6.0);
+  m.a2a.alpha += 1e-9;
+  EXPECT_TRUE(fsmoe_conditions(m, 2).q1);
+  EXPECT_EQ(fsmoe_case_at(m, 2), FsmoeCase::k3);
+  EXPECT_NEAR(fsmoe_layer_time(m, 2), 6.0, 1e-8);
+  // Q2: n_exp = 3.5 gives t_exp = 2, r t_exp = 4 = 2 (r - 1) t_a2a.
+  m = hand_model(0.0);
+  m.n_exp = 3.5;
+  EXPECT_FALSE(fsmoe_conditions(m, 2).q2);
+  m.exp.alpha += 1e-9;
+  EXPECT_TRUE(fsmoe_conditions(m, 2).q2);
+  // Q3: n_exp = 1.5 gives t_exp = 1, r t_exp = 2 = (r - 1)(t_ag + t_rs).
+  m = hand_model(0.0);
+  m.n_exp = 1.5;
+  EXPECT_FALSE(fsmoe_conditions(m, 2).q3);
+  m.exp.alpha += 1e-9;
+  EXPECT_TRUE(fsmoe_conditions(m, 2).q3);
+}
+
 TEST(FsmoePipeline, EachCaseSelectedByHand) {
   // Case1: t_gar = 2.5 > t_ag + t_rs = 2 makes Q4 true; time 2*2*2 + 2.5.
   EXPECT_EQ(fsmoe_case_at(hand_model(2.5), 2), FsmoeCase::k1);
@@ -190,8 +217,7 @@ TEST(FsmoePipeline, CaseFormulasMatchExpandedFormsOnRandomInputs) {
     for (int r : {1, 2, 3, 7, 16}) {
       const std::array<double, 4> want = expanded_case_times(m, r);
       for (int c = 0; c < 4; ++c) {
-        EXPECT_NEAR(fsmoe_case_time(m, static_cast<FsmoeCase>(c + 1), r), want[c],
-                    1e-12 * want[c]);
+        EXPECT_NEAR(fsmoe_case_time(m, static_cast<FsmoeCase>(c + 1), r), want[c], 1e-12 * want[c]);
       }
     }
   }
@@ -263,8 +289,11 @@ TEST(FsmoePipeline, RelaxedDegreeIsALowerBoundAndConsistent) {
     EXPECT_NEAR(d.relaxed.time, expanded_case_times(m, d.relaxed.r)[int(d.relaxed.which) - 1],
                 1e-9 * d.relaxed.time);
     // Rounding the relaxed r picks the better neighbour, which cannot beat the exact optimum.
-    EXPECT_LE(std::abs(d.relaxed.r_rounded - d.relaxed.r), 1.0);
+    const int lo = static_cast<int>(std::floor(d.relaxed.r));
+    const int hi = std::min(max_degree, lo + 1);
+    EXPECT_TRUE(d.relaxed.r_rounded == lo || d.relaxed.r_rounded == hi);
     EXPECT_EQ(d.relaxed.time_rounded, fsmoe_layer_time(m, d.relaxed.r_rounded));
+    EXPECT_EQ(d.relaxed.time_rounded, std::min(fsmoe_layer_time(m, lo), fsmoe_layer_time(m, hi)));
     EXPECT_GE(d.relaxed.time_rounded, d.exact.time);
   }
 }
@@ -275,10 +304,10 @@ struct Testbed {
   cost::AlphaBeta gemm, a2a, ag, rs;
   int esp;
 };
-const Testbed kTestbedA{{4.26e-2, 2.29e-11}, {2.87e-1, 2.21e-7}, {3.37e-1, 2.32e-6},
-                        {3.95e-1, 2.34e-7}, 8};
-const Testbed kTestbedB{{9.24e-2, 4.42e-11}, {1.75e-1, 3.06e-7}, {3.20e-2, 1.68e-7},
-                        {3.91e-2, 1.67e-7}, 4};
+const Testbed kTestbedA{
+    {4.26e-2, 2.29e-11}, {2.87e-1, 2.21e-7}, {3.37e-1, 2.32e-6}, {3.95e-1, 2.34e-7}, 8};
+const Testbed kTestbedB{
+    {9.24e-2, 4.42e-11}, {1.75e-1, 3.06e-7}, {3.20e-2, 1.68e-7}, {3.91e-2, 1.67e-7}, 4};
 
 // A Table 4 layer: B = 4, L = 1024, M = 2048, H = 4M, top-2, f = 1.2, one local expert.
 FsmoeLayerModel table4_layer(const Testbed& tb) {
@@ -290,7 +319,7 @@ FsmoeLayerModel table4_layer(const Testbed& tb) {
   layer.rs = tb.rs;
   layer.exp = {2 * tb.gemm.alpha, tb.gemm.beta};
   layer.n_a2a = dispatched * m;
-  layer.n_ag = layer.n_rs = dispatched * tb.esp * m;                 // gathered over ESP
+  layer.n_ag = layer.n_rs = dispatched * tb.esp * m;               // gathered over ESP
   layer.n_exp = 2 * (2 * dispatched * tb.esp * m * (h / tb.esp));  // two GEMMs, H sharded
   return layer;
 }
@@ -319,8 +348,7 @@ TEST(FsmoePipeline, TestbedCoefficientsFromFigure5) {
   // degree is the forward one over sqrt(2) (Sec. 4.4: the phases want different degrees).
   const FsmoePhaseDegrees b = fsmoe_plan_phases(table4_layer(kTestbedB), 0.0, 64);
   const FsmoeLayerModel fb = table4_layer(kTestbedB);
-  const double bandwidth =
-      2 * fb.n_a2a * fb.a2a.beta + fb.n_ag * fb.ag.beta + fb.n_rs * fb.rs.beta;
+  const double bandwidth = 2 * fb.n_a2a * fb.a2a.beta + fb.n_ag * fb.ag.beta + fb.n_rs * fb.rs.beta;
   const double r_forward = std::sqrt(bandwidth / fb.exp.alpha);
   EXPECT_EQ(b.forward.relaxed.which, FsmoeCase::k2);
   EXPECT_EQ(b.backward.relaxed.which, FsmoeCase::k2);

@@ -57,6 +57,29 @@ bool applies(const EstimateContext& ctx, std::string& why) {
   return true;
 }
 
+// MoNTA Fig. 10 outputs for one micro-batch through every layer: latency, throughput and
+// MFU, with everything but the row's four A2As (attention and the rest of the MoE layer,
+// forward and backward) as the "other" time.
+void add_performance(const EstimateContext& ctx, double a2a, StrategyEstimate& e) {
+  const auto& m = ctx.input.model;
+  const auto& p = ctx.input.parallel;
+  LayerFlopsInputs f{m.micro_batch, m.seq_len, m.hidden,
+                     m.ffn_hidden,  m.experts, static_cast<int>(m.top_k),
+                     m.ffn_gemms()};
+  PerformanceInputs in;
+  in.layers = m.layers / p.pp;
+  in.layer_other_s = e.total_s() - 4 * a2a + 3 * ctx.pre_expert_fwd_s;
+  in.a2a_s = a2a;
+  in.tokens = double(m.micro_batch) * m.seq_len * p.dp;
+  in.model_flops = double(in.layers) * moe_layer_training_flops(f) * p.dp;
+  in.devices = ctx.topology.world_size() / p.pp;
+  in.peak_flops = ctx.input.cluster.device.flops;
+  const Performance perf = estimate_performance(in);
+  e.params["latency_ms"] = perf.latency_s * 1e3;
+  e.params["tokens_per_s"] = perf.tokens_per_s;
+  e.params["mfu"] = perf.mfu;
+}
+
 }  // namespace
 
 std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level,
@@ -88,6 +111,7 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
               {"a2a_ms", a2a * 1e3},
               {"monta_baseline_a2a_ms", costs.baseline_s * 1e3},
               {"i_minimal_bytes", in.i_minimal}};
+  add_performance(ctx, a2a, e);
   if (level == 2 || level == 3)
     e.params["monta_choice"] = std::string(strategy_name(select_strategy(costs).strategy));
   return e;

@@ -276,8 +276,10 @@ double fsmoe_layer_gar_time(const FsmoeGradProblem& p, const FsmoeGradStep1& s1,
   }
   const double bytes = s1.first_bytes[i] + x;
   if (bytes <= 0.0) return 0.0;  // no AllReduce here, so no start-up either
-  // One AllReduce covers step 1's bytes and x; the layer's dense ops hide the first
-  // t_olp_dense of it (they were counted in t_olp), the rest runs inside the MoE layer.
+  // Correction to Eq. 5, which charges f_moe(t_grad(x_g^i)) as if step 2's bytes had a
+  // window of their own: one AllReduce covers step 1's bytes and x, the layer's dense ops
+  // hide the first t_olp_dense of it (counted in t_olp), the rest runs inside the MoE
+  // layer; charging t_grad(x) alone would count step 1's window twice.
   return std::max(0.0, p.allreduce.time(bytes) - p.layers[i].t_olp_dense);
 }
 

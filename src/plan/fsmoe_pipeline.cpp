@@ -147,9 +147,15 @@ void check_degree(int r) {
   if (r < 1) throw Error("fsmoe pipeline", "degree r must be >= 1, got " + std::to_string(r));
 }
 
+// A layer cannot be cut into more chunks than it has tokens; the cap keeps the exact scan
+// (and its int counter) bounded when every start-up is zero.
+constexpr int kFsmoeMaxDegreeCap = 1 << 20;
+
 void check_max_degree(int max_degree) {
-  if (max_degree < 1) {
-    throw Error("fsmoe pipeline", "max_degree must be >= 1, got " + std::to_string(max_degree));
+  if (max_degree < 1 || max_degree > kFsmoeMaxDegreeCap) {
+    throw Error("fsmoe pipeline", "max_degree must be in [1, " +
+                                      std::to_string(kFsmoeMaxDegreeCap) + "], got " +
+                                      std::to_string(max_degree));
   }
 }
 

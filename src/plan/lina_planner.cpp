@@ -33,7 +33,7 @@ void check_levels(const std::vector<LinaLinkLevel>& levels) {
   }
 }
 
-// ranks_inside[l]: ranks in one worker of level l (prod_{j>l} count_j); [L] = 1.
+// ranks_inside[l]: ranks under level l's workers taken together (prod_{j>=l} count_j); [L] = 1.
 std::vector<long long> ranks_inside(const std::vector<LinaLinkLevel>& levels) {
   std::vector<long long> inside(levels.size() + 1, 1);
   for (std::size_t l = levels.size(); l-- > 0;) inside[l] = inside[l + 1] * levels[l].count;
@@ -93,6 +93,7 @@ LinaMicroOps lina_partition(double tensor_bytes, double partition_bytes) {
   require(non_negative(tensor_bytes), "tensor bytes must be >= 0");
   require(positive(partition_bytes), "partition bytes must be positive");
   if (tensor_bytes == 0) return {};
+  require(tensor_bytes / partition_bytes <= 1e12, "more than 1e12 micro-ops: partition too small");
   const auto count = static_cast<long long>(std::ceil(tensor_bytes / partition_bytes));
   return {count, tensor_bytes / count};
 }

@@ -44,7 +44,9 @@ double model_state_bytes_per_param(int zero_stage, int dp) {
 // factor and write p for the ZeRO (data-parallel) degree. Intended model: a device holds
 // P1 / (p t) dense and P2 / (p t e) expert parameters (pipeline splits layers, TP splits
 // matrices, EP splits the experts - MoNTA Fig. 12: each card stores 1/t of its expert), and
-// each part's states are sharded by ZeRO over that part's own data-parallel group.
+// each part's states are sharded by ZeRO over that part's own data-parallel group. The
+// baseline row's 16 P2 / (p t) also lacks the 1/e: P2 counts every expert, so a device
+// holds 1/e of them (as Fig. 12 draws it).
 WeightMemory weight_memory(const WeightMemoryInputs& in) {
   require_non_negative(in.dense_params, "WeightMemoryInputs.dense_params");
   require_non_negative(in.moe_params, "WeightMemoryInputs.moe_params");

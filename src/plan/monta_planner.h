@@ -33,7 +33,9 @@ struct MontaInputs {
   // (MoNTA "Performance model"); unset means the same as intra / memory.
   std::optional<Channel> intra_o3;
   std::optional<Channel> memory_o3;
-  double i_minimal = 1;  // I_minimal: smallest bytes per chunk worth sending
+  // I_minimal: smallest bytes per chunk worth sending. 1 MB by default: below that a
+  // collective is start-up bound, and a tiny value lets Algorithms 1-2 try ~s chunks.
+  double i_minimal = 1e6;
 };
 
 // Throws moecomm::Error naming the field if any input is out of range.

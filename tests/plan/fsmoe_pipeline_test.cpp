@@ -415,9 +415,11 @@ TEST(FsmoePipeline, BadInputThrows) {
   EXPECT_THROW(fsmoe_overlappable_time(bad, 1), Error);
   try {
     fsmoe_layer_time(ok, 0);
+    ADD_FAILURE() << "r = 0 did not throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("r must be >= 1"), std::string::npos);
   }
+  EXPECT_THROW(fsmoe_optimal_integer_degree(ok, (1 << 20) + 1), Error);
 }
 
 }  // namespace

@@ -193,6 +193,7 @@ TEST(LinaPlanner, BadInput) {
   EXPECT_ERROR_HAS(lina_allreduce_line(0, 1e9, 0), "lina planner", "ranks must be >= 1");
   EXPECT_ERROR_HAS(lina_allreduce_line(2, 0, 0), "bandwidth must be positive");
   EXPECT_ERROR_HAS(lina_allreduce_line(2, 1e9, -1), "latency must be >= 0");
+  EXPECT_ERROR_HAS(lina_partition(1e300, 1.0), "more than 1e12 micro-ops");
 
   LinaPartitionInput p;
   p.allreduce = {-1.0, 1e-9};

@@ -43,6 +43,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {  // a bug, not bad input; still no crash
+    err << "error: internal: " << e.what() << "\n";
+    return 3;
   }
   err << "error: no subcommand\n";
   return 2;

@@ -27,9 +27,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
                    "parallel sizes, e.g. dp=2,tp=8,ep=2,esp=8 (keys dp tp ep esp pp cp; left out: "
                    "the model's own when run on its testbed, else derived)");
   sub_->add_option("--seq-len", seq_len_, "override the model's sequence length")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, core::kMaxSeqLen));
   sub_->add_option("--micro-batch", micro_batch_, "override the model's micro-batch size")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
   sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
@@ -42,22 +42,14 @@ PlanCommand::PlanCommand(CLI::App& app) {
 
 namespace {
 
-plan::PlanInput resolve_input(const std::string& model_arg, const std::string& cluster_arg,
-                              const std::string& parallel_arg) {
-  plan::PlanInput in;
-  in.model = core::load_model(model_arg.empty() ? core::kDefaultModel : model_arg);
-  std::string cluster_name = cluster_arg;
-  if (cluster_name.empty()) cluster_name = in.model.cluster.value_or(core::kDefaultCluster);
-  in.cluster = core::load_cluster(cluster_name);
-  core::ParallelSpec spec;
-  if (!parallel_arg.empty())
-    spec = core::parse_parallel_spec(parallel_arg, "--parallel");
-  else if (in.model.parallel && in.model.cluster == in.cluster.name)
-    spec = *in.model.parallel;
-  const std::string where = parallel_arg.empty() ? "parallel configuration" : "--parallel";
-  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(),
-                                       static_cast<int>(in.model.experts), where);
-  return in;
+// Which parallel sizes apply, and the name errors about them use: the flag, the model
+// file's "parallel" when it runs on its own testbed, or derived defaults.
+std::pair<core::ParallelSpec, std::string> parallel_spec(const std::string& arg,
+                                                         const plan::PlanInput& in) {
+  if (!arg.empty()) return {core::parse_parallel_spec(arg, "--parallel"), "--parallel"};
+  if (in.model.parallel && in.model.cluster == in.cluster.name)
+    return {*in.model.parallel, in.model.source + ": parallel"};
+  return {{}, "derived parallel configuration (give --parallel)"};
 }
 
 // Knob values for the table: numbers to 4 significant digits, strings bare.
@@ -112,9 +104,19 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& o
 }  // namespace
 
 int PlanCommand::run(std::ostream& out) const {
-  plan::PlanInput in = resolve_input(model_, cluster_, parallel_);
+  for (const auto& [flag, value] :
+       {std::pair{"--model", &model_}, {"--cluster", &cluster_}, {"--parallel", &parallel_}})
+    if (sub_->count(flag) && value->empty()) throw Error(flag, "empty value");
+  plan::PlanInput in;
+  in.model = core::load_model(model_.empty() ? core::kDefaultModel : model_);
   if (seq_len_ > 0) in.model.seq_len = seq_len_;
   if (micro_batch_ > 0) in.model.micro_batch = micro_batch_;
+  in.cluster = core::load_cluster(
+      cluster_.empty() ? in.model.cluster.value_or(core::kDefaultCluster) : cluster_);
+  const auto [spec, where] = parallel_spec(parallel_, in);
+  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(),
+                                       static_cast<int>(in.model.experts), where);
+  core::check_parallel_fits_model(in.parallel, in.model, where);
   in.zero_stage = zero_stage_;
   in.recompute = recompute_;
   plan::Plan p = plan::make_plan(in);

@@ -2,6 +2,7 @@
 // `moecomm plan`: the analytical planner's table of strategies and its recommendation.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 
@@ -16,7 +17,8 @@ class PlanCommand {
  private:
   CLI::App* sub_;
   std::string model_, cluster_, parallel_, recompute_ = "selective";
-  int seq_len_ = 0, micro_batch_ = 0, zero_stage_ = 1;
+  int64_t seq_len_ = 0, micro_batch_ = 0;
+  int zero_stage_ = 1;
   bool json_ = false;
 };
 

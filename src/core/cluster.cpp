@@ -46,9 +46,10 @@ Level parse_level(const json& item, const std::string& where) {
   int64_t count = r.positive_int("count");
   if (count > 1'000'000) throw Error(r.where("count"), "too large (at most 1000000)");
   level.count = static_cast<int>(count);
-  level.bandwidth = units::gbps_to_bytes_per_s(r.positive("bandwidth_GBps"));
+  level.bandwidth = units::gbps_to_bytes_per_s(r.positive("bandwidth_GBps", 1e9));
   double latency_us = r.number("latency_us");
   if (latency_us < 0) throw Error(r.where("latency_us"), "must not be negative");
+  if (latency_us > 1e9) throw Error(r.where("latency_us"), "too large (at most 1e9 us)");
   level.latency = latency_us * units::kUs;
   r.reject_unknown();
   return level;
@@ -112,10 +113,10 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   for (const Level& l : cluster.levels) world *= l.count;
   if (world > 1'000'000) throw Error(r.where("levels"), "more than 1000000 devices in all");
   JsonReader dev = r.object("device");
-  cluster.device.flops = dev.positive("tflops") * units::kTflops;
-  cluster.device.memory_bytes = dev.positive("memory_GB") * units::kGB;
+  cluster.device.flops = dev.positive("tflops", 1e9) * units::kTflops;
+  cluster.device.memory_bytes = dev.positive("memory_GB", 1e9) * units::kGB;
   cluster.device.memory_bandwidth =
-      units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps"));
+      units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
   dev.reject_unknown();
   if (r.has("efficiency")) parse_efficiency(r, cluster);
   r.reject_unknown();

@@ -10,6 +10,18 @@ namespace moecomm::core {
 
 using nlohmann::json;
 
+namespace {
+
+// A value as an error message shows it: scalars as written, containers by type only (a
+// deeply nested or huge value must not be pasted into the message).
+std::string shown(const json& v) {
+  if (v.is_structured()) return std::string("an ") + v.type_name();
+  std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+}  // namespace
+
 json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(path, "cannot open file");
@@ -17,7 +29,7 @@ json read_json_file(const std::string& path) {
   text << in.rdbuf();
   try {
     return json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, and numbers out of range (1e400)
     throw Error(path, std::string("invalid JSON: ") + e.what());
   }
 }
@@ -47,13 +59,13 @@ const json& JsonReader::value(const std::string& key) {
 
 std::string JsonReader::string(const std::string& key) {
   const json& v = require(key);
-  if (!v.is_string()) throw Error(where(key), "must be a string, got " + v.dump());
+  if (!v.is_string()) throw Error(where(key), "must be a string, got " + shown(v));
   return v.get<std::string>();
 }
 
 double JsonReader::number(const std::string& key) {
   const json& v = require(key);
-  if (!v.is_number()) throw Error(where(key), "must be a number, got " + v.dump());
+  if (!v.is_number()) throw Error(where(key), "must be a number, got " + shown(v));
   double x = v.get<double>();
   if (!std::isfinite(x)) throw Error(where(key), "must be finite");
   return x;
@@ -61,13 +73,29 @@ double JsonReader::number(const std::string& key) {
 
 double JsonReader::positive(const std::string& key) {
   double x = number(key);
-  if (!(x > 0)) throw Error(where(key), "must be positive, got " + obj_.at(key).dump());
+  if (!(x > 0)) throw Error(where(key), "must be positive, got " + shown(obj_.at(key)));
+  return x;
+}
+
+double JsonReader::positive(const std::string& key, double max) {
+  double x = positive(key);
+  if (x > max)
+    throw Error(where(key),
+                "too large (at most " + shown(json(max)) + "), got " + shown(obj_.at(key)));
+  return x;
+}
+
+int64_t JsonReader::positive_int(const std::string& key, int64_t max) {
+  int64_t x = positive_int(key);
+  if (x > max)
+    throw Error(where(key),
+                "too large (at most " + std::to_string(max) + "), got " + std::to_string(x));
   return x;
 }
 
 int64_t JsonReader::integer(const std::string& key) {
   const json& v = require(key);
-  if (!v.is_number_integer()) throw Error(where(key), "must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) throw Error(where(key), "must be an integer, got " + shown(v));
   return v.get<int64_t>();
 }
 
@@ -84,13 +112,13 @@ std::optional<double> JsonReader::nullable_positive(const std::string& key) {
 
 const json& JsonReader::array(const std::string& key) {
   const json& v = require(key);
-  if (!v.is_array()) throw Error(where(key), "must be a list, got " + v.dump());
+  if (!v.is_array()) throw Error(where(key), "must be a list, got " + shown(v));
   return v;
 }
 
 JsonReader JsonReader::object(const std::string& key) {
   const json& v = require(key);
-  if (!v.is_object()) throw Error(where(key), "must be an object, got " + v.dump());
+  if (!v.is_object()) throw Error(where(key), "must be an object, got " + shown(v));
   return JsonReader(v, where(key));
 }
 

@@ -24,9 +24,11 @@ class JsonReader {
 
   std::string string(const std::string& key);
   double number(const std::string& key);
-  double positive(const std::string& key);  // > 0
+  double positive(const std::string& key);              // > 0
+  double positive(const std::string& key, double max);  // in (0, max]
   int64_t integer(const std::string& key);
   int64_t positive_int(const std::string& key);                     // >= 1
+  int64_t positive_int(const std::string& key, int64_t max);        // in [1, max]
   std::optional<double> nullable_positive(const std::string& key);  // number > 0 or null
   const nlohmann::json& array(const std::string& key);
   JsonReader object(const std::string& key);

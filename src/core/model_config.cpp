@@ -33,28 +33,47 @@ void check_model(const ModelConfig& m, JsonReader& r) {
 ModelConfig parse_model(const json& doc, const std::string& where) {
   JsonReader r(doc, where);
   ModelConfig m;
+  m.source = where;
   m.name = r.string("name");
   if (r.has("description")) m.description = r.string("description");
-  m.hidden = r.positive_int("hidden");
-  m.ffn_hidden = r.positive_int("ffn_hidden");
-  m.experts = r.positive_int("experts");
+  // Bounds far beyond any real model keep every derived size finite and every search short.
+  m.hidden = r.positive_int("hidden", kMaxHidden);
+  m.ffn_hidden = r.positive_int("ffn_hidden", kMaxHidden * 16);
+  m.experts = r.positive_int("experts", kMaxExperts);
   m.top_k = r.positive_int("top_k");
-  m.layers = r.positive_int("layers");
-  m.heads = r.positive_int("heads");
-  m.seq_len = r.positive_int("seq_len");
-  m.micro_batch = r.positive_int("micro_batch");
-  m.capacity_factor = r.nullable_positive("capacity_factor");
+  m.layers = r.positive_int("layers", kMaxLayers);
+  m.heads = r.positive_int("heads", kMaxHidden);
+  m.seq_len = r.positive_int("seq_len", kMaxSeqLen);
+  m.micro_batch = r.positive_int("micro_batch", kMaxMicroBatch);
+  if (!r.value("capacity_factor").is_null())
+    m.capacity_factor = r.positive("capacity_factor", 1000);
   m.dtype_bytes = r.positive_int("dtype_bytes");
   m.ffn_type = parse_ffn_type(r);
   if (r.has("vocab_size")) {
     m.vocab_size = r.integer("vocab_size");
     if (m.vocab_size < 0) throw Error(r.where("vocab_size"), "must not be negative");
+    if (m.vocab_size > kMaxVocab)
+      throw Error(r.where("vocab_size"), "too large (at most 1000000000)");
   }
   if (r.has("parallel")) m.parallel = parse_parallel_json(r.value("parallel"), r.where("parallel"));
   if (r.has("cluster")) m.cluster = r.string("cluster");
   check_model(m, r);
   r.reject_unknown();
   return m;
+}
+
+void check_parallel_fits_model(const ParallelConfig& p, const ModelConfig& m,
+                               const std::string& where) {
+  auto require = [&](const char* key, int size, int64_t whole, const char* what) {
+    if (whole % size != 0)
+      throw Error(where + ": " + key, std::string(key) + " = " + std::to_string(size) +
+                                          " does not divide the model's " + what + " (" +
+                                          std::to_string(whole) + ")");
+  };
+  require("pp", p.pp, m.layers, "layers");
+  require("cp", p.cp, m.seq_len, "seq_len");
+  require("tp", p.tp, m.heads, "heads");
+  require("esp", p.esp, m.ffn_hidden, "ffn_hidden");
 }
 
 json model_to_json(const ModelConfig& m) {
@@ -73,6 +92,17 @@ json model_to_json(const ModelConfig& m) {
               {"vocab_size", m.vocab_size}};
   if (!m.description.empty()) doc["description"] = m.description;
   if (m.cluster) doc["cluster"] = *m.cluster;
+  if (m.parallel) {
+    json par = json::object();
+    for (auto [key, v] : {std::pair{"dp", m.parallel->dp},
+                          {"tp", m.parallel->tp},
+                          {"ep", m.parallel->ep},
+                          {"esp", m.parallel->esp},
+                          {"pp", m.parallel->pp},
+                          {"cp", m.parallel->cp}})
+      if (v) par[key] = *v;
+    doc["parallel"] = par;
+  }
   return doc;
 }
 

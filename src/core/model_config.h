@@ -10,6 +10,14 @@
 
 namespace moecomm::core {
 
+// Upper bounds of the model file's sizes (and of the CLI's overrides).
+inline constexpr int64_t kMaxHidden = 1'000'000;
+inline constexpr int64_t kMaxExperts = 1'000'000;
+inline constexpr int64_t kMaxLayers = 10'000;
+inline constexpr int64_t kMaxSeqLen = 100'000'000;
+inline constexpr int64_t kMaxMicroBatch = 1'000'000;
+inline constexpr int64_t kMaxVocab = 1'000'000'000;
+
 enum class FfnType { kGelu, kSwiglu };  // GPT FFN (2 GEMMs) or Mixtral FFN (3 GEMMs)
 
 struct ModelConfig {
@@ -29,6 +37,7 @@ struct ModelConfig {
   int64_t vocab_size = 0;
   std::optional<ParallelSpec> parallel;  // the configuration the paper used, if given
   std::optional<std::string> cluster;    // the paper's testbed preset, if given
+  std::string source;                    // the file it was read from (for error messages)
 
   int64_t tokens_per_micro_batch() const { return seq_len * micro_batch; }
   int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
@@ -39,6 +48,10 @@ struct ModelConfig {
 };
 
 ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);
+// The parallel sizes must also split the model: pp the layers, cp the sequence, tp the
+// heads, esp the expert FFN. Throws Error naming `where` and the key.
+void check_parallel_fits_model(const ParallelConfig& parallel, const ModelConfig& model,
+                               const std::string& where);
 nlohmann::json model_to_json(const ModelConfig& model);
 
 }  // namespace moecomm::core

@@ -48,6 +48,8 @@ ParallelSpec parse_parallel_spec(const std::string& text, const std::string& whe
     if (used == 0 || used != value.size())
       throw Error(at(where, key), "must be an integer, got \"" + value + "\"");
     if (v < 1) throw Error(at(where, key), "must be at least 1, got " + value);
+    if (v > kMaxParallelSize)
+      throw Error(at(where, key), "too large (at most " + std::to_string(kMaxParallelSize) + ")");
     *f = v;
   }
   return spec;
@@ -57,14 +59,16 @@ ParallelSpec parse_parallel_json(const nlohmann::json& obj, const std::string& w
   JsonReader r(obj, where);
   ParallelSpec spec;
   for (const char* key : {"dp", "tp", "ep", "esp", "pp", "cp"})
-    if (r.has(key)) *field(spec, key) = static_cast<int>(r.positive_int(key));
+    if (r.has(key)) *field(spec, key) = static_cast<int>(r.positive_int(key, kMaxParallelSize));
   r.reject_unknown();
   return spec;
 }
 
 namespace {
 
-void require_divides(int part, int whole, const std::string& where, const std::string& what) {
+// Products of up to four sizes of at most kMaxParallelSize fit in 64 bits.
+void require_divides(int64_t part, int64_t whole, const std::string& where,
+                     const std::string& what) {
   if (whole % part != 0)
     throw Error(where,
                 what + " = " + std::to_string(part) + " does not divide " + std::to_string(whole));
@@ -87,19 +91,21 @@ ParallelConfig resolve_parallel(const ParallelSpec& s, int world, int experts,
   c.pp = s.pp.value_or(1);
   c.esp = s.esp.value_or(c.tp);  // as Megatron-Core: expert TP defaults to the dense TP
   const std::string w = where + " (world " + std::to_string(world) + ")";
-  require_divides(c.tp * c.cp * c.pp, world, w, "tp x cp x pp");
-  c.dp = s.dp.value_or(world / (c.tp * c.cp * c.pp));
-  if (c.tp * c.cp * c.dp * c.pp != world)
-    throw Error(w, "tp x cp x dp x pp = " + std::to_string(c.tp * c.cp * c.dp * c.pp) +
-                       " must equal the world size");
-  require_divides(c.esp * c.pp, world, w, "esp x pp");
+  const int64_t tcp = int64_t{c.tp} * c.cp * c.pp;
+  require_divides(tcp, world, w, "tp x cp x pp");
+  c.dp = s.dp.value_or(static_cast<int>(world / tcp));
+  if (tcp * c.dp != world)
+    throw Error(w,
+                "tp x cp x dp x pp = " + std::to_string(tcp * c.dp) + " must equal the world size");
+  require_divides(int64_t{c.esp} * c.pp, world, w, "esp x pp");
   c.ep = s.ep.value_or(default_ep(world / (c.esp * c.pp), experts));
-  require_divides(c.esp * c.ep * c.pp, world, w, "esp x ep x pp");
+  const int64_t moe = int64_t{c.esp} * c.ep * c.pp;
+  require_divides(moe, world, w, "esp x ep x pp");
   if (experts % c.ep != 0)
     throw Error(where + ": ep", "ep = " + std::to_string(c.ep) +
                                     " does not divide the number of experts (" +
                                     std::to_string(experts) + ")");
-  c.edp = world / (c.esp * c.ep * c.pp);
+  c.edp = static_cast<int>(world / moe);
   return c;
 }
 

@@ -8,6 +8,9 @@
 
 namespace moecomm::core {
 
+// Each size is at most this, so products of sizes fit in 64 bits.
+inline constexpr int kMaxParallelSize = 1'000'000;
+
 // What a user wrote: any size may be left out and is then derived (see resolve()).
 struct ParallelSpec {
   std::optional<int> dp, tp, ep, esp, pp, cp;

@@ -29,6 +29,7 @@ RankGroups build_rank_groups(const ParallelConfig& c) {
   g.cp = groups_along(dense, 1);
   g.dp = groups_along(dense, 2);
   g.pp = groups_along(dense, 3);
+  g.dp_cp = groups_along({c.tp, c.cp * c.dp, c.pp}, 1);  // cp and dp are adjacent
   const std::vector<int> moe = {c.esp, c.ep, c.edp, c.pp};
   g.esp = groups_along(moe, 0);
   g.ep = groups_along(moe, 1);

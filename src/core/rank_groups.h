@@ -13,6 +13,7 @@ using RankGroup = std::vector<int>;
 
 struct RankGroups {
   std::vector<RankGroup> tp, cp, dp, pp;  // dense part
+  std::vector<RankGroup> dp_cp;           // dense gradients reduce over dp x cp (Megatron-Core)
   std::vector<RankGroup> esp, ep, edp;    // MoE part
 
   // The group of `kind` ("tp", "cp", "dp", "pp", "esp", "ep", "edp") holding `rank`.

@@ -15,7 +15,7 @@ class Topology {
   const Cluster& cluster() const { return cluster_; }
   int world_size() const { return world_; }
   int num_levels() const { return static_cast<int>(cluster_.levels.size()); }
-  const Level& level(int i) const { return cluster_.levels.at(i); }
+  const Level& level(int i) const { return level_at(i); }
 
   // HybridEP Eq. 13: rank m -> (x_0, ..., x_{L-1}), x_i = floor(m / prod_{j>i} SF^j) mod SF^i,
   // where SF^i is level i's count; outermost first.
@@ -30,11 +30,18 @@ class Topology {
 
   // Number of ranks inside one worker of level i (1 for the innermost level).
   int ranks_per_worker(int level) const;
+  // A level's bandwidth is its worker's (DESIGN.md: "the bandwidth one worker of that level
+  // has to its peers"); every device of the worker crosses it at once in a collective over
+  // all ranks, so each gets its share: bandwidth / ranks_per_worker(level).
+  double device_bandwidth(int level) const {
+    return level_at(level).bandwidth / ranks_per_worker(level);
+  }
   // Ranks sharing rank's worker at `level` (e.g. level "node": the ranks of its node).
   std::vector<int> peers_within(int rank, int level) const;
 
  private:
   void check_rank(int rank) const;
+  const Level& level_at(int i) const { return cluster_.levels.at(i); }
 
   Cluster cluster_;
   int world_ = 1;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "cost/efficiency_curve.h"
 
 namespace moecomm::cost {
 
@@ -21,15 +20,27 @@ std::string collective_name(Collective op) {
   return "?";
 }
 
+CollectiveModel::CollectiveModel(const core::Topology& topology) : topology_(topology) {
+  const auto& cluster = topology.cluster();
+  for (int l = 0; l < topology.num_levels(); ++l)
+    for (Collective op : {Collective::kAllToAll, Collective::kAllGather, Collective::kReduceScatter,
+                          Collective::kAllReduce}) {
+      const std::string& level = topology.level(l).name;
+      curves_.emplace(std::pair{l, op}, EfficiencyCurve(cluster.curve(level, collective_name(op)),
+                                                        cluster.name + ": efficiency." + level));
+    }
+}
+
+double CollectiveModel::efficiency(Collective op, int level, double n) const {
+  return curves_.at({level, op}).at(n);
+}
+
 AlphaBeta CollectiveModel::line(Collective op, int level, int p, double n_ref) const {
   if (p < 1) throw Error("collective model", "group size must be at least 1");
   if (p == 1) return {};  // nothing leaves the device
   const core::Level& link = topology_.level(level);
-  const auto& cluster = topology_.cluster();
-  double eff = EfficiencyCurve(cluster.curve(link.name, collective_name(op)),
-                               cluster.name + ": efficiency." + link.name)
-                   .at(n_ref);
-  const double bw = link.bandwidth * eff, steps = p - 1, share = (p - 1.0) / p;
+  const double bw = topology_.device_bandwidth(level) * efficiency(op, level, n_ref);
+  const double steps = p - 1, share = (p - 1.0) / p;
   switch (op) {
     case Collective::kAllToAll:  // p - 1 messages of n / p each
     case Collective::kAllGather:
@@ -67,18 +78,14 @@ std::vector<double> CollectiveModel::alltoall_level_shares(const std::vector<int
 
 double CollectiveModel::alltoall_time(const std::vector<int>& group, double n) const {
   const auto share = alltoall_level_shares(group);
-  const auto& cluster = topology_.cluster();
   double worst = 0.0;
   for (int l = 0; l < topology_.num_levels(); ++l) {
     if (share[l] == 0.0) continue;
-    const core::Level& link = topology_.level(l);
     // Peers at this level: each gets one message; the link's efficiency is read at the
     // rank's whole send volume, as MoNTA reads r1 at I / (N t).
-    int peers = static_cast<int>(share[l] * group.size() + 0.5);
-    double eff = EfficiencyCurve(cluster.curve(link.name, "alltoall"),
-                                 cluster.name + ": efficiency." + link.name)
-                     .at(n);
-    worst = std::max(worst, peers * link.latency + share[l] * n / (link.bandwidth * eff));
+    const int peers = static_cast<int>(share[l] * group.size() + 0.5);
+    const double bw = topology_.device_bandwidth(l) * efficiency(Collective::kAllToAll, l, n);
+    worst = std::max(worst, peers * topology_.level(l).latency + share[l] * n / bw);
   }
   return worst;
 }

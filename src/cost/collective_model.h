@@ -1,13 +1,17 @@
 #pragma once
 // Alpha-beta time of collectives per level of a topology. Ring algorithms for AllGather,
 // ReduceScatter and AllReduce; pairwise exchange for AllToAll, where each level's link
-// carries its share concurrently (the slowest level bounds the time). A level's measured
-// efficiency curve (MoNTA's r(volume)) scales its bandwidth.
+// carries its share concurrently (the slowest level bounds the time). A level's bandwidth is
+// shared by the devices of its worker (Topology::device_bandwidth), and its measured
+// efficiency curve (MoNTA's r(volume)) scales it.
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/topology.h"
 #include "cost/alpha_beta.h"
+#include "cost/efficiency_curve.h"
 
 namespace moecomm::cost {
 
@@ -17,7 +21,7 @@ std::string collective_name(Collective op);  // the efficiency-curve key: "allto
 
 class CollectiveModel {
  public:
-  explicit CollectiveModel(const core::Topology& topology) : topology_(topology) {}
+  explicit CollectiveModel(const core::Topology& topology);
 
   // Alpha-beta line of `op` over p ranks joined by `level`'s link, in bytes of
   // `n` = the per-rank send buffer (AllToAll), the gathered output (AllGather), the input
@@ -38,9 +42,12 @@ class CollectiveModel {
   std::vector<double> alltoall_level_shares(const std::vector<int>& group) const;
 
   const core::Topology& topology() const { return topology_; }
+  // The measured efficiency of `op` at `level` for n bytes (1 where nothing was measured).
+  double efficiency(Collective op, int level, double n) const;
 
  private:
   const core::Topology& topology_;
+  std::map<std::pair<int, Collective>, EfficiencyCurve> curves_;  // built once from the cluster
 };
 
 }  // namespace moecomm::cost

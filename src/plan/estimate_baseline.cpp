@@ -20,20 +20,26 @@ std::optional<GroupSpan> group_span(const core::Topology& topo, const std::vecto
   return span;
 }
 
+double ep_forward(const EstimateContext& ctx, double a2a_s) {
+  return 2 * a2a_s + ctx.expert_fwd_s + ctx.esp_reduce_s;
+}
+
+double ep_backward(const EstimateContext& ctx, double a2a_s) {
+  return backward_with_bucketed_sync(ctx, a2a_s, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
+}
+
 StrategyEstimate estimate_baseline(const EstimateContext& ctx) {
-  const auto& w = ctx.work;
   // Every ESP rank dispatches the whole replicated batch (DeepSpeed's TP dispatch).
-  const double a2a = ctx.comm.alltoall_time(w.groups.ep.front(), w.a2a_bytes);
   StrategyEstimate e;
   e.name = "baseline";
   e.source = "flat A2A over the EP group (alpha-beta per level with efficiency curves)";
-  e.forward_s = 2 * a2a + ctx.expert_fwd_s + ctx.esp_reduce_s;
-  e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
+  e.forward_s = ep_forward(ctx, ctx.flat_a2a_s);
+  e.backward_s = ep_backward(ctx, ctx.flat_a2a_s);
   e.memory_bytes = ctx.base_memory_bytes;
   e.params = {{"a2a", "flat"},
               {"tp_dispatch", "replicate"},
               {"grad_sync", "bucketed"},
-              {"a2a_ms", a2a * 1e3}};
+              {"a2a_ms", ctx.flat_a2a_s * 1e3}};
   return e;
 }
 
@@ -43,11 +49,12 @@ StrategyEstimate estimate_baseline(const EstimateContext& ctx) {
 StrategyEstimate estimate_hierarchical(const EstimateContext& ctx) {
   const auto& w = ctx.work;
   const auto& group = w.groups.ep.front();
-  StrategyEstimate e = estimate_baseline(ctx);
+  const int outer = w.inter_level;
+  StrategyEstimate e;
   e.name = "hier-a2a";
   e.source = "2DH hierarchical A2A (Tutel; DESIGN.md a2a knob)";
-  double flat = e.params["a2a_ms"].get<double>() / 1e3, a2a = flat;
-  int outer = w.inter_level;
+  e.params = {{"a2a", "2dh"}, {"tp_dispatch", "replicate"}, {"grad_sync", "bucketed"}};
+  double a2a = ctx.flat_a2a_s;
   if (outer != core::Topology::kSameDevice) {
     std::vector<int> local;  // the EP members sharing group[0]'s worker at the outer level
     for (int r : group)
@@ -61,9 +68,9 @@ StrategyEstimate estimate_hierarchical(const EstimateContext& ctx) {
     e.params["nodes"] = nodes;
     e.params["ranks_per_node"] = local.size();
   }
-  e.forward_s += 2 * (a2a - flat);
-  e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s) + ctx.esp_reduce_s;
-  e.params["a2a"] = "2dh";
+  e.forward_s = ep_forward(ctx, a2a);
+  e.backward_s = ep_backward(ctx, a2a);
+  e.memory_bytes = ctx.base_memory_bytes;
   e.params["a2a_ms"] = a2a * 1e3;
   return e;
 }

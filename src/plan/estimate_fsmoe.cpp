@@ -55,14 +55,19 @@ FsmoeLayerModel forward_model(const EstimateContext& ctx, int max_degree) {
   return m;
 }
 
-// Every MoE layer of the model in backward order, each releasing its dense gradients for
-// the layers after it (FSMoE Sec. 5.2).
+// The plan's MoE layers are identical, and Eq. 5's optimizer costs grow with the cube of
+// the layer count; a window of this many layers gives the per-layer average.
+constexpr int kGradientWindowLayers = 32;
+
+// The MoE layers of one pipeline stage (at most the window) in backward order, each
+// releasing its dense gradients for the layers after it (FSMoE Sec. 5.2).
 FsmoeGradProblem gradient_problem(const EstimateContext& ctx, const FsmoeLayerModel& fwd) {
   FsmoeGradProblem problem;
-  const auto& dp = ctx.work.groups.dp.front();
-  problem.allreduce =
-      ring_line(ctx, cost::Collective::kAllReduce, dp, ctx.work.dense_grad_bytes, 1);
-  const int layers = static_cast<int>(ctx.input.model.layers / ctx.input.parallel.pp);
+  const auto& dp = ctx.work.groups.dp_cp.front();
+  problem.allreduce = ctx.comm.line(cost::Collective::kAllReduce, ctx.comm.bottleneck_level(dp),
+                                    static_cast<int>(dp.size()), ctx.work.dense_grad_bytes);
+  const int layers = static_cast<int>(
+      std::min<int64_t>(kGradientWindowLayers, ctx.input.model.layers / ctx.input.parallel.pp));
   for (int i = 0; i < layers; ++i)
     problem.layers.push_back({fsmoe_backward_model(fwd, 0.0), 2 * ctx.pre_expert_fwd_s,
                               i == 0 ? 0.0 : ctx.work.dense_grad_bytes});
@@ -95,8 +100,7 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
   e.params = {{"r_forward", f.exact.r},
               {"case_forward", static_cast<int>(f.exact.which)},
               {"r_forward_slsqp", f.relaxed.r}};
-  const auto& dp = ctx.work.groups.dp.front();
-  if (dp.size() > 1) {
+  if (ctx.work.groups.dp_cp.front().size() > 1) {
     FsmoeGradProblem problem = gradient_problem(ctx, fwd);
     problem.max_degree = max_degree;
     const FsmoeGradPlan g = fsmoe_partition_gradients(problem, {1, 600, 200});

@@ -25,13 +25,11 @@ HybridTimes evaluate(const EstimateContext& ctx, const HybridEpLayerInput& in,
   HybridTimes t;
   t.model_forward = hybridep_layer_times(in, sizes);
   const HybridEpLayerTimes bwd = hybridep_backward_times(in, back, sizes);
-  const double flat = ctx.comm.alltoall_time(ctx.work.groups.ep.front(), ctx.work.a2a_bytes);
-  t.a2a = plain_a2a_model > 0 ? flat * t.model_forward.a2a_seconds / plain_a2a_model : 0.0;
-  const double pre = ctx.pre_expert_fwd_s, exp = ctx.expert_fwd_s;
-  t.forward =
-      std::max(0.0, t.model_forward.allgather_seconds - pre) + 2 * t.a2a + exp + ctx.esp_reduce_s;
-  t.backward = backward_with_bucketed_sync(ctx, t.a2a, 2 * exp) +
-               std::max(0.0, bwd.allgather_seconds - 2 * pre) + ctx.esp_reduce_s;
+  t.a2a =
+      plain_a2a_model > 0 ? ctx.flat_a2a_s * t.model_forward.a2a_seconds / plain_a2a_model : 0.0;
+  const double pre = ctx.pre_expert_fwd_s;
+  t.forward = std::max(0.0, t.model_forward.allgather_seconds - pre) + ep_forward(ctx, t.a2a);
+  t.backward = std::max(0.0, bwd.allgather_seconds - 2 * pre) + ep_backward(ctx, t.a2a);
   return t;
 }
 
@@ -64,10 +62,8 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
   }
   HybridEpLayerInput in;
   for (size_t i = 0; i < span->levels.size(); ++i)
-    in.levels.push_back({span->counts[i], ctx.topology.level(span->levels[i]).bandwidth});
-  const auto& m = ctx.input.model;
-  const double expert_bytes =
-      w.experts_per_rank * m.expert_params() / ctx.input.parallel.esp * m.dtype_bytes;
+    in.levels.push_back({span->counts[i], ctx.topology.device_bandwidth(span->levels[i])});
+  const double expert_bytes = w.expert_grad_bytes;  // one rank's expert shards, as weights
   in.data_bytes = w.a2a_bytes;
   in.expert_bytes = expert_bytes / compression;
   const int n = std::max(1, static_cast<int>(w.experts_per_rank));

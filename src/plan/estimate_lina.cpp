@@ -12,8 +12,9 @@ namespace {
 std::vector<LinaLinkLevel> span_levels(const EstimateContext& ctx, const GroupSpan& span) {
   std::vector<LinaLinkLevel> levels;
   for (size_t i = 0; i < span.levels.size(); ++i) {
-    const auto& l = ctx.topology.level(span.levels[i]);
-    levels.push_back({span.counts[i], l.bandwidth, l.latency});
+    const int l = span.levels[i];
+    levels.push_back(
+        {span.counts[i], ctx.topology.device_bandwidth(l), ctx.topology.level(l).latency});
   }
   return levels;
 }
@@ -27,14 +28,13 @@ LinaBackwardInput backward_input(const EstimateContext& ctx, double a2a_s, doubl
   LinaBackwardInput in{a2a_s, ffn_s, {}};
   // Dense gradients reduce over the DP group, expert gradients over the EDP group.
   const std::pair<double, const core::RankGroup*> tensors[] = {
-      {ctx.work.dense_grad_bytes, &ctx.work.groups.dp.front()},
+      {ctx.work.dense_grad_bytes, &ctx.work.groups.dp_cp.front()},
       {ctx.work.expert_grad_bytes, &ctx.work.groups.edp.front()}};
   for (const auto& [bytes, group] : tensors) {
     if (group->size() < 2) continue;
-    LinaMicroOps ops = lina_partition(bytes, partition_bytes);
-    for (long long i = 0; i < ops.count; ++i)
-      in.allreduce_microop_seconds.push_back(
-          ctx.comm.group_time(cost::Collective::kAllReduce, *group, ops.bytes_each));
+    const LinaMicroOps ops = lina_partition(bytes, partition_bytes);
+    const double each = ctx.comm.group_time(cost::Collective::kAllReduce, *group, ops.bytes_each);
+    in.allreduce_microop_seconds.insert(in.allreduce_microop_seconds.end(), ops.count, each);
   }
   return in;
 }
@@ -58,13 +58,14 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
     return std::nullopt;
   }
   const auto levels = span_levels(ctx, *span);
-  const auto& dp = w.groups.dp.front();
+  const auto& dp = w.groups.dp_cp.front();
   const int dp_level = ctx.comm.bottleneck_level(dp);
   const double ffn_bwd = 2 * ctx.expert_fwd_s;
   double partition = kLinaDefaultPartitionBytes;
   if (dp_level != core::Topology::kSameDevice) {
-    const auto& link = ctx.topology.level(dp_level);
-    auto line = lina_allreduce_line(static_cast<int>(dp.size()), link.bandwidth, link.latency);
+    auto line =
+        lina_allreduce_line(static_cast<int>(dp.size()), ctx.topology.device_bandwidth(dp_level),
+                            ctx.topology.level(dp_level).latency);
     partition = lina_partition_bytes({line, ffn_bwd});
   }
   LinaPackingInput pack;
@@ -73,7 +74,7 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   pack.levels = levels;
   pack.microop_bytes = std::min(partition, w.a2a_bytes);
   pack.token_bytes = w.token_bytes;
-  pack.ffn_flops_per_token = 2.0 * m.ffn_gemms() * m.hidden * m.ffn_hidden / ctx.input.parallel.esp;
+  pack.ffn_flops_per_token = w.expert_flops / w.routed_tokens;
   pack.flops = 1.0 / ctx.gemm.line().beta;
   const LinaPacking packing = lina_pack_experts(pack);
   // Packed, the A2A runs among the group's first ep_group members (innermost levels first).
@@ -86,7 +87,7 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   StrategyEstimate e;
   e.name = "lina";
   e.source = "Lina Sec. 4.1-4.2 (A2A-first micro-ops, expert packing)";
-  e.forward_s = 2 * a2a + ctx.expert_fwd_s + ctx.esp_reduce_s;
+  e.forward_s = ep_forward(ctx, a2a);
   e.backward_s = bwd.layer_seconds + bwd.allreduce_left_seconds + ctx.esp_reduce_s;
   // Packing k experts per device holds k / (E / ep) times the expert state.
   const double extra = std::max(0.0, packing.experts_per_device - w.experts_per_rank);

@@ -7,9 +7,10 @@ namespace moecomm::plan {
 
 namespace {
 
+// B and r of a level for one device: its share of the level's link and the measured curve.
 Channel channel(const EstimateContext& ctx, int level, const char* collective) {
-  const auto& link = ctx.topology.level(level);
-  return {link.bandwidth, cost::EfficiencyCurve(ctx.input.cluster.curve(link.name, collective))};
+  return {ctx.topology.device_bandwidth(level), cost::EfficiencyCurve(ctx.input.cluster.curve(
+                                                    ctx.topology.level(level).name, collective))};
 }
 
 // I_minimal: below the smallest A2A size the cluster measured, a chunk's time is start-up
@@ -21,20 +22,20 @@ double minimal_chunk_bytes(const EstimateContext& ctx) {
 
 MontaInputs monta_inputs(const EstimateContext& ctx) {
   const auto& m = ctx.input.model;
+  const int innermost = ctx.topology.num_levels() - 1;
   MontaInputs in;
   in.b = m.micro_batch;
-  in.s = m.seq_len;
+  in.s = m.seq_len / ctx.input.parallel.cp;
   in.h = m.hidden;
   // Eq. 3 has I = b s h BPE for one token copy; a top-k layout with capacity factor sends
   // k x cf copies, folded into the bytes per element.
-  in.bpe = double(m.dtype_bytes) * m.top_k * m.capacity_factor.value_or(1.0);
+  in.bpe = ctx.work.a2a_bytes / (double(in.b) * in.s * in.h);
   in.t = ctx.input.parallel.esp;
   in.e = ctx.input.parallel.ep;
   in.inter = channel(ctx, ctx.work.inter_level, "alltoall");
-  in.intra = channel(ctx, ctx.innermost, "allgather");
-  in.memory = {ctx.input.cluster.device.memory_bandwidth,
-               cost::EfficiencyCurve(
-                   ctx.input.cluster.curve(ctx.topology.level(ctx.innermost).name, "memcpy"))};
+  in.intra = channel(ctx, innermost, "allgather");
+  in.memory = channel(ctx, innermost, "memcpy");
+  in.memory.bandwidth_Bps = ctx.input.cluster.device.memory_bandwidth;
   in.i_minimal = minimal_chunk_bytes(ctx);
   return in;
 }
@@ -50,8 +51,17 @@ bool applies(const EstimateContext& ctx, std::string& why) {
     why = "the EP group has one rank: no A2A";
     return false;
   }
+  if (p.tp != p.esp) {
+    why = "needs tp = esp: MoNTA drops the tokens the TP group holds in copies";
+    return false;
+  }
   if (ctx.comm.bottleneck_level(ctx.work.groups.esp.front()) <= ctx.work.inter_level) {
     why = "the ESP group crosses the EP group's link: MoNTA needs it inside a node";
+    return false;
+  }
+  auto span = group_span(ctx.topology, ctx.work.groups.ep.front());
+  if (!span || span->levels.size() != 1) {
+    why = "MoNTA's A2A model needs one EP rank per node";
     return false;
   }
   return true;

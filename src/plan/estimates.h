@@ -20,16 +20,21 @@ struct EstimateContext {
   const core::Topology& topology;
   const MoeWorkload& work;
   const cost::CollectiveModel& comm;
-  cost::GemmModel gemm;          // one GEMM: start-up and seconds per flop
-  cost::AlphaBeta expert_line;   // all expert GEMMs of one rank (FSMoE Eq. 1's t_exp)
-  double expert_fwd_s = 0;       // expert FFN forward on one rank
-  double esp_reduce_s = 0;       // summing the expert shards' partial outputs over ESP
-  double grad_sync_s = 0;        // one layer's gradient AllReduce (dense over dp, experts over edp)
-  double pre_expert_fwd_s = 0;   // attention (and gate) forward before the experts
-  double base_memory_bytes = 0;  // MoNTA Eq. 1 per device
+  cost::GemmModel gemm;               // one GEMM: start-up and seconds per flop
+  cost::AlphaBeta expert_line;        // all expert GEMMs of one rank (FSMoE Eq. 1's t_exp)
+  double expert_fwd_s = 0;            // expert FFN forward on one rank
+  double esp_reduce_s = 0;            // summing the expert shards' partial outputs over ESP
+  double flat_a2a_s = 0;              // one flat A2A of the dispatch buffer over the EP group
+  double pre_expert_fwd_s = 0;        // attention (and gate) forward before the experts
+  double base_memory_bytes = 0;       // MoNTA Eq. 1 per device
   double state_bytes_per_expert = 0;  // model state of one more expert shard on a device
-  int innermost = 0;                  // index of the innermost level (intra-node link)
 };
+
+// One EP layer with A2As of a2a_s each and no other change: forward A2A, experts, (ESP
+// reduce), A2A; backward the same around twice the expert work, with the layer's gradients
+// in one bucket that fair-shares the links (backward_with_bucketed_sync).
+double ep_forward(const EstimateContext& ctx, double a2a_s);
+double ep_backward(const EstimateContext& ctx, double a2a_s);
 
 // Baseline EP (flat A2A, replicated dispatch under expert sharding) and 2DH hierarchical A2A.
 StrategyEstimate estimate_baseline(const EstimateContext& ctx);

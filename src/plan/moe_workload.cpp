@@ -4,11 +4,11 @@
 
 namespace moecomm::plan {
 
-MoeWorkload derive_workload(const PlanInput& in, const core::Topology& topology) {
+MoeWorkload derive_workload(const PlanInput& in, const cost::CollectiveModel& model) {
   const auto& m = in.model;
   const auto& p = in.parallel;
   MoeWorkload w;
-  w.tokens = double(m.micro_batch) * m.seq_len;
+  w.tokens = double(m.micro_batch) * m.seq_len / p.cp;
   // Capacity layout [E, C, M] holds cf x T x k rows; dropless sends T x k on average.
   w.routed_tokens = w.tokens * m.top_k * m.capacity_factor.value_or(1.0);
   w.token_bytes = double(m.hidden) * m.dtype_bytes;
@@ -21,7 +21,6 @@ MoeWorkload derive_workload(const PlanInput& in, const core::Topology& topology)
   w.experts_per_rank = double(m.experts) / p.ep;
   w.expert_grad_bytes = w.experts_per_rank * m.expert_params() / p.esp * m.dtype_bytes;
   w.groups = core::build_rank_groups(p);
-  cost::CollectiveModel model(topology);
   w.a2a_level_share = model.alltoall_level_shares(w.groups.ep.front());
   w.inter_level = model.bottleneck_level(w.groups.ep.front());
   return w;

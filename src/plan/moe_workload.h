@@ -6,18 +6,19 @@
 
 #include "core/rank_groups.h"
 #include "core/topology.h"
+#include "cost/collective_model.h"
 #include "plan/strategy_table.h"
 
 namespace moecomm::plan {
 
 struct MoeWorkload {
-  double tokens = 0;         // tokens of one micro-batch on one rank (b s; a TP group shares them)
+  double tokens = 0;  // tokens of one micro-batch on one rank (b s / cp; a TP group shares them)
   double routed_tokens = 0;  // tokens x top_k x capacity factor: rows of the dispatch buffer
   double a2a_bytes = 0;      // bytes one rank sends in one A2A (dispatch = combine), replicated TP
   double token_bytes = 0;    // h x dtype bytes: one token row
   double expert_flops = 0;   // forward expert flops on one rank (its 1/esp shard)
   double dense_grad_bytes =
-      0;  // gradients of one layer's dense part on one rank (AllReduce over dp)
+      0;  // gradients of one layer's dense part on one rank (AllReduce over dp x cp)
   double expert_grad_bytes = 0;  // gradients of one rank's expert shards (AllReduce over edp)
   double experts_per_rank = 0;   // experts / ep
   std::vector<double> a2a_level_share;  // share of A2A bytes per level (EP group of rank 0)
@@ -25,6 +26,6 @@ struct MoeWorkload {
   core::RankGroups groups;
 };
 
-MoeWorkload derive_workload(const PlanInput& input, const core::Topology& topology);
+MoeWorkload derive_workload(const PlanInput& input, const cost::CollectiveModel& comm);
 
 }  // namespace moecomm::plan

@@ -72,7 +72,7 @@ double o3_unchecked(const MontaInputs& in, std::int64_t n) {
 bool chunk_allowed(const MontaInputs& in, std::int64_t n) {
   const double i = a2a_volume(in);
   const double i_aa = i / (double(n) * in.t), i_ag = i / double(n);
-  return n <= in.s && !(i_aa < in.i_minimal) && !(i_ag < in.i_minimal);
+  return n <= in.s && n <= kMontaMaxChunks && !(i_aa < in.i_minimal) && !(i_ag < in.i_minimal);
 }
 
 // MoNTA Algorithms 1 and 2 (they differ only in the per-N cost). Lines 18-20 of both read

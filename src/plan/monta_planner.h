@@ -57,6 +57,10 @@ double o1_time(const MontaInputs& in);                  // MoNTA Eq. 11
 double o2_time(const MontaInputs& in, std::int64_t n);  // Algorithm 1 lines 13-17
 double o3_time(const MontaInputs& in, std::int64_t n);  // Algorithm 2 lines 13-17
 
+// Algorithms 1 and 2 try at most this many chunks: the paper's own optima are single
+// digits, and the cap keeps the search short for any sequence length.
+inline constexpr std::int64_t kMontaMaxChunks = 1 << 16;
+
 // Largest N that Algorithms 1 and 2 try (lines 4-8, and N <= s); 0 if none.
 std::int64_t max_chunks(const MontaInputs& in);
 

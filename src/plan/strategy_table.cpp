@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "plan/estimates.h"
 #include "plan/monta_memory.h"
 
@@ -35,7 +36,7 @@ double memory_per_device(const PlanInput& in) {
   act.s = m.seq_len / p.cp;
   act.h = m.hidden;
   act.a = m.heads;
-  act.l = m.layers / p.pp;
+  act.l = m.layers;  // under 1F1B the first stage holds pp micro-batches of l / pp layers
   act.ffn_hidden = m.ffn_hidden;
   act.k = static_cast<int>(m.top_k);
   act.t = p.tp;
@@ -48,8 +49,9 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
                              const cost::CollectiveModel& comm) {
   const auto& m = in.model;
   const auto& p = in.parallel;
-  const double beta =
-      cost::GemmModel::from_peak(in.cluster.device.flops / 1e12, in.gemm_efficiency).line().beta;
+  const cost::GemmModel peak =
+      cost::GemmModel::from_peak(in.cluster.device.flops / units::kTflops, in.gemm_efficiency);
+  const double beta = peak.line().beta;
   EstimateContext ctx{in, topo, w, comm, cost::GemmModel({in.gemm_startup_s, beta}), {}};
   // FSMoE Eq. 1: one start-up per GEMM; a rank runs ffn_gemms GEMMs for each of its experts.
   ctx.expert_line = {in.gemm_startup_s * m.ffn_gemms() * std::max(1.0, w.experts_per_rank), beta};
@@ -57,17 +59,20 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
   if (p.esp > 1)
     ctx.esp_reduce_s =
         comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
-  ctx.grad_sync_s =
-      comm.group_time(cost::Collective::kAllReduce, w.groups.dp.front(), w.dense_grad_bytes) +
-      comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
+  ctx.flat_a2a_s = comm.alltoall_time(w.groups.ep.front(), w.a2a_bytes);
   // Attention: QKV and output projections (8 h^2 flops a token) and scores (4 s h).
   ctx.pre_expert_fwd_s = ctx.gemm.time_flops(
       w.tokens * (8.0 * m.hidden * m.hidden + 4.0 * m.seq_len * m.hidden) / p.tp);
   ctx.base_memory_bytes = memory_per_device(in);
   ctx.state_bytes_per_expert =
       m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);
-  ctx.innermost = topo.num_levels() - 1;
   return ctx;
+}
+
+// One layer's gradient AllReduces on their own: dense over dp x cp, experts over edp.
+double grad_sync_s(const MoeWorkload& w, const cost::CollectiveModel& comm) {
+  return comm.group_time(cost::Collective::kAllReduce, w.groups.dp_cp.front(), w.dense_grad_bytes) +
+         comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
 }
 
 void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
@@ -81,16 +86,15 @@ void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
 }  // namespace
 
 Plan make_plan(const PlanInput& in) {
-  if (!(in.gemm_efficiency > 0 && in.gemm_efficiency <= 1))
-    throw Error("gemm efficiency", "must be in (0, 1]");
   if (!(in.gemm_startup_s >= 0)) throw Error("gemm start-up", "must not be negative");
   const core::Topology topo(in.cluster);
   if (topo.world_size() != in.parallel.world())
     throw Error("parallel configuration", "covers " + std::to_string(in.parallel.world()) +
                                               " ranks, the cluster has " +
                                               std::to_string(topo.world_size()));
-  const MoeWorkload w = derive_workload(in, topo);
+  core::check_parallel_fits_model(in.parallel, in.model, "parallel configuration");
   const cost::CollectiveModel comm(topo);
+  const MoeWorkload w = derive_workload(in, comm);
   const EstimateContext ctx = make_context(in, topo, w, comm);
   Plan plan;
   plan.strategies.push_back(estimate_baseline(ctx));
@@ -113,7 +117,7 @@ Plan make_plan(const PlanInput& in) {
                    {"a2a_level_share", w.a2a_level_share},
                    {"expert_forward_ms", ctx.expert_fwd_s * 1e3},
                    {"attention_forward_ms", ctx.pre_expert_fwd_s * 1e3},
-                   {"grad_sync_ms", ctx.grad_sync_s * 1e3},
+                   {"grad_sync_ms", grad_sync_s(w, comm) * 1e3},
                    {"esp_reduce_ms", ctx.esp_reduce_s * 1e3},
                    {"gemm_efficiency", in.gemm_efficiency}};
   return plan;

@@ -77,6 +77,18 @@ TEST(PlanCommand, UserFilesWorkWherePresetsDo) {
   std::remove(model.c_str());
 }
 
+TEST(PlanCommand, AModelFilesParallelErrorNamesTheFile) {
+  std::string model = ::testing::TempDir() + "bad-parallel.json";
+  std::ofstream(model) << R"({"name": "m", "hidden": 1024, "ffn_hidden": 4096, "experts": 8,
+      "top_k": 2, "layers": 4, "heads": 16, "seq_len": 512, "micro_batch": 2,
+      "capacity_factor": null, "dtype_bytes": 2, "cluster": "lina-a100-4x4",
+      "parallel": {"tp": 3}})";
+  Result r = run_cli({"plan", "--model", model});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "error: " + model + ": parallel (world 16): tp x cp x pp = 3")) << r.err;
+  std::remove(model.c_str());
+}
+
 TEST(PlanCommand, HelpDocumentsEveryFlag) {
   Result top = run_cli({"--help"});
   EXPECT_EQ(top.code, 0);
@@ -104,6 +116,11 @@ TEST(PlanCommand, BadInputIsAClearErrorWithExitCode2) {
            {{"plan", "--zero", "4"}, "error: --zero"},
            {{"plan", "--recompute", "some"}, "error: --recompute"},
            {{"plan", "--frobnicate"}, "error: "},
+           {{"plan", "--model", ""}, "error: --model: empty value"},
+           {{"plan", "--seq-len", "1000000000"}, "error: --seq-len"},
+           {{"plan", "--parallel", "pp=5,dp=1,tp=8,ep=6"}, "does not divide 48"},
+           {{"plan", "--parallel", "pp=2,tp=8,ep=3"},
+            "error: --parallel: pp: pp = 2 does not divide the model's layers (33)"},
            {{}, "error: "},
        }) {
     Result r = run_cli(c.args);

@@ -119,3 +119,38 @@ TEST(Cluster, EfficiencyErrors) {
 
 }  // namespace
 }  // namespace moecomm::core
+
+namespace moecomm::core {
+namespace {
+
+TEST(Cluster, BoundsAndOddValues) {
+  json j = good();
+  j["levels"][0]["name"] = "";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].name", "must not be empty");
+  j = good();
+  j["levels"][0]["count"] = 1000;
+  j["levels"][1]["count"] = 1001;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels", "more than 1000000 devices");
+  j = good();
+  j["levels"][0]["bandwidth_GBps"] = 1e300;  // finite in JSON, infinite in bytes/s
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].bandwidth_GBps", "too large");
+  j = good();
+  j["levels"][0]["latency_us"] = 1e306;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "levels[0].latency_us", "too large");
+  j = good();
+  j["device"]["tflops"] = 1e300;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "device.tflops", "too large");
+  // A huge or deeply nested value is named by its type, not pasted into the message.
+  json deep = json::array();
+  for (int i = 0; i < 5000; ++i) {
+    json outer = json::array();
+    outer.push_back(std::move(deep));
+    deep = std::move(outer);
+  }
+  j = good();
+  j["name"] = deep;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: name", "must be a string, got an array");
+}
+
+}  // namespace
+}  // namespace moecomm::core

@@ -27,6 +27,8 @@ TEST(JsonReader, FileErrors) {
   std::string path = ::testing::TempDir() + "broken.json";
   std::ofstream(path) << "{\"name\": ";
   EXPECT_ERROR_HAS(read_json_file(path), path, "invalid JSON");
+  std::ofstream(path) << "{\"latency_us\": 1e400}";  // out of double's range
+  EXPECT_ERROR_HAS(read_json_file(path), path, "invalid JSON");
   std::remove(path.c_str());
 }
 

@@ -67,6 +67,36 @@ TEST(ModelConfig, Errors) {
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: parallel.tq", "unknown key");
   j["parallel"] = {{"tp", 0}};
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: parallel.tp", "positive integer");
+  j["parallel"] = {{"tp", 2000000}};
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: parallel.tp", "too large");
+  j = good();
+  j["vocab_size"] = -1;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: vocab_size", "must not be negative");
+  j = good();
+  j["hidden"] = 1000000000000;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: hidden", "too large");
+  j = good();
+  j["layers"] = 1000000000;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: layers", "too large");
+  j = good();
+  j["capacity_factor"] = 1e300;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: capacity_factor", "too large");
+}
+
+TEST(ModelConfig, ParallelMustSplitTheModel) {
+  ModelConfig m = parse_model(good(), "m.json");  // 12 layers, 16 heads, seq 1024, ffn 4096
+  auto config = [](const char* spec, int world) {
+    return resolve_parallel(parse_parallel_spec(spec, "-"), world, 16, "-");
+  };
+  EXPECT_NO_THROW(check_parallel_fits_model(config("tp=4,pp=3,cp=2", 24), m, "w"));
+  EXPECT_ERROR_HAS(check_parallel_fits_model(config("pp=8", 8), m, "--parallel"), "--parallel: pp",
+                   "pp = 8 does not divide the model's layers (12)");
+  EXPECT_ERROR_HAS(check_parallel_fits_model(config("cp=3", 3), m, "--parallel"), "--parallel: cp",
+                   "seq_len (1024)");
+  EXPECT_ERROR_HAS(check_parallel_fits_model(config("tp=32", 32), m, "--parallel"),
+                   "--parallel: tp", "heads (16)");
+  EXPECT_ERROR_HAS(check_parallel_fits_model(config("esp=3,ep=1", 3), m, "--parallel"),
+                   "--parallel: esp", "ffn_hidden (4096)");
 }
 
 }  // namespace

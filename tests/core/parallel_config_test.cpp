@@ -42,6 +42,9 @@ TEST(ParallelConfig, SpecErrors) {
   EXPECT_ERROR_HAS(parse_parallel_spec("tp=0", "--parallel"), "--parallel: tp", "at least 1");
   EXPECT_ERROR_HAS(parse_parallel_spec("tp", "--parallel"), "--parallel", "key=value");
   EXPECT_ERROR_HAS(parse_parallel_spec("tp=2,tp=4", "--parallel"), "--parallel: tp", "twice");
+  EXPECT_ERROR_HAS(parse_parallel_spec("tp=2000000", "--parallel"), "--parallel: tp", "too large");
+  EXPECT_ERROR_HAS(parse_parallel_spec("tp=99999999999", "--parallel"), "--parallel: tp",
+                   "must be an integer");
 }
 
 TEST(ParallelConfig, SizesMustFoldTheWorldAndDivideTheExperts) {
@@ -56,6 +59,9 @@ TEST(ParallelConfig, SizesMustFoldTheWorldAndDivideTheExperts) {
                    "esp x ep x pp = 32 does not divide 16");
   EXPECT_ERROR_HAS(resolve_parallel(spec("esp=3"), 16, 16, "--parallel"),
                    "esp x pp = 3 does not divide 16");
+  // Products that would overflow 32 bits are still caught, not wrapped.
+  EXPECT_ERROR_HAS(resolve_parallel(spec("tp=65536,cp=65536"), 16, 16, "--parallel"),
+                   "tp x cp x pp = 4294967296 does not divide 16");
 }
 
 }  // namespace

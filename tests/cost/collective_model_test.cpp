@@ -23,7 +23,9 @@ TEST(CollectiveModel, RingFormulas) {
   EXPECT_DOUBLE_EQ(m.time(Collective::kAllReduce, 1, 4, n), 2 * 0.75 * n / 200e9 + 6 * 2e-6);
   EXPECT_DOUBLE_EQ(m.time(Collective::kAllGather, 1, 4, n), 0.75 * n / 200e9 + 3 * 2e-6);
   EXPECT_DOUBLE_EQ(m.time(Collective::kAllGather, 1, 1, n), 0.0);
-  EXPECT_DOUBLE_EQ(m.group_time(Collective::kAllReduce, {0, 4}, n), 2 * 0.5 * n / 25e9 + 2 * 5e-6);
+  // The node link is the node's: its 4 GPUs share it, 6.25 GB/s each.
+  EXPECT_DOUBLE_EQ(m.group_time(Collective::kAllReduce, {0, 4}, n),
+                   2 * 0.5 * n / 6.25e9 + 2 * 5e-6);
   EXPECT_DOUBLE_EQ(m.group_time(Collective::kAllReduce, {3}, n), 0.0);
 }
 
@@ -35,9 +37,9 @@ TEST(CollectiveModel, AllToAllSharesAndSlowestLevel) {
   EXPECT_DOUBLE_EQ(share[0], 0.5);    // 4 of 8 peers on the other node
   EXPECT_DOUBLE_EQ(share[1], 0.375);  // 3 of 8 in the node (1/8 stays on the device)
   // Efficiency of the node link at 1e9 bytes is 1; the inter-node share bounds the time.
-  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e9), 4 * 5e-6 + 0.5 * 1e9 / 25e9);
+  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e9), 4 * 5e-6 + 0.5 * 1e9 / 6.25e9);
   // At 1e6 bytes the node link runs at 50%.
-  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e6), 4 * 5e-6 + 0.5 * 1e6 / 12.5e9);
+  EXPECT_DOUBLE_EQ(m.alltoall_time(all, 1e6), 4 * 5e-6 + 0.5 * 1e6 / 3.125e9);
   EXPECT_EQ(m.bottleneck_level({0, 1, 5}), 0);
   EXPECT_EQ(m.bottleneck_level({4, 5}), 1);
 }

@@ -72,9 +72,10 @@ TEST(StrategyTable, BaselineForwardByHand) {
   PlanInput in = tiny();
   Plan p = make_plan(in);
   // Each rank sends T k h bytes = 1024 x 2 x 1024 x 2 = 4194304 bytes; of its 4 EP peers, 2 sit
-  // on the other node (share 1/2, 2 messages) and 1 on its own (share 1/4, 1 message).
+  // on the other node (share 1/2, 2 messages) and 1 on its own (share 1/4, 1 message). The
+  // node link (10 GB/s) is shared by the node's 2 GPUs.
   const double n = 1024.0 * 2 * 1024 * 2;
-  const double inter = 2 * 10e-6 + 0.5 * n / 10e9, intra = 1e-6 + 0.25 * n / 100e9;
+  const double inter = 2 * 10e-6 + 0.5 * n / 5e9, intra = 1e-6 + 0.25 * n / 100e9;
   const double a2a = std::max(inter, intra);
   // Expert GEMMs: 2 flops x 2048 rows x h x ffn x 2 GEMMs at 50 Tflop/s.
   const double expert = 2.0 * 2048 * 1024 * 4096 * 2 / 50e12;
@@ -105,6 +106,25 @@ TEST(StrategyTable, MontaChunkingNeverLosesToO1) {
   EXPECT_LT(o1, row(p, "baseline").params["a2a_ms"].get<double>());
 }
 
+TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {
+  PlanInput in = tiny();
+  in.cluster.levels[1].count = 4;  // 8 ranks
+  in.parallel = core::resolve_parallel(core::parse_parallel_spec("cp=2,ep=4", "t"), 8, 4, "t");
+  Plan cp2 = make_plan(in);
+  in.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=4", "t"), 8, 4, "t");
+  Plan cp1 = make_plan(in);
+  // cp = 2 halves the tokens a rank routes, so its A2A carries half the bytes.
+  EXPECT_DOUBLE_EQ(cp2.workload["tokens_per_rank"].get<double>() * 2,
+                   cp1.workload["tokens_per_rank"].get<double>());
+  EXPECT_DOUBLE_EQ(cp2.workload["a2a_bytes_per_rank"].get<double>() * 2,
+                   cp1.workload["a2a_bytes_per_rank"].get<double>());
+  // pp = 2 halves the layers a stage holds (weights) but not the 1F1B activations.
+  in.parallel = core::resolve_parallel(core::parse_parallel_spec("pp=2,ep=4", "t"), 8, 4, "t");
+  Plan pp2 = make_plan(in);
+  EXPECT_LT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes);
+  EXPECT_GT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes / 2);
+}
+
 TEST(StrategyTable, JsonHasTheDocumentedKeys) {
   PlanInput in = tiny();
   nlohmann::json j = plan_to_json(make_plan(in), in);
@@ -124,7 +144,7 @@ TEST(StrategyTable, Errors) {
   EXPECT_ERROR_HAS(make_plan(in), "parallel configuration", "covers 8 ranks", "has 4");
   in = tiny();
   in.gemm_efficiency = 1.5;
-  EXPECT_ERROR_HAS(make_plan(in), "gemm efficiency", "(0, 1]");
+  EXPECT_ERROR_HAS(make_plan(in), "gemm model", "efficiency must be in (0, 1]");
   in = tiny();
   in.recompute = "sometimes";
   EXPECT_ERROR_HAS(make_plan(in), "recompute", "none, selective or full");

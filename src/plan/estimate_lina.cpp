@@ -1,6 +1,6 @@
 // The Lina row: gradient AllReduce as micro-ops that never share the network with an A2A
 // (Lina Sec. 4.1), and experts packed until an FFN micro-op outlasts an A2A micro-op.
-#include <cmath>
+#include <algorithm>
 
 #include "plan/estimates.h"
 #include "plan/lina_planner.h"
@@ -18,10 +18,6 @@ std::vector<LinaLinkLevel> span_levels(const EstimateContext& ctx, const GroupSp
   }
   return levels;
 }
-
-}  // namespace
-
-namespace {
 
 LinaBackwardInput backward_input(const EstimateContext& ctx, double a2a_s, double ffn_s,
                                  double partition_bytes) {

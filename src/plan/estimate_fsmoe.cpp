@@ -20,6 +20,7 @@ cost::AlphaBeta fitted_line(double n, int max_degree, TimeOf time_of) {
   if (n <= 0) return {};
   std::vector<std::pair<double, double>> samples;
   for (int r = 1; r <= max_degree; ++r) samples.push_back({n / r, time_of(n / r)});
+  // One degree (a one-token layer) gives one size: the empty message pins the start-up.
   if (max_degree == 1) samples.push_back({0.0, time_of(0.0)});
   return cost::fit_alpha_beta(samples).line;
 }

@@ -1,5 +1,7 @@
 // The MoNTA rows of the plan table: Drop + inter-node A2A + intra-node AllGather (O1),
 // chunked (O2) and with the reordering copy pipelined (O3), for both A2As of the layer.
+#include <cstdio>
+
 #include "plan/estimates.h"
 #include "plan/monta_planner.h"
 
@@ -105,6 +107,13 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
   } else if (level == 3) {
     a2a = costs.o3.time_s;
     chunks = costs.o3.n;
+  }
+  if (chunks == 0) {  // Algorithms 1-2 found no N whose chunks reach I_minimal
+    char bytes[32];
+    std::snprintf(bytes, sizeof bytes, "%.4g", in.i_minimal);
+    why = std::string("even one chunk is below I_minimal (") + bytes +
+          " bytes): chunking does not pay";
+    return std::nullopt;
   }
   StrategyEstimate e;
   e.name = "monta-o" + std::to_string(level);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/presets.h"
@@ -123,6 +124,17 @@ TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {
   Plan pp2 = make_plan(in);
   EXPECT_LT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes);
   EXPECT_GT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes / 2);
+}
+
+TEST(StrategyTable, TinyLayersSkipChunkingInsteadOfFailing) {
+  PlanInput in = preset_input("monta-2x70b");
+  in.model.seq_len = 1;  // an A2A of 32 KB per rank, below the 8 MB I_minimal of the preset
+  Plan p = make_plan(in);
+  EXPECT_NO_THROW(row(p, "monta-o1"));
+  ASSERT_EQ(p.skipped.size(), 2u);
+  EXPECT_EQ(p.skipped[0].name, "monta-o2");
+  EXPECT_NE(p.skipped[0].reason.find("below I_minimal"), std::string::npos);
+  for (const auto& s : p.strategies) EXPECT_TRUE(std::isfinite(s.total_s())) << s.name;
 }
 
 TEST(StrategyTable, JsonHasTheDocumentedKeys) {

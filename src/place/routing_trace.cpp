@@ -1,0 +1,222 @@
+#include "place/routing_trace.h"
+
+#include <fstream>
+#include <initializer_list>
+
+#include "core/error.h"
+#include "core/json_reader.h"
+
+namespace moecomm::place {
+
+using nlohmann::json;
+
+int RoutingTrace::layers() const {
+  return iterations.empty() ? 0 : static_cast<int>(iterations[0].size());
+}
+
+int RoutingTrace::samples() const {
+  return layers() == 0 ? 0 : iterations[0][0].samples();
+}
+
+int RoutingTrace::tokens() const {
+  return layers() == 0 ? 0 : iterations[0][0].tokens();
+}
+
+namespace {
+
+constexpr const char* kFormat = "moecomm-routing-trace";
+constexpr int64_t kVersion = 1;
+
+// "trace.json: iterations" + [0][1][3]; built only when an error is thrown.
+std::string path(const std::string& base, std::initializer_list<size_t> index) {
+  std::string p = base;
+  for (size_t i : index) p += "[" + std::to_string(i) + "]";
+  return p;
+}
+
+std::string shown(const json& v) {
+  if (v.is_structured()) return std::string("an ") + v.type_name();
+  std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// The list at base[index...], of exactly `want` entries (any size if want == 0, but not
+// empty); `what` names the entries, `as` the entry whose size sets the expectation.
+const json& list(const json& v, const std::string& base, std::initializer_list<size_t> index,
+                 size_t want, const char* what, const char* as) {
+  if (!v.is_array()) throw Error(path(base, index), "must be a list, got " + shown(v));
+  if (want == 0 && v.empty())
+    throw Error(path(base, index), std::string("must list at least one ") + what);
+  if (want != 0 && v.size() != want)
+    throw Error(path(base, index), "expected " + std::to_string(want) + " " + what + "s (as " + as +
+                                       "), got " + std::to_string(v.size()));
+  return v;
+}
+
+struct Shape {
+  size_t layers = 0, samples = 0, tokens = 0;
+};
+
+// The shape of iterations[0][0], which every other layer must match.
+Shape first_shape(const json& iterations, const std::string& base, int top_k) {
+  Shape s;
+  const json& it0 = list(iterations[0], base, {0}, 0, "layer", "");
+  const json& layer0 = list(it0[0], base, {0, 0}, 0, "sample", "");
+  const json& sample0 = list(layer0[0], base, {0, 0, 0}, 0, "token", "");
+  s.layers = it0.size();
+  s.samples = layer0.size();
+  s.tokens = sample0.size();
+  double ids = static_cast<double>(iterations.size()) * s.layers * s.samples * s.tokens * top_k;
+  if (ids > static_cast<double>(kMaxTraceIds))
+    throw Error(base, "too large: " + std::to_string(iterations.size()) + " iterations x " +
+                          std::to_string(s.layers) + " layers x " + std::to_string(s.samples) +
+                          " samples x " + std::to_string(s.tokens) + " tokens x top_k " +
+                          std::to_string(top_k) + " is more than " + std::to_string(kMaxTraceIds) +
+                          " expert ids");
+  return s;
+}
+
+int32_t expert_id(const json& v, int experts, const std::string& base,
+                  std::initializer_list<size_t> index) {
+  if (!v.is_number_integer())
+    throw Error(path(base, index), "expert id must be an integer, got " + shown(v));
+  bool negative = v.is_number_unsigned() ? false : v.get<int64_t>() < 0;
+  if (negative || v.get<uint64_t>() >= static_cast<uint64_t>(experts))
+    throw Error(path(base, index),
+                "expert id " + v.dump() + " is outside [0, " + std::to_string(experts) + ")");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+void check_token(const json& token, int top_k, const std::string& base,
+                 std::initializer_list<size_t> index) {
+  const std::string want = "top_k = " + std::to_string(top_k) + " expert ids";
+  if (!token.is_array())
+    throw Error(path(base, index), "must be a list of " + want + ", got " + shown(token));
+  if (token.size() != static_cast<size_t>(top_k))
+    throw Error(path(base, index), "expected " + want + ", got " + std::to_string(token.size()));
+}
+
+// Reads iterations[i][l]. `seen` (one slot per expert) marks the ids of the current token
+// with `stamp`, so duplicate detection costs O(top_k) per token.
+LayerRouting parse_layer(const json& layer, const Shape& shape, int experts, int top_k,
+                         const std::string& base, size_t i, size_t l, std::vector<int64_t>& seen,
+                         int64_t& stamp) {
+  list(layer, base, {i, l}, shape.samples, "sample", "iterations[0][0]");
+  LayerRouting routing(static_cast<int>(shape.samples), static_cast<int>(shape.tokens), top_k);
+  for (size_t s = 0; s < shape.samples; ++s) {
+    const json& sample =
+        list(layer[s], base, {i, l, s}, shape.tokens, "token", "iterations[0][0][0]");
+    for (size_t t = 0; t < shape.tokens; ++t) {
+      const json& token = sample[t];
+      check_token(token, top_k, base, {i, l, s, t});
+      ++stamp;
+      for (int k = 0; k < top_k; ++k) {
+        int32_t e = expert_id(token[k], experts, base, {i, l, s, t, static_cast<size_t>(k)});
+        if (seen[e] == stamp)
+          throw Error(path(base, {i, l, s, t}),
+                      "expert id " + std::to_string(e) + " appears twice in one token's top-k");
+        seen[e] = stamp;
+        routing.at(static_cast<int>(s), static_cast<int>(t), k) = e;
+      }
+    }
+  }
+  return routing;
+}
+
+void check_header(core::JsonReader& r) {
+  if (!r.has("format"))
+    throw Error(r.where("format"),
+                std::string("missing key (a routing trace has \"format\": \"") + kFormat + "\")");
+  std::string format = r.string("format");
+  if (format != kFormat)
+    throw Error(r.where("format"),
+                std::string("expected \"") + kFormat + "\", got \"" + format + "\"");
+  int64_t version = r.integer("version");
+  if (version != kVersion)
+    throw Error(r.where("version"), "unsupported version " + std::to_string(version) +
+                                        " (supported: " + std::to_string(kVersion) + ")");
+}
+
+}  // namespace
+
+RoutingTrace parse_routing_trace(const json& doc, const std::string& where) {
+  core::JsonReader r(doc, where);
+  check_header(r);
+  RoutingTrace trace;
+  trace.experts = static_cast<int>(r.positive_int("experts", kMaxExperts));
+  trace.top_k = static_cast<int>(r.positive_int("top_k", trace.experts));
+  const json& iterations = r.array("iterations");
+  r.reject_unknown();
+  const std::string base = r.where("iterations");
+  if (iterations.empty()) throw Error(base, "must list at least one iteration");
+  const Shape shape = first_shape(iterations, base, trace.top_k);
+  std::vector<int64_t> seen(trace.experts, -1);
+  int64_t stamp = 0;
+  for (size_t i = 0; i < iterations.size(); ++i) {
+    const json& layers = list(iterations[i], base, {i}, shape.layers, "layer", "iterations[0]");
+    std::vector<LayerRouting>& out = trace.iterations.emplace_back();
+    for (size_t l = 0; l < shape.layers; ++l)
+      out.push_back(
+          parse_layer(layers[l], shape, trace.experts, trace.top_k, base, i, l, seen, stamp));
+  }
+  return trace;
+}
+
+RoutingTrace read_routing_trace(const std::string& path) {
+  return parse_routing_trace(core::read_json_file(path), path);
+}
+
+namespace {
+
+json layer_to_json(const LayerRouting& layer) {
+  json samples = json::array();
+  for (int s = 0; s < layer.samples(); ++s) {
+    json tokens = json::array();
+    for (int t = 0; t < layer.tokens(); ++t) {
+      json ids = json::array();
+      for (int k = 0; k < layer.top_k(); ++k) ids.push_back(layer.at(s, t, k));
+      tokens.push_back(std::move(ids));
+    }
+    samples.push_back(std::move(tokens));
+  }
+  return samples;
+}
+
+void check_shapes(const RoutingTrace& trace) {
+  for (size_t i = 0; i < trace.iterations.size(); ++i) {
+    if (static_cast<int>(trace.iterations[i].size()) != trace.layers())
+      throw Error("routing trace: iteration " + std::to_string(i), "layer count differs");
+    for (const LayerRouting& layer : trace.iterations[i])
+      if (layer.samples() != trace.samples() || layer.tokens() != trace.tokens() ||
+          layer.top_k() != trace.top_k)
+        throw Error("routing trace: iteration " + std::to_string(i), "layer shapes differ");
+  }
+}
+
+}  // namespace
+
+json routing_trace_to_json(const RoutingTrace& trace) {
+  check_shapes(trace);
+  json iterations = json::array();
+  for (const std::vector<LayerRouting>& layers : trace.iterations) {
+    json out = json::array();
+    for (const LayerRouting& layer : layers) out.push_back(layer_to_json(layer));
+    iterations.push_back(std::move(out));
+  }
+  return {{"format", kFormat},
+          {"version", kVersion},
+          {"experts", trace.experts},
+          {"top_k", trace.top_k},
+          {"iterations", std::move(iterations)}};
+}
+
+void write_routing_trace(const RoutingTrace& trace, const std::string& path) {
+  const std::string text = routing_trace_to_json(trace).dump() + "\n";
+  std::ofstream out(path);
+  if (!out) throw Error(path, "cannot open file for writing");
+  out << text;
+  out.close();
+  if (!out) throw Error(path, "cannot write file");
+}
+
+}  // namespace moecomm::place

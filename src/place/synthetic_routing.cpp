@@ -1,0 +1,261 @@
+#include "place/synthetic_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+
+namespace moecomm::place {
+
+namespace {
+
+std::string shown(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+void require(bool ok, const char* field, const std::string& rule, const std::string& got) {
+  if (!ok) throw Error(std::string("synthetic routing: ") + field, rule + ", got " + got);
+}
+
+void require_positive(int x, const char* field) {
+  require(x >= 1, field, "must be positive", std::to_string(x));
+}
+
+void require_int(int x, const char* field, int max, const std::string& max_name) {
+  require(x >= 1 && x <= max, field, "must be in [1, " + max_name + "]", std::to_string(x));
+}
+
+void require_unit(double x, const char* field, double max) {
+  require(x >= 0 && x <= max, field, "must be in [0, " + shown(max) + "]", shown(x));
+}
+
+}  // namespace
+
+void validate(const SyntheticRoutingSpec& spec) {
+  require_positive(spec.samples, "samples");
+  require_positive(spec.tokens, "tokens");
+  require_positive(spec.layers, "layers");
+  require_positive(spec.iterations, "iterations");
+  require_int(spec.experts, "experts", kMaxExperts, std::to_string(kMaxExperts));
+  const std::string experts = "experts = " + std::to_string(spec.experts);
+  require_int(spec.top_k, "top_k", spec.experts, experts);
+  require_int(spec.preferred, "preferred", spec.experts, experts);
+  require_unit(spec.locality, "locality", 1);
+  require_unit(spec.layer_correlation, "layer_correlation", 1);
+  require_unit(spec.skew, "skew", 10);  // beyond 10, rare experts' weights underflow
+  const double ids =
+      static_cast<double>(spec.iterations) * spec.layers * spec.samples * spec.tokens * spec.top_k;
+  if (ids > static_cast<double>(kMaxTraceIds))
+    throw Error("synthetic routing",
+                "too large: iterations x layers x samples x tokens x top_k = " + shown(ids) +
+                    " expert ids, at most " + std::to_string(kMaxTraceIds));
+}
+
+namespace {
+
+// Platform-independent draws from mt19937_64 (std:: distributions are not).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double unit() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  int below(int n) { return std::min(static_cast<int>(unit() * n), n - 1); }
+  void shuffle(std::vector<int32_t>& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(static_cast<int>(i))]);
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// Zipf weights by popularity rank; the same for every layer, only the rank order differs.
+struct Zipf {
+  std::vector<double> weight;  // 1 / (r + 1)^skew
+  std::vector<double> cdf;     // sum of weight[0..r]
+  std::vector<double> tail;    // sum of weight[r..], tail[n] = 0: exact for rare ranks
+
+  Zipf(int n, double skew) : weight(n), cdf(n), tail(n + 1, 0.0) {
+    for (int r = 0; r < n; ++r) weight[r] = std::pow(r + 1.0, -skew);
+    double sum = 0;
+    for (int r = 0; r < n; ++r) cdf[r] = sum += weight[r];
+    for (int r = n - 1; r >= 0; --r) tail[r] = tail[r + 1] + weight[r];
+  }
+  int size() const { return static_cast<int>(weight.size()); }
+  int sample(double u) const {
+    auto it = std::upper_bound(cdf.begin(), cdf.end(), u * cdf.back());
+    return std::min(static_cast<int>(it - cdf.begin()), size() - 1);
+  }
+};
+
+// Successive draws of distinct ranks from a Zipf table (each draw renormalized over the
+// ranks not yet taken). Rejection is cheap while taken ranks hold little mass; after
+// kAttempts misses one exact draw is made instead. Taken ranks are stamped, not stored,
+// so nothing is allocated per token.
+class DistinctRanks {
+ public:
+  DistinctRanks(const Zipf& zipf, Rng& rng) : zipf_(zipf), rng_(rng), stamp_(zipf.size(), 0) {}
+
+  void clear() {
+    ++current_;
+    max_taken_ = -1;
+  }
+  bool taken(int r) const { return stamp_[r] == current_; }
+  void take(int r) {
+    stamp_[r] = current_;
+    max_taken_ = std::max(max_taken_, r);
+  }
+  int draw() {
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      int r = zipf_.sample(rng_.unit());
+      if (!taken(r)) {
+        take(r);
+        return r;
+      }
+    }
+    const int r = exact();
+    take(r);
+    return r;
+  }
+
+ private:
+  static constexpr int kAttempts = 64;
+
+  // Untaken ranks below m = max taken + 1 are scanned; ranks from m on are all untaken, so
+  // their mass is tail[m] and the pick is a binary search in `tail`.
+  int exact() const {
+    const int m = max_taken_ + 1, n = zipf_.size();
+    double low = 0;
+    for (int r = 0; r < m; ++r)
+      if (!taken(r)) low += zipf_.weight[r];
+    double u = rng_.unit() * (low + zipf_.tail[m]);
+    int last = -1;
+    for (int r = 0; r < m; ++r) {
+      if (taken(r)) continue;
+      if (u < zipf_.weight[r]) return r;
+      u -= zipf_.weight[r];
+      last = r;
+    }
+    if (m >= n) return last;  // rounding left u just past the last untaken rank
+    // First r >= m with tail[m] - tail[r + 1] > u.
+    const double target = zipf_.tail[m] - u;
+    int lo = m, hi = n - 1;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (zipf_.tail[mid + 1] < target)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  }
+
+  const Zipf& zipf_;
+  Rng& rng_;
+  std::vector<uint64_t> stamp_;
+  uint64_t current_ = 0;
+  int max_taken_ = -1;
+};
+
+// rank_l (as its inverse) and pi_l of the model, fixed for all iterations.
+struct LayerModel {
+  std::vector<int32_t> expert_of_rank;
+  std::vector<int32_t> rank_of_expert;
+  std::vector<int32_t> next;  // pi_l; empty for the last layer
+};
+
+std::vector<int32_t> identity(int n) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+class Generator {
+ public:
+  explicit Generator(const SyntheticRoutingSpec& spec)
+      : spec_(spec),
+        rng_(spec.seed),
+        zipf_(spec.experts, spec.skew),
+        ranks_(zipf_, rng_),
+        preferred_(static_cast<size_t>(spec.samples) * spec.preferred) {
+    for (int l = 0; l < spec.layers; ++l) {
+      LayerModel& m = model_.emplace_back();
+      m.expert_of_rank = identity(spec.experts);
+      rng_.shuffle(m.expert_of_rank);
+      m.rank_of_expert.resize(spec.experts);
+      for (int r = 0; r < spec.experts; ++r) m.rank_of_expert[m.expert_of_rank[r]] = r;
+      if (l + 1 < spec.layers) rng_.shuffle(m.next = identity(spec.experts));
+    }
+  }
+
+  std::vector<LayerRouting> iteration() {
+    std::vector<LayerRouting> layers;
+    for (int l = 0; l < spec_.layers; ++l) {
+      LayerRouting& routing = layers.emplace_back(spec_.samples, spec_.tokens, spec_.top_k);
+      for (int i = 0; i < spec_.samples; ++i) {
+        int32_t* pref = &preferred_[static_cast<size_t>(i) * spec_.preferred];
+        update_preferred(l, pref);
+        for (int t = 0; t < spec_.tokens; ++t) route_token(l, pref, routing, i, t);
+      }
+    }
+    return layers;
+  }
+
+ private:
+  void update_preferred(int l, int32_t* pref) {
+    if (l > 0 && rng_.unit() < spec_.layer_correlation) {
+      for (int j = 0; j < spec_.preferred; ++j) pref[j] = model_[l - 1].next[pref[j]];
+      return;
+    }
+    ranks_.clear();
+    for (int j = 0; j < spec_.preferred; ++j) pref[j] = model_[l].expert_of_rank[ranks_.draw()];
+  }
+
+  void route_token(int l, const int32_t* pref, LayerRouting& routing, int i, int t) {
+    const LayerModel& m = model_[l];
+    const int k_max = spec_.top_k, p = spec_.preferred;
+    ranks_.clear();
+    int k = 0;
+    if (rng_.unit() < spec_.locality) {
+      if (p >= k_max) {
+        // Floyd's algorithm: top_k distinct uniform picks from the preferred set.
+        for (int j = p - k_max; j < p; ++j) {
+          int32_t e = pref[rng_.below(j + 1)];
+          if (ranks_.taken(m.rank_of_expert[e])) e = pref[j];
+          ranks_.take(m.rank_of_expert[e]);
+          routing.at(i, t, k++) = e;
+        }
+        return;
+      }
+      for (int j = 0; j < p; ++j) {
+        ranks_.take(m.rank_of_expert[pref[j]]);
+        routing.at(i, t, k++) = pref[j];
+      }
+    }
+    while (k < k_max) routing.at(i, t, k++) = m.expert_of_rank[ranks_.draw()];
+  }
+
+  const SyntheticRoutingSpec spec_;
+  Rng rng_;
+  Zipf zipf_;
+  DistinctRanks ranks_;
+  std::vector<LayerModel> model_;
+  std::vector<int32_t> preferred_;  // [sample][j], carried from layer to layer
+};
+
+}  // namespace
+
+RoutingTrace generate_routing_trace(const SyntheticRoutingSpec& spec) {
+  validate(spec);
+  RoutingTrace trace;
+  trace.experts = spec.experts;
+  trace.top_k = spec.top_k;
+  Generator gen(spec);
+  for (int it = 0; it < spec.iterations; ++it) trace.iterations.push_back(gen.iteration());
+  return trace;
+}
+
+}  // namespace moecomm::place

@@ -1,0 +1,80 @@
+#include "place/trace_evaluation.h"
+
+#include "core/error.h"
+#include "place/async_sample_placer.h"
+#include "place/routing_predictor.h"
+
+namespace moecomm::place {
+
+namespace {
+
+double share_moved(const std::vector<int>& from, const std::vector<int>& to, int group) {
+  int moved = 0;
+  for (size_t i = 0; i < from.size(); ++i) moved += (from[i] / group != to[i] / group);
+  return from.empty() ? 0.0 : static_cast<double>(moved) / from.size();
+}
+
+double pair_time(const RoutingCounts& gather, const RoutingCounts& scatter,
+                 const std::vector<int>& sample_device, const std::vector<int>& expert_device,
+                 const core::Topology& topology, double bytes_per_token) {
+  return a2a_time(a2a_traffic(gather, sample_device, expert_device, topology), topology,
+                  bytes_per_token) +
+         a2a_time(a2a_traffic(scatter, sample_device, expert_device, topology), topology,
+                  bytes_per_token);
+}
+
+}  // namespace
+
+std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
+                                           const core::Topology& topology,
+                                           const std::vector<int>& expert_device,
+                                           const TraceEvaluationOptions& options) {
+  const DeviceGrid grid = DeviceGrid::of(topology);
+  if (trace.samples() < grid.devices()) {
+    throw Error("trace", std::to_string(trace.samples()) + " samples cannot fill the " +
+                             std::to_string(grid.devices()) + " devices of the cluster");
+  }
+  const std::vector<int> home = home_placement(trace.samples(), grid.devices());
+  RoutingPredictor predictor(trace.layers(), trace.experts, options.predictor_decay);
+  AsyncSamplePlacer placer(options.solver);
+  SamplePlacer oracle_placer(options.solver);
+  std::vector<PairEvaluation> out;
+  for (size_t it = 0; it < trace.iterations.size(); ++it) {
+    std::vector<RoutingCounts> counts;
+    for (const LayerRouting& layer : trace.iterations[it]) {
+      counts.push_back(count_routing(layer, trace.experts));
+    }
+    std::vector<int> current = home;  // each iteration's batch starts at home
+    for (int l = 0; l + 1 < trace.layers(); ++l) {
+      PairEvaluation pair;
+      pair.iteration = static_cast<int>(it);
+      pair.layer = l;
+      pair.predicted = predictor.has_statistics(l);
+      const RoutingCounts predicted = predictor.predict(l, counts[l]);
+      placer.submit(add_counts(counts[l], predicted), expert_device, grid);
+      // What the scatter and experts overlap with in Algorithm 1; here, the baseline.
+      const RoutingCounts truth = add_counts(counts[l], counts[l + 1]);
+      pair.before = a2a_traffic(truth, home, expert_device, topology);
+      pair.time_before_s = pair_time(counts[l], counts[l + 1], home, expert_device, topology,
+                                     options.bytes_per_token);
+      const CollectedPlacement chosen = placer.collect();
+      const std::vector<int>& placed = chosen.placement.sample_device;
+      pair.solve_us = chosen.placement.solve_us;
+      pair.wait_us = chosen.wait_us;
+      pair.after = a2a_traffic(truth, placed, expert_device, topology);
+      pair.time_after_s = pair_time(counts[l], counts[l + 1], placed, expert_device, topology,
+                                    options.bytes_per_token);
+      pair.oracle = a2a_traffic(truth, oracle_placer.place(truth, expert_device, grid).sample_device,
+                                expert_device, topology);
+      pair.prediction_error = prediction_error(predicted, counts[l + 1]);
+      pair.moved_across_nodes = share_moved(current, placed, grid.devices_per_node);
+      pair.moved_across_devices = share_moved(current, placed, 1);
+      current = placed;
+      out.push_back(std::move(pair));
+    }
+    for (int l = 0; l + 1 < trace.layers(); ++l) predictor.observe(l, counts[l], counts[l + 1]);
+  }
+  return out;
+}
+
+}  // namespace moecomm::place

@@ -21,11 +21,11 @@ using moecomm::place::AssignmentProblem;
 constexpr int kTokensPerSample = 2048;  // T: routed tokens of one sample (seq_len x top_k)
 constexpr int kSampleCounts[] = {32, 128, 384, 1024, 4096};
 constexpr int kNodeCounts[] = {2, 4, 8, 16};
-// Kuhn-Munkres is O(I^3) on the duplicated I x I matrix and CBC's LP has I x N columns; at
-// I = 4096 one solve takes seconds to minutes on a 2-core machine, so they stop at 1024.
+// Kuhn-Munkres is O(I^3) on the duplicated I x I matrix: one solve at I = 4096 took 7-50 s
+// on a 2-core machine. CBC took 0.1-0.8 s there; both stop at 1024 to keep the run short.
 constexpr int kSlowSolverMaxSamples = 1024;
 
-// Routing with the locality NetMoE observes (Sec. 2): each sample sends a random 30-70% of
+// Routing with the data locality NetMoE observes (Sec. 1): each sample sends a random 30-70% of
 // its tokens to one preferred node and scatters the rest uniformly over all nodes.
 AssignmentProblem make_instance(int samples, int nodes) {
   std::mt19937_64 rng(1000003ULL * static_cast<uint64_t>(samples) + static_cast<uint64_t>(nodes));

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/place_command.h"
 #include "cli/plan_command.h"
 #include "core/error.h"
 
@@ -22,6 +23,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.require_subcommand(1);
   app.set_version_flag("--version", "moecomm 0.1.0");
   PlanCommand plan(app);
+  PlaceCommand place(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
@@ -40,6 +42,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   try {
     if (plan.selected()) return plan.run(out);
+    if (place.selected()) return place.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

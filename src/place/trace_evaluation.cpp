@@ -1,5 +1,7 @@
 #include "place/trace_evaluation.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "place/async_sample_placer.h"
 #include "place/routing_predictor.h"
@@ -75,6 +77,42 @@ std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
     for (int l = 0; l + 1 < trace.layers(); ++l) predictor.observe(l, counts[l], counts[l + 1]);
   }
   return out;
+}
+
+TraceSummary summarize(const std::vector<PairEvaluation>& pairs) {
+  TraceSummary s;
+  s.pairs = static_cast<int>(pairs.size());
+  if (pairs.empty()) return s;
+  for (const PairEvaluation& p : pairs) {
+    s.inter_before += p.before.inter_node();
+    s.inter_after += p.after.inter_node();
+    s.inter_oracle += p.oracle.inter_node();
+    s.intra_before += p.before.intra_node();
+    s.intra_after += p.after.intra_node();
+    s.intra_oracle += p.oracle.intra_node();
+    s.time_before_s += p.time_before_s;
+    s.time_after_s += p.time_after_s;
+    s.moved_across_nodes += p.moved_across_nodes;
+    s.moved_across_devices += p.moved_across_devices;
+    s.solve_us_mean += p.solve_us;
+    s.solve_us_max = std::max(s.solve_us_max, p.solve_us);
+    s.wait_us_mean += p.wait_us;
+    if (p.predicted) {
+      ++s.predicted_pairs;
+      s.prediction_error += p.prediction_error;
+    }
+  }
+  const double gain = s.inter_before - s.inter_after, best = s.inter_before - s.inter_oracle;
+  s.oracle_share = best > 0 ? gain / best : 1.0;
+  const double n = s.pairs;
+  for (double* v : {&s.inter_before, &s.inter_after, &s.inter_oracle, &s.intra_before,
+                    &s.intra_after, &s.intra_oracle, &s.time_before_s, &s.time_after_s,
+                    &s.moved_across_nodes, &s.moved_across_devices, &s.solve_us_mean,
+                    &s.wait_us_mean}) {
+    *v /= n;
+  }
+  if (s.predicted_pairs > 0) s.prediction_error /= s.predicted_pairs;
+  return s;
 }
 
 }  // namespace moecomm::place

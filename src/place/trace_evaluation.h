@@ -34,6 +34,24 @@ struct TraceEvaluationOptions {
   double predictor_decay = 0.5;
 };
 
+// Means over the pairs (token counts, times, shares, solve times); prediction figures over
+// the pairs where the predictor had statistics.
+struct TraceSummary {
+  int pairs = 0;
+  int predicted_pairs = 0;
+  double inter_before = 0, inter_after = 0, inter_oracle = 0;  // tokens
+  double intra_before = 0, intra_after = 0, intra_oracle = 0;
+  double time_before_s = 0, time_after_s = 0;
+  double moved_across_nodes = 0, moved_across_devices = 0;
+  double solve_us_mean = 0, solve_us_max = 0, wait_us_mean = 0;
+  double prediction_error = 0;
+  // Inter-node reduction reached with the predicted scatter, as a share of the oracle's
+  // (1 = the prediction cost nothing).
+  double oracle_share = 0;
+};
+
+TraceSummary summarize(const std::vector<PairEvaluation>& pairs);
+
 std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
                                            const core::Topology& topology,
                                            const std::vector<int>& expert_device,

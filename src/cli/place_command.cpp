@@ -27,25 +27,27 @@ PlaceCommand::PlaceCommand(CLI::App& app) {
       ->check(CLI::ExistingFile);
   input->add_flag("--synthetic", synthetic_,
                   "generate routing with locality (the default; flags below)");
-  input->add_option("--counts", counts_,
-                    "one instance: {\"num\": samples x experts, \"expert_device\": [...], "
-                    "\"devices_per_node\": G}")
+  input
+      ->add_option("--counts", counts_,
+                   "one instance: {\"num\": samples x experts, \"expert_device\": [...], "
+                   "\"devices_per_node\": G}")
       ->check(CLI::ExistingFile);
   input->require_option(0, 1);
   sub_->add_option("--cluster", cluster_, "cluster preset or JSON file")->capture_default_str();
-  sub_->add_option("--model", model_, "model preset or JSON file: hidden size and dtype give "
-                                      "bytes per token; seq_len, top_k, layers the synthetic "
-                                      "shapes")
+  sub_->add_option("--model", model_,
+                   "model preset or JSON file: hidden size and dtype give "
+                   "bytes per token; seq_len, top_k, layers the synthetic "
+                   "shapes")
       ->capture_default_str();
   sub_->add_option("--solver", solver_, "assignment solver")
       ->capture_default_str()
       ->check(CLI::IsMember({"flow", "km", "ilp", "lemon-ns", "lemon-cs", "lemon-cap"}));
   sub_->add_flag("--json", json_, "print one JSON object instead of the table");
   const std::string syn = "Synthetic routing";
-  samples_opt_ = sub_->add_option("--samples", spec_.samples,
-                                  "samples (default: 4 per device, NetMoE's I/J)")
-                     ->group(syn)
-                     ->check(CLI::Range(1, 1 << 20));
+  samples_opt_ =
+      sub_->add_option("--samples", spec_.samples, "samples (default: 4 per device, NetMoE's I/J)")
+          ->group(syn)
+          ->check(CLI::Range(1, 1 << 20));
   tokens_opt_ = sub_->add_option("--tokens", spec_.tokens, "tokens per sample (default: seq_len)")
                     ->group(syn)
                     ->check(CLI::Range(1, 1 << 20));
@@ -60,13 +62,18 @@ PlaceCommand::PlaceCommand(CLI::App& app) {
       ->group(syn)
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
-  spec_.iterations = 4;
+  // Defaults: strong per-sample locality, as NetMoE (Sec. 3.1) and the works it cites
+  // observe; the predictor learns from 7 of 8 iterations.
+  spec_.iterations = 8;
+  spec_.locality = 0.9;
+  spec_.layer_correlation = 0.9;
   sub_->add_option("--iterations", spec_.iterations,
                    "iterations (the predictor learns from the earlier ones)")
       ->group(syn)
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  sub_->add_option("--locality", spec_.locality, "share of a sample's tokens on its preferred experts")
+  sub_->add_option("--locality", spec_.locality,
+                   "share of a sample's tokens on its preferred experts")
       ->group(syn)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -138,8 +145,10 @@ int PlaceCommand::run_counts(std::ostream& out) const {
   const double bpt = bytes_per_token(model);
   place::SamplePlacer placer(solver_);
   const place::SamplePlacement p = placer.place(in.num, in.expert_device, in.grid);
-  const place::A2ATraffic before = place::a2a_traffic(in.num, in.sample_device, in.expert_device, topo);
-  const place::A2ATraffic after = place::a2a_traffic(in.num, p.sample_device, in.expert_device, topo);
+  const place::A2ATraffic before =
+      place::a2a_traffic(in.num, in.sample_device, in.expert_device, topo);
+  const place::A2ATraffic after =
+      place::a2a_traffic(in.num, p.sample_device, in.expert_device, topo);
   int across_nodes = 0, across_devices = 0;
   for (int i = 0; i < in.num.samples; ++i) {
     across_nodes += in.grid.node_of(in.sample_device[i]) != in.grid.node_of(p.sample_device[i]);
@@ -148,33 +157,34 @@ int PlaceCommand::run_counts(std::ostream& out) const {
   const double t_before = place::a2a_time(before, topo, bpt) * 1e3;
   const double t_after = place::a2a_time(after, topo, bpt) * 1e3;
   if (json_) {
-    json j = {{"solver", solver_},
-              {"nodes", in.grid.nodes},
-              {"devices_per_node", in.grid.devices_per_node},
-              {"sample_device", p.sample_device},
-              {"inter_node_tokens", {{"before", before.inter_node()}, {"after", after.inter_node()}}},
-              {"intra_node_tokens", {{"before", before.intra_node()}, {"after", after.intra_node()}}},
-              {"a2a_ms", {{"before", t_before}, {"after", t_after}}},
-              {"moved_across_nodes", double(across_nodes) / in.num.samples},
-              {"moved_across_devices", double(across_devices) / in.num.samples},
-              {"solve_us", p.solve_us}};
+    json j = {
+        {"solver", solver_},
+        {"nodes", in.grid.nodes},
+        {"devices_per_node", in.grid.devices_per_node},
+        {"sample_device", p.sample_device},
+        {"inter_node_tokens", {{"before", before.inter_node()}, {"after", after.inter_node()}}},
+        {"intra_node_tokens", {{"before", before.intra_node()}, {"after", after.intra_node()}}},
+        {"a2a_ms", {{"before", t_before}, {"after", t_after}}},
+        {"moved_across_nodes", double(across_nodes) / in.num.samples},
+        {"moved_across_devices", double(across_devices) / in.num.samples},
+        {"solve_us", p.solve_us}};
     out << j.dump(2) << "\n";
     return 0;
   }
-  out << "NetMoE placement of " << in.num.samples << " samples on " << in.grid.nodes
-      << " nodes x " << in.grid.devices_per_node << " devices (" << counts_ << "), solver "
-      << solver_ << "\n";
+  out << "NetMoE placement of " << in.num.samples << " samples on " << in.grid.nodes << " nodes x "
+      << in.grid.devices_per_node << " devices (" << counts_ << "), solver " << solver_ << "\n";
   char line[160];
   std::snprintf(line, sizeof line, "%-22s %12s %12s %9s\n", "", "before", "after", "change");
   out << line;
-  for (auto [name, b, a] : {std::tuple{"inter-node tokens", before.inter_node(), after.inter_node()},
-                            std::tuple{"intra-node tokens", before.intra_node(), after.intra_node()}}) {
-    std::snprintf(line, sizeof line, "%-22s %12lld %12lld %9s\n", name, (long long)b,
-                  (long long)a, pct(double(a), double(b)).c_str());
+  for (auto [name, b, a] :
+       {std::tuple{"inter-node tokens", before.inter_node(), after.inter_node()},
+        std::tuple{"intra-node tokens", before.intra_node(), after.intra_node()}}) {
+    std::snprintf(line, sizeof line, "%-22s %12lld %12lld %9s\n", name, (long long)b, (long long)a,
+                  pct(double(a), double(b)).c_str());
     out << line;
   }
-  std::snprintf(line, sizeof line, "%-22s %12.4f %12.4f %9s\n", "A2A ms (Eq. 1)", t_before,
-                t_after, pct(t_after, t_before).c_str());
+  std::snprintf(line, sizeof line, "%-22s %12.4f %12.4f %9s\n", "A2A ms (Eq. 1)", t_before, t_after,
+                pct(t_after, t_before).c_str());
   out << line;
   std::snprintf(line, sizeof line,
                 "samples moved: %.1f%% across nodes, %.1f%% across devices; solve %.1f us\n",
@@ -212,14 +222,18 @@ json pair_json(const place::PairEvaluation& p, double bpt) {
 json summary_json(const place::TraceSummary& s, double bpt) {
   auto mb = [bpt](double tokens) { return tokens * bpt / 1e6; };
   return {{"pairs", s.pairs},
-          {"inter_node_MB", {{"before", mb(s.inter_before)}, {"after", mb(s.inter_after)},
-                             {"oracle", mb(s.inter_oracle)}}},
-          {"intra_node_MB", {{"before", mb(s.intra_before)}, {"after", mb(s.intra_after)},
-                             {"oracle", mb(s.intra_oracle)}}},
-          {"inter_node_tokens", {{"before", s.inter_before}, {"after", s.inter_after},
-                                 {"oracle", s.inter_oracle}}},
-          {"intra_node_tokens", {{"before", s.intra_before}, {"after", s.intra_after},
-                                 {"oracle", s.intra_oracle}}},
+          {"inter_node_MB",
+           {{"before", mb(s.inter_before)},
+            {"after", mb(s.inter_after)},
+            {"oracle", mb(s.inter_oracle)}}},
+          {"intra_node_MB",
+           {{"before", mb(s.intra_before)},
+            {"after", mb(s.intra_after)},
+            {"oracle", mb(s.intra_oracle)}}},
+          {"inter_node_tokens",
+           {{"before", s.inter_before}, {"after", s.inter_after}, {"oracle", s.inter_oracle}}},
+          {"intra_node_tokens",
+           {{"before", s.intra_before}, {"after", s.intra_after}, {"oracle", s.intra_oracle}}},
           {"inter_node_reduction", s.inter_before > 0 ? 1 - s.inter_after / s.inter_before : 0.0},
           {"a2a_ms", {{"before", s.time_before_s * 1e3}, {"after", s.time_after_s * 1e3}}},
           {"moved_across_nodes", s.moved_across_nodes},
@@ -234,8 +248,8 @@ json summary_json(const place::TraceSummary& s, double bpt) {
 void print_summary(std::ostream& out, const place::TraceSummary& s, double bpt) {
   auto mb = [bpt](double tokens) { return tokens * bpt / 1e6; };
   char line[200];
-  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s %12s\n", "mean per pair", "before",
-                "after", "change", "oracle");
+  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s %12s\n", "mean per pair", "before", "after",
+                "change", "oracle");
   out << line;
   row(out, "inter-node MB", mb(s.inter_before), mb(s.inter_after), mb(s.inter_oracle));
   row(out, "intra-node MB", mb(s.intra_before), mb(s.intra_after), mb(s.intra_oracle));
@@ -296,7 +310,8 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
       err << "wrote the routing trace to " << write_trace_ << "\n";
     }
   }
-  if (trace.layers() < 2) throw Error(source, "needs at least 2 layers (a gather and the next scatter)");
+  if (trace.layers() < 2)
+    throw Error(source, "needs at least 2 layers (a gather and the next scatter)");
   const std::vector<int> expert_device = place::expert_blocks(trace.experts, grid.devices());
   place::TraceEvaluationOptions options;
   options.solver = solver_;
@@ -306,20 +321,13 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
   const place::TraceSummary summary = place::summarize(pairs);
   const double bpt = options.bytes_per_token;
   if (json_) {
-    json j = {{"source", source},
-              {"cluster", cluster.name},
-              {"model", model.name},
-              {"solver", solver_},
-              {"nodes", grid.nodes},
-              {"devices_per_node", grid.devices_per_node},
-              {"samples", trace.samples()},
-              {"tokens", trace.tokens()},
-              {"experts", trace.experts},
-              {"top_k", trace.top_k},
-              {"layers", trace.layers()},
-              {"iterations", trace.iterations.size()},
-              {"bytes_per_token", bpt},
-              {"summary", summary_json(summary, bpt)},
+    json j = {{"source", source},           {"cluster", cluster.name},
+              {"model", model.name},        {"solver", solver_},
+              {"nodes", grid.nodes},        {"devices_per_node", grid.devices_per_node},
+              {"samples", trace.samples()}, {"tokens", trace.tokens()},
+              {"experts", trace.experts},   {"top_k", trace.top_k},
+              {"layers", trace.layers()},   {"iterations", trace.iterations.size()},
+              {"bytes_per_token", bpt},     {"summary", summary_json(summary, bpt)},
               {"pairs", json::array()}};
     for (const auto& p : pairs) j["pairs"].push_back(pair_json(p, bpt));
     out << j.dump(2) << "\n";
@@ -330,9 +338,9 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
       << " experts (top-" << trace.top_k << ", " << trace.experts / double(grid.devices())
       << " per device), " << trace.layers() << " layers x " << trace.iterations.size()
       << " iterations\n"
-      << "cluster " << cluster.name << ": " << grid.nodes << " nodes x "
-      << grid.devices_per_node << " devices; model " << model.name << ": " << bpt
-      << " bytes per token; solver " << solver_ << "\n"
+      << "cluster " << cluster.name << ": " << grid.nodes << " nodes x " << grid.devices_per_node
+      << " devices; model " << model.name << ": " << bpt << " bytes per token; solver " << solver_
+      << "\n"
       << "each pair is gather(l) + scatter(l+1): " << summary.pairs << " pairs\n";
   print_summary(out, summary, bpt);
   return 0;

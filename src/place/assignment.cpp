@@ -12,9 +12,8 @@ namespace moecomm::place {
 
 void AssignmentProblem::validate() const {
   if (rows < 0 || bins < 1) {
-    throw Error("assignment problem", "needs rows >= 0 and bins >= 1, got " +
-                                          std::to_string(rows) + " rows, " +
-                                          std::to_string(bins) + " bins");
+    throw Error("assignment problem", "needs rows >= 0 and bins >= 1, got " + std::to_string(rows) +
+                                          " rows, " + std::to_string(bins) + " bins");
   }
   if (cost.size() != static_cast<size_t>(rows) * bins) {
     throw Error("assignment problem", "cost has " + std::to_string(cost.size()) +

@@ -19,8 +19,7 @@ AsyncSamplePlacer::~AsyncSamplePlacer() {
   worker_.join();
 }
 
-void AsyncSamplePlacer::submit(RoutingCounts num, std::vector<int> expert_device,
-                               DeviceGrid grid) {
+void AsyncSamplePlacer::submit(RoutingCounts num, std::vector<int> expert_device, DeviceGrid grid) {
   {
     std::lock_guard lock(mutex_);
     if (pending_) {
@@ -39,8 +38,7 @@ CollectedPlacement AsyncSamplePlacer::collect() {
   changed_.wait(lock, [this] { return result_.has_value() || error_; });
   CollectedPlacement out;
   out.wait_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   pending_ = false;
   if (error_) {
     std::exception_ptr error = std::exchange(error_, nullptr);

@@ -44,8 +44,8 @@ RoutingCounts parse_num(const nlohmann::json& rows, const std::string& where) {
                                                      : std::string(rows[i].type_name())));
     }
     for (size_t e = 0; e < experts; ++e) {
-      num.at(static_cast<int>(i), static_cast<int>(e)) = integer_at(
-          rows[i][e], row_where + "[" + std::to_string(e) + "]", 0, int64_t{1} << 40);
+      num.at(static_cast<int>(i), static_cast<int>(e)) =
+          integer_at(rows[i][e], row_where + "[" + std::to_string(e) + "]", 0, int64_t{1} << 40);
     }
   }
   return num;
@@ -54,8 +54,8 @@ RoutingCounts parse_num(const nlohmann::json& rows, const std::string& where) {
 std::vector<int> parse_devices(const nlohmann::json& list, size_t expected, int devices,
                                const std::string& where, const std::string& per) {
   if (list.size() != expected) {
-    throw Error(where, "has " + std::to_string(list.size()) + " entries, expected one per " +
-                           per + " (" + std::to_string(expected) + ")");
+    throw Error(where, "has " + std::to_string(list.size()) + " entries, expected one per " + per +
+                           " (" + std::to_string(expected) + ")");
   }
   std::vector<int> out(expected);
   for (size_t x = 0; x < expected; ++x) {
@@ -84,18 +84,17 @@ CountsInstance parse_counts(const nlohmann::json& doc, const std::string& where)
   if (reader.has("devices")) {
     devices = static_cast<int>(reader.positive_int("devices", kMaxDevices));
     if (devices % g != 0) {
-      throw Error(reader.where("devices"), std::to_string(devices) +
-                                               " is not a multiple of devices_per_node " +
-                                               std::to_string(g));
+      throw Error(
+          reader.where("devices"),
+          std::to_string(devices) + " is not a multiple of devices_per_node " + std::to_string(g));
     }
   }
   in.grid.nodes = devices / g;
-  in.expert_device = parse_devices(experts, in.num.experts, devices,
-                                   reader.where("expert_device"), "expert (columns of num)");
+  in.expert_device = parse_devices(experts, in.num.experts, devices, reader.where("expert_device"),
+                                   "expert (columns of num)");
   if (in.num.samples < devices) {
-    throw Error(reader.where("num"), std::to_string(in.num.samples) +
-                                         " samples cannot fill " + std::to_string(devices) +
-                                         " devices");
+    throw Error(reader.where("num"), std::to_string(in.num.samples) + " samples cannot fill " +
+                                         std::to_string(devices) + " devices");
   }
   in.sample_device = reader.has("sample_device")
                          ? parse_devices(reader.array("sample_device"), in.num.samples, devices,

@@ -49,8 +49,9 @@ bool FewSinksSolver::top_move(int a, int b, Move& move) {
 }
 
 // Dijkstra from the new row over bins and the sink, on reduced costs (all >= 0 by the
-// potentials), stopped once the sink is settled. Arcs: row -> b (cost c[row][b]); a -> b via the cheapest row in a; b -> sink
-// while b has room; sink -> b while b holds rows (undoing a unit of b's flow).
+// potentials), stopped once the sink is settled. Arcs: row -> b (cost c[row][b]); a -> b via the
+// cheapest row in a; b -> sink while b has room; sink -> b while b holds rows (undoing a unit of
+// b's flow).
 void FewSinksSolver::shortest_paths(int row) {
   const int sink = bins_;
   std::fill(done_.begin(), done_.end(), 0);

@@ -95,8 +95,7 @@ AssignmentProblem device_stage_problem(const RoutingCounts& num,
 
 SamplePlacer::SamplePlacer(std::string_view solver) : solver_(make_assignment_solver(solver)) {}
 
-SamplePlacement SamplePlacer::place(const RoutingCounts& num,
-                                    const std::vector<int>& expert_device,
+SamplePlacement SamplePlacer::place(const RoutingCounts& num, const std::vector<int>& expert_device,
                                     const DeviceGrid& grid) {
   check_inputs(num, expert_device, grid);
   const auto start = std::chrono::steady_clock::now();
@@ -115,9 +114,8 @@ SamplePlacement SamplePlacer::place(const RoutingCounts& num,
       result.sample_device[rows[r]] = n * grid.devices_per_node + devices.bin_of[r];
     }
   }
-  result.solve_us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+  result.solve_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

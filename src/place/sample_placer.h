@@ -22,8 +22,7 @@ struct SamplePlacement {
 
 // NetMoE Eq. 8: c[i][n], the tokens of sample i that cross nodes if it sits on node n.
 AssignmentProblem node_stage_problem(const RoutingCounts& num,
-                                     const std::vector<int>& expert_device,
-                                     const DeviceGrid& grid);
+                                     const std::vector<int>& expert_device, const DeviceGrid& grid);
 // NetMoE Eq. 8: c'[i][j] for the samples `rows` placed on `node`: the tokens that stay in
 // the node but leave device j.
 AssignmentProblem device_stage_problem(const RoutingCounts& num,

@@ -76,24 +76,53 @@ class Rng {
 struct Zipf {
   std::vector<double> weight;  // 1 / (r + 1)^skew
   std::vector<double> cdf;     // sum of weight[0..r]
-  std::vector<double> tail;    // sum of weight[r..], tail[n] = 0: exact for rare ranks
+  std::vector<double> tail;    // sum of weight[r..], tail[n] = 0: accurate for rare ranks
+  std::vector<int32_t> guide;  // guide[j]: first r with cdf[r] > total * j / n
 
-  Zipf(int n, double skew) : weight(n), cdf(n), tail(n + 1, 0.0) {
+  Zipf(int n, double skew) : weight(n), cdf(n), tail(n + 1, 0.0), guide(n) {
     for (int r = 0; r < n; ++r) weight[r] = std::pow(r + 1.0, -skew);
     double sum = 0;
     for (int r = 0; r < n; ++r) cdf[r] = sum += weight[r];
     for (int r = n - 1; r >= 0; --r) tail[r] = tail[r + 1] + weight[r];
+    for (int j = 0, r = 0; j < n; ++j) {
+      while (r < n - 1 && cdf[r] <= sum * j / n) ++r;
+      guide[j] = r;
+    }
   }
   int size() const { return static_cast<int>(weight.size()); }
+
+  // Inverse CDF: the first r with cdf[r] > u * total. The guide table only picks where the
+  // search starts (O(1) expected steps); both walks make the answer exact whatever it says.
   int sample(double u) const {
-    auto it = std::upper_bound(cdf.begin(), cdf.end(), u * cdf.back());
-    return std::min(static_cast<int>(it - cdf.begin()), size() - 1);
+    const int n = size();
+    const double x = u * cdf.back();
+    int r = guide[std::min(static_cast<int>(u * n), n - 1)];
+    while (r > 0 && cdf[r - 1] > x) --r;
+    while (r < n - 1 && cdf[r] <= x) ++r;
+    return r;
+  }
+
+  // The same restricted to ranks >= p: the first r >= p with tail[r + 1] < (1 - u) tail[p]
+  // (suffix sums keep rare ranks' weights that a prefix sum near the total would round off).
+  int sample_from(int p, double u) const {
+    const double target = (1 - u) * tail[p];
+    int lo = p, hi = size() - 1;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (tail[mid + 1] < target)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
   }
 };
 
-// Successive draws of distinct ranks from a Zipf table (each draw renormalized over the
-// ranks not yet taken). Rejection is cheap while taken ranks hold little mass; after
-// kAttempts misses one exact draw is made instead. Taken ranks are stamped, not stored,
+// Successive draws of distinct ranks from a Zipf table, each renormalized over the ranks
+// not yet taken, by rejection. While taken ranks hold under half the mass the proposal is
+// the whole table; past that it is the ranks from the first untaken one on: that rank
+// outweighs every taken rank above it, so a proposal is accepted with probability at least
+// 1 / (1 + taken ranks), and no draw ever loops long. Taken ranks are stamped, not stored,
 // so nothing is allocated per token.
 class DistinctRanks {
  public:
@@ -101,63 +130,34 @@ class DistinctRanks {
 
   void clear() {
     ++current_;
-    max_taken_ = -1;
+    first_untaken_ = 0;
+    taken_mass_ = 0;
   }
   bool taken(int r) const { return stamp_[r] == current_; }
   void take(int r) {
     stamp_[r] = current_;
-    max_taken_ = std::max(max_taken_, r);
+    taken_mass_ += zipf_.weight[r];
+    while (first_untaken_ < zipf_.size() && taken(first_untaken_)) ++first_untaken_;
   }
   int draw() {
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      int r = zipf_.sample(rng_.unit());
+    const bool whole = taken_mass_ <= 0.5 * zipf_.cdf.back();
+    for (;;) {
+      const double u = rng_.unit();
+      const int r = whole ? zipf_.sample(u) : zipf_.sample_from(first_untaken_, u);
       if (!taken(r)) {
         take(r);
         return r;
       }
     }
-    const int r = exact();
-    take(r);
-    return r;
   }
 
  private:
-  static constexpr int kAttempts = 64;
-
-  // Untaken ranks below m = max taken + 1 are scanned; ranks from m on are all untaken, so
-  // their mass is tail[m] and the pick is a binary search in `tail`.
-  int exact() const {
-    const int m = max_taken_ + 1, n = zipf_.size();
-    double low = 0;
-    for (int r = 0; r < m; ++r)
-      if (!taken(r)) low += zipf_.weight[r];
-    double u = rng_.unit() * (low + zipf_.tail[m]);
-    int last = -1;
-    for (int r = 0; r < m; ++r) {
-      if (taken(r)) continue;
-      if (u < zipf_.weight[r]) return r;
-      u -= zipf_.weight[r];
-      last = r;
-    }
-    if (m >= n) return last;  // rounding left u just past the last untaken rank
-    // First r >= m with tail[m] - tail[r + 1] > u.
-    const double target = zipf_.tail[m] - u;
-    int lo = m, hi = n - 1;
-    while (lo < hi) {
-      int mid = lo + (hi - lo) / 2;
-      if (zipf_.tail[mid + 1] < target)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    return lo;
-  }
-
   const Zipf& zipf_;
   Rng& rng_;
   std::vector<uint64_t> stamp_;
   uint64_t current_ = 0;
-  int max_taken_ = -1;
+  int first_untaken_ = 0;
+  double taken_mass_ = 0;
 };
 
 // rank_l (as its inverse) and pi_l of the model, fixed for all iterations.

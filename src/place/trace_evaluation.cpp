@@ -66,8 +66,9 @@ std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
       pair.after = a2a_traffic(truth, placed, expert_device, topology);
       pair.time_after_s = pair_time(counts[l], counts[l + 1], placed, expert_device, topology,
                                     options.bytes_per_token);
-      pair.oracle = a2a_traffic(truth, oracle_placer.place(truth, expert_device, grid).sample_device,
-                                expert_device, topology);
+      pair.oracle =
+          a2a_traffic(truth, oracle_placer.place(truth, expert_device, grid).sample_device,
+                      expert_device, topology);
       pair.prediction_error = prediction_error(predicted, counts[l + 1]);
       pair.moved_across_nodes = share_moved(current, placed, grid.devices_per_node);
       pair.moved_across_devices = share_moved(current, placed, 1);
@@ -105,10 +106,10 @@ TraceSummary summarize(const std::vector<PairEvaluation>& pairs) {
   const double gain = s.inter_before - s.inter_after, best = s.inter_before - s.inter_oracle;
   s.oracle_share = best > 0 ? gain / best : 1.0;
   const double n = s.pairs;
-  for (double* v : {&s.inter_before, &s.inter_after, &s.inter_oracle, &s.intra_before,
-                    &s.intra_after, &s.intra_oracle, &s.time_before_s, &s.time_after_s,
-                    &s.moved_across_nodes, &s.moved_across_devices, &s.solve_us_mean,
-                    &s.wait_us_mean}) {
+  for (double* v :
+       {&s.inter_before, &s.inter_after, &s.inter_oracle, &s.intra_before, &s.intra_after,
+        &s.intra_oracle, &s.time_before_s, &s.time_after_s, &s.moved_across_nodes,
+        &s.moved_across_devices, &s.solve_us_mean, &s.wait_us_mean}) {
     *v /= n;
   }
   if (s.predicted_pairs > 0) s.prediction_error /= s.predicted_pairs;

@@ -20,8 +20,8 @@ struct PairEvaluation {
   // chosen with the prediction, and at the oracle's placement.
   A2ATraffic before, after, oracle;
   double time_before_s = 0, time_after_s = 0;  // Eq. 1 for each A2A, summed
-  double moved_across_nodes = 0;    // share of samples put on another node than before
-  double moved_across_devices = 0;  // share put on another device than before
+  double moved_across_nodes = 0;               // share of samples put on another node than before
+  double moved_across_devices = 0;             // share put on another device than before
   double solve_us = 0;
   double wait_us = 0;           // time the gather would have waited for the solver
   bool predicted = false;       // whether the predictor had statistics for this layer

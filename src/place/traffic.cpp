@@ -88,8 +88,7 @@ A2ATraffic a2a_traffic(const RoutingCounts& num, const std::vector<int>& sample_
   return traffic;
 }
 
-double a2a_time(const A2ATraffic& traffic, const core::Topology& topology,
-                double bytes_per_token) {
+double a2a_time(const A2ATraffic& traffic, const core::Topology& topology, double bytes_per_token) {
   double time = 0;
   for (int k = 0; k < topology.num_levels(); ++k) {
     const int64_t tokens = traffic.busiest_worker_tokens.at(k);

@@ -39,8 +39,7 @@ A2ATraffic a2a_traffic(const RoutingCounts& num, const std::vector<int>& sample_
 // bytes on that level's link (the level's bandwidth is one worker's, DESIGN.md); for
 // balanced traffic this is Eq. 1 with s the per-worker volume. Levels with no traffic
 // cost nothing.
-double a2a_time(const A2ATraffic& traffic, const core::Topology& topology,
-                double bytes_per_token);
+double a2a_time(const A2ATraffic& traffic, const core::Topology& topology, double bytes_per_token);
 
 // The placement without NetMoE: samples in order, device by device, in equal shares.
 std::vector<int> home_placement(int samples, int devices);

@@ -118,8 +118,7 @@ TEST(AssignmentProblem, RejectsInconsistentShapes) {
   EXPECT_NO_THROW(p.validate());
   EXPECT_ERROR_HAS(assignment_cost(p, {1, 1, 0}), "bin 1 over its capacity 1");
   EXPECT_ERROR_HAS(assignment_cost(p, {0, 2, 0}), "row 1 in bin 2");
-  EXPECT_ERROR_HAS(make_assignment_solver("flow")->solve(AssignmentProblem{}),
-                   "bins >= 1");
+  EXPECT_ERROR_HAS(make_assignment_solver("flow")->solve(AssignmentProblem{}), "bins >= 1");
 }
 
 }  // namespace

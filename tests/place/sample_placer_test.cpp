@@ -78,7 +78,8 @@ TEST(SamplePlacer, StageProblemsAreEq8) {
 TEST(SamplePlacer, UnevenSampleCountsFillDevicesAsEvenlyAsPossible) {
   const DeviceGrid grid{2, 2};
   std::mt19937_64 rng(9);
-  const SamplePlacement p = SamplePlacer("flow").place(random_counts(rng, 7, 4), {0, 1, 2, 3}, grid);
+  const SamplePlacement p =
+      SamplePlacer("flow").place(random_counts(rng, 7, 4), {0, 1, 2, 3}, grid);
   std::vector<int> per_device(4, 0);
   for (int d : p.sample_device) ++per_device[d];
   EXPECT_EQ(per_device, (std::vector<int>{2, 2, 2, 1}));

@@ -55,8 +55,8 @@ TEST(A2ATraffic, RejectsBadPlacements) {
   const core::Topology topo = two_by_two();
   EXPECT_ERROR_HAS(a2a_traffic(hand_counts(), {0, 1, 2}, {0, 1, 2, 3}, topo), "sample_device",
                    "3 entries", "(4)");
-  EXPECT_ERROR_HAS(a2a_traffic(hand_counts(), {0, 1, 2, 3}, {0, 1, 2, 4}, topo),
-                   "expert_device[3]", "device 4 is outside [0, 4)");
+  EXPECT_ERROR_HAS(a2a_traffic(hand_counts(), {0, 1, 2, 3}, {0, 1, 2, 4}, topo), "expert_device[3]",
+                   "device 4 is outside [0, 4)");
   EXPECT_ERROR_HAS(a2a_traffic(hand_counts(), {0, -1, 2, 3}, {0, 1, 2, 3}, topo),
                    "sample_device[1]");
 }

@@ -317,6 +317,14 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
   options.solver = solver_;
   options.bytes_per_token = bytes_per_token(model);
   options.predictor_decay = decay_;
+  // Progress on stderr for long replays (tens of millions of routed tokens).
+  const double ids = double(trace.samples()) * trace.tokens() * trace.top_k * trace.layers() *
+                     trace.iterations.size();
+  if (ids > 5e7) {
+    options.progress = [&err](int done, int total) {
+      err << "placed iteration " << done << "/" << total << "\n";
+    };
+  }
   const auto pairs = place::evaluate_trace(trace, topo, expert_device, options);
   const place::TraceSummary summary = place::summarize(pairs);
   const double bpt = options.bytes_per_token;

@@ -76,6 +76,9 @@ std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
       out.push_back(std::move(pair));
     }
     for (int l = 0; l + 1 < trace.layers(); ++l) predictor.observe(l, counts[l], counts[l + 1]);
+    if (options.progress) {
+      options.progress(static_cast<int>(it) + 1, static_cast<int>(trace.iterations.size()));
+    }
   }
   return out;
 }

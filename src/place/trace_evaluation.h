@@ -4,6 +4,7 @@
 // scatter(l+1) is solved on the background thread from layer l's true counts and layer
 // l+1's predicted counts, then judged against the true counts of layer l+1 once they are
 // known, beside the placement an oracle that knew them would choose.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct TraceEvaluationOptions {
   std::string solver = "flow";
   double bytes_per_token = 0;  // hidden x dtype bytes
   double predictor_decay = 0.5;
+  std::function<void(int done, int total)> progress;  // after each iteration, if set
 };
 
 // Means over the pairs (token counts, times, shares, solve times); prediction figures over

@@ -1,0 +1,35 @@
+#pragma once
+// How a collective becomes flows (issue 4 "Collectives become flows by their algorithm"):
+// a sequence of phases; the flows of a phase run at once, a phase starts when the one
+// before has ended.
+//   ring AllGather / ReduceScatter: each member sends (n-1)/n S to the next member;
+//   ring AllReduce: 2(n-1)/n S. The n-1 (2(n-1)) ring steps are one pipelined flow per
+//   member whose latency is paid once per step, so a ring takes steps x alpha + bytes / B.
+//   Broadcast: pipelined chain from the root, S per hop, n-1 latencies.
+//   A2A flat (pairwise): every pair at once with its pair-matrix bytes.
+//   A2A 2dh (Tutel): intra-node A2A that gathers, on the member with local index l, what
+//     its node sends to local index l everywhere; then inter-node A2A among equal local
+//     indices.
+//   A2A 1dh (HetuMoE): intra-node gather of off-node bytes to the node's first member,
+//     A2A among these leaders, intra-node scatter from the leaders.
+// Hierarchical algorithms need the same number of members on every node of the group;
+// otherwise they fall back to flat.
+#include <vector>
+
+#include "sched/op.h"
+
+namespace moecomm::sim {
+
+struct FlowSpec {
+  int src = 0;  // global ranks
+  int dst = 0;
+  double bytes = 0;
+  int steps = 1;  // latencies paid: ring steps along this flow
+};
+using FlowPhase = std::vector<FlowSpec>;
+
+// devices_per_node: ranks r and s share a node when r / devices_per_node equals
+// s / devices_per_node. Flows between a rank and itself are left out.
+std::vector<FlowPhase> collective_phases(const sched::Collective& collective, int devices_per_node);
+
+}  // namespace moecomm::sim

@@ -1,0 +1,388 @@
+#include "sim/flow_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "core/error.h"
+
+namespace moecomm::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Events within this relative distance of t happen at t: rounding in remaining / rate must
+// neither leave a sliver of a flow for a later event nor reject a caller's t.
+constexpr double kRelEps = 1e-9;
+constexpr double kTimeFloor = 1e-6;  // s; keeps the tolerance non-zero around t = 0
+// Capacity left after higher priorities below this share of the bandwidth is rounding: it
+// would give starved flows absurdly slow rates instead of none.
+constexpr double kCapEps = 1e-12;
+
+double tolerance(double t) {
+  return kRelEps * std::max(std::abs(t), kTimeFloor);
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+// Min-heap order for std heaps (max-heaps): smallest time or share first, ties by id so
+// runs are deterministic.
+struct Later {
+  template <class T>
+  bool operator()(const T& a, const T& b) const {
+    return a.key() > b.key();
+  }
+};
+
+}  // namespace
+
+int FlowNetwork::add_link(double bandwidth_bytes_per_s, double latency_s, std::string name) {
+  const std::string where = "flow network: link '" + name + "'";
+  if (!(bandwidth_bytes_per_s > 0) || !std::isfinite(bandwidth_bytes_per_s))
+    throw Error(where, "bandwidth must be positive and finite, got " + num(bandwidth_bytes_per_s));
+  if (!(latency_s >= 0) || !std::isfinite(latency_s))
+    throw Error(where, "latency must be >= 0 and finite, got " + num(latency_s));
+  Link link;
+  link.bandwidth = bandwidth_bytes_per_s;
+  link.latency = latency_s;
+  link.name = std::move(name);
+  link.settled_at = now_;
+  links_.push_back(std::move(link));
+  return static_cast<int>(links_.size()) - 1;
+}
+
+void FlowNetwork::check_path(const std::vector<int>& path) const {
+  const std::string where = "flow network: start_flow";
+  if (path.empty()) throw Error(where, "empty path");
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] < 0 || path[i] >= num_links())
+      throw Error(where, "path[" + std::to_string(i) + "] = " + std::to_string(path[i]) +
+                             " is not a link id (" + std::to_string(links_.size()) + " links)");
+    for (std::size_t j = 0; j < i; ++j)
+      if (path[j] == path[i])
+        throw Error(where, "link " + std::to_string(path[i]) + " appears twice in the path");
+  }
+}
+
+FlowId FlowNetwork::start_flow(const std::vector<int>& path, double bytes, double now,
+                               int multiplicity, int priority) {
+  const std::string where = "flow network: start_flow";
+  check_path(path);
+  if (!(bytes >= 0) || !std::isfinite(bytes))
+    throw Error(where, "bytes must be >= 0 and finite, got " + num(bytes));
+  if (multiplicity < 1)
+    throw Error(where, "multiplicity must be >= 1, got " + std::to_string(multiplicity));
+  const double next = next_event_time();
+  if (!std::isfinite(now) || now < now_ - tolerance(now_) || now > next + tolerance(next))
+    throw Error(where, "start time " + num(now) + " is outside [now " + num(now_) +
+                           ", next event " + num(next) + "]");
+  now_ = std::max(now_, now);
+  Flow f;
+  double latency = 0;
+  for (int l : path) {
+    f.hops.push_back({l, -1});
+    latency += links_[l].latency;
+  }
+  f.bytes = f.remaining = bytes;
+  f.settled_at = now_;
+  f.ready_at = now_ + latency;
+  f.multiplicity = multiplicity;
+  f.priority = priority;
+  flows_.push_back(std::move(f));
+  const FlowId id = static_cast<FlowId>(flows_.size()) - 1;
+  ++active_count_;
+  push_event(flows_.back().ready_at, id);
+  return id;
+}
+
+double FlowNetwork::next_event_time() const {
+  return events_.empty() ? kInf : events_.front().time;  // prune() keeps the top valid
+}
+
+std::vector<FlowId> FlowNetwork::advance_to(double t) {
+  const std::string where = "flow network: advance_to";
+  const double next = next_event_time();
+  if (!std::isfinite(t) || t < now_ - tolerance(now_))
+    throw Error(where, "time " + num(t) + " is not finite or before now " + num(now_));
+  if (t > next + tolerance(next))
+    throw Error(where, "time " + num(t) + " passes the next event at " + num(next) +
+                           "; advance to next_event_time() first");
+  now_ = std::max(now_, t);
+  std::vector<FlowId> done;
+  std::vector<int> seeds;
+  const double due = now_ + tolerance(now_);
+  while (!events_.empty() && events_.front().time <= due) {
+    std::pop_heap(events_.begin(), events_.end(), Later());
+    const Event e = events_.back();
+    events_.pop_back();
+    if (stale(e)) continue;
+    if (flows_[e.flow].phase == Phase::kLatency)
+      begin_transfer(e.flow, seeds, done);
+    else
+      finish(e.flow, seeds, done);
+  }
+  if (!seeds.empty()) recompute(seeds);
+  prune();
+  return done;
+}
+
+void FlowNetwork::begin_transfer(FlowId id, std::vector<int>& seeds, std::vector<FlowId>& done) {
+  Flow& f = flows_[id];
+  if (f.bytes == 0) {
+    f.phase = Phase::kDone;
+    --active_count_;
+    done.push_back(id);
+    return;
+  }
+  f.phase = Phase::kTransfer;
+  f.settled_at = now_;
+  f.rate = 0;
+  ++f.version;
+  for (Hop& hop : f.hops) {
+    std::vector<FlowId>& on_link = links_[hop.link].flows;
+    hop.slot = static_cast<int>(on_link.size());
+    on_link.push_back(id);
+    seeds.push_back(hop.link);
+  }
+}
+
+void FlowNetwork::finish(FlowId id, std::vector<int>& seeds, std::vector<FlowId>& done) {
+  Flow& f = flows_[id];
+  for (const Hop& hop : f.hops) {  // swap-remove from each link, fixing the moved flow's slot
+    std::vector<FlowId>& on_link = links_[hop.link].flows;
+    const FlowId moved = on_link.back();
+    on_link[hop.slot] = moved;
+    on_link.pop_back();
+    for (Hop& h : flows_[moved].hops)
+      if (h.link == hop.link) h.slot = hop.slot;
+    seeds.push_back(hop.link);
+  }
+  // The links keep f's load until recompute() settles their accounting up to now.
+  f.remaining = 0;
+  f.rate = 0;
+  f.settled_at = now_;
+  f.phase = Phase::kDone;
+  ++f.version;
+  --active_count_;
+  done.push_back(id);
+  std::vector<Hop>().swap(f.hops);  // finished flows keep only their scalars
+}
+
+void FlowNetwork::recompute(const std::vector<int>& seeds) {
+  collect_component(seeds);
+  for (int l : comp_links_) settle_link(links_[l]);
+  fill(comp_flows_, comp_links_, filling_);
+  for (int l : comp_links_) links_[l].load = 0;
+  for (FlowId id : comp_flows_) {
+    const Flow& f = flows_[id];
+    const double r = filling_.rate[id];
+    apply_rate(id, r);
+    for (const Hop& hop : f.hops) links_[hop.link].load += f.multiplicity * r;
+  }
+}
+
+void FlowNetwork::apply_rate(FlowId id, double rate) {
+  Flow& f = flows_[id];
+  if (rate == f.rate) return;  // unchanged rates keep their progress and their queued event
+  f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.settled_at));
+  f.settled_at = now_;
+  f.rate = rate;
+  ++f.version;
+  if (rate > 0) push_event(now_ + f.remaining / rate, id);
+}
+
+// Links and transferring flows connected to the seeds through shared links: the only rates
+// a start or an end can change.
+void FlowNetwork::collect_component(const std::vector<int>& seeds) {
+  ++stamp_;
+  comp_links_.clear();
+  comp_flows_.clear();
+  const auto visit_link = [&](int l) {
+    if (links_[l].mark == stamp_) return;
+    links_[l].mark = stamp_;
+    comp_links_.push_back(l);
+  };
+  for (int l : seeds) visit_link(l);
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    for (FlowId id : links_[comp_links_[i]].flows) {
+      Flow& f = flows_[id];
+      if (f.mark == stamp_) continue;
+      f.mark = stamp_;
+      comp_flows_.push_back(id);
+      for (const Hop& hop : f.hops) visit_link(hop.link);
+    }
+  }
+}
+
+// Strict priorities: each priority, highest first, is max-min filled into the capacity the
+// higher ones left. `links` must hold every link of `flows` and `flows` every transferring
+// flow on those links.
+void FlowNetwork::fill(const std::vector<FlowId>& flows, const std::vector<int>& links,
+                       Filling& s) const {
+  s.cap.resize(links_.size());
+  s.count.resize(links_.size());
+  s.rate.resize(flows_.size());
+  for (int l : links) s.cap[l] = links_[l].bandwidth;
+  std::vector<FlowId>& order = s.order;
+  order.assign(flows.begin(), flows.end());
+  const auto higher = [&](FlowId a, FlowId b) { return flows_[a].priority > flows_[b].priority; };
+  if (!std::is_sorted(order.begin(), order.end(), higher))
+    std::stable_sort(order.begin(), order.end(), higher);
+  for (std::size_t begin = 0; begin < order.size();) {
+    std::size_t end = begin;
+    while (end < order.size() && flows_[order[end]].priority == flows_[order[begin]].priority)
+      ++end;
+    fill_priority(order, begin, end, links, s);
+    begin = end;
+  }
+}
+
+// Progressive filling: the link with the smallest fair share is the bottleneck of all its
+// unfrozen flows; they freeze at that share, which can only raise the other links' shares
+// (they had at least that share), so queued shares stay lower bounds and are refreshed lazily.
+void FlowNetwork::fill_priority(const std::vector<FlowId>& flows, std::size_t begin,
+                                std::size_t end, const std::vector<int>& links, Filling& s) const {
+  for (int l : links) s.count[l] = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    s.rate[flows[i]] = -1;
+    for (const Hop& hop : flows_[flows[i]].hops) s.count[hop.link] += flows_[flows[i]].multiplicity;
+  }
+  drain(links, s);
+  for (int l : links)
+    if (s.cap[l] < kCapEps * links_[l].bandwidth) s.cap[l] = 0;
+}
+
+// Freezes every flow with s.rate < 0 (all others are >= 0 outside a filling), given the
+// capacities and unfrozen counts of `links`.
+void FlowNetwork::drain(const std::vector<int>& links, Filling& s) const {
+  s.heap.clear();
+  for (int l : links)
+    if (s.count[l] > 0) s.heap.push_back({s.cap[l] / s.count[l], l});
+  std::make_heap(s.heap.begin(), s.heap.end(), Later());
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), Later());
+    const Filling::Candidate c = s.heap.back();
+    s.heap.pop_back();
+    if (s.count[c.link] == 0) continue;  // all its flows froze elsewhere
+    const double share = std::max(0.0, s.cap[c.link] / s.count[c.link]);
+    if (share > c.share) {  // grew since queued: requeue instead of updating on every freeze
+      s.heap.push_back({share, c.link});
+      std::push_heap(s.heap.begin(), s.heap.end(), Later());
+      continue;
+    }
+    freeze_bottleneck(c.link, share, s);
+  }
+}
+
+void FlowNetwork::freeze_bottleneck(int link, double share, Filling& s) const {
+  for (FlowId id : links_[link].flows) {
+    const Flow& f = flows_[id];
+    if (s.rate[id] >= 0) continue;
+    s.rate[id] = share;
+    for (const Hop& hop : f.hops) {
+      s.cap[hop.link] -= f.multiplicity * share;
+      s.count[hop.link] -= f.multiplicity;
+    }
+  }
+}
+
+void FlowNetwork::settle_link(Link& link) const {
+  const double dt = now_ - link.settled_at;
+  if (dt > 0) {
+    link.bytes += link.load * dt;
+    if (link.load > 0) link.busy += dt;
+  }
+  link.settled_at = now_;
+}
+
+void FlowNetwork::push_event(double time, FlowId id) {
+  events_.push_back({time, id, flows_[id].version});
+  std::push_heap(events_.begin(), events_.end(), Later());
+}
+
+bool FlowNetwork::stale(const Event& e) const {
+  const Flow& f = flows_[e.flow];
+  return f.phase == Phase::kDone || e.version != f.version;
+}
+
+// Drops stale events from the top (so next_event_time() is exact) and, when they pile up
+// (every rate change leaves one behind), from the whole heap.
+void FlowNetwork::prune() {
+  if (events_.size() > 2 * active_count_ + 1024) {
+    std::erase_if(events_, [&](const Event& e) { return stale(e); });
+    std::make_heap(events_.begin(), events_.end(), Later());
+  }
+  while (!events_.empty() && stale(events_.front())) {
+    std::pop_heap(events_.begin(), events_.end(), Later());
+    events_.pop_back();
+  }
+}
+
+FlowNetwork::Flow& FlowNetwork::flow_at(FlowId id, const char* where) {
+  return const_cast<Flow&>(std::as_const(*this).flow_at(id, where));
+}
+
+const FlowNetwork::Flow& FlowNetwork::flow_at(FlowId id, const char* where) const {
+  if (id < 0 || id >= static_cast<FlowId>(flows_.size()))
+    throw Error(std::string("flow network: ") + where, "unknown flow id " + std::to_string(id));
+  return flows_[id];
+}
+
+double FlowNetwork::rate(FlowId id) const {
+  return flow_at(id, "rate").rate;
+}
+
+double FlowNetwork::remaining_bytes(FlowId id) const {
+  const Flow& f = flow_at(id, "remaining_bytes");
+  return std::max(0.0, f.remaining - f.rate * (now_ - f.settled_at));
+}
+
+bool FlowNetwork::active(FlowId id) const {
+  return flow_at(id, "active").phase != Phase::kDone;
+}
+
+LinkStats FlowNetwork::link_stats(int link) const {
+  if (link < 0 || link >= num_links())
+    throw Error("flow network: link_stats", "unknown link id " + std::to_string(link));
+  Link l = links_[link];
+  settle_link(l);
+  return {link, l.name, l.bandwidth, l.latency, l.bytes, l.busy};
+}
+
+std::vector<LinkStats> FlowNetwork::busiest_links(std::size_t k) const {
+  std::vector<LinkStats> all;
+  all.reserve(links_.size());
+  for (int l = 0; l < num_links(); ++l) all.push_back(link_stats(l));
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<long>(k), all.end(),
+                    [](const LinkStats& a, const LinkStats& b) {
+                      if (a.busy_time != b.busy_time) return a.busy_time > b.busy_time;
+                      if (a.bytes != b.bytes) return a.bytes > b.bytes;
+                      return a.id < b.id;
+                    });
+  all.resize(k);
+  return all;
+}
+
+double FlowNetwork::recompute_all_for_testing() const {
+  std::vector<FlowId> flows;
+  for (FlowId id = 0; id < static_cast<FlowId>(flows_.size()); ++id)
+    if (flows_[id].phase == Phase::kTransfer) flows.push_back(id);
+  std::vector<int> links(links_.size());
+  for (int l = 0; l < num_links(); ++l) links[l] = l;
+  Filling s;
+  fill(flows, links, s);
+  double worst = 0;
+  for (FlowId id : flows) {
+    const double a = flows_[id].rate, b = s.rate[id];
+    worst = std::max(worst, std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1.0}));
+  }
+  return worst;
+}
+
+}  // namespace moecomm::sim

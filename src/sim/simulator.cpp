@@ -1,0 +1,342 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <queue>
+#include <string>
+
+#include "core/error.h"
+#include "sim/collective_flows.h"
+#include "sim/flow_network.h"
+#include "sim/network_model.h"
+
+namespace moecomm::sim {
+
+namespace {
+
+using sched::CollectiveId;
+using sched::OpId;
+using sched::OpKind;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One discrete-event run. Ops become ready when their stream predecessor and events are
+// done; a collective starts when all members are ready (and, for priority < 0, when no
+// other collective is in flight on its ranks: Lina's A2A first), runs its phases of flows,
+// and ends on every member at once. Send/recv is one flow between ready ends.
+class Run {
+ public:
+  Run(const sched::Schedule& s, const core::Topology& topo, const SimOptions& options)
+      : s_(s), topo_(topo), options_(options), model_(topo, net_) {
+    devices_per_node_ = topo.level(topo.num_levels() - 1).count;
+  }
+
+  SimResult run();
+
+ private:
+  struct Event {
+    double time;
+    int64_t seq;
+    int kind;  // 0: op ends, 1: collective phase starts
+    int id;
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  struct CollectiveState {
+    int ready_members = 0;
+    int phase = -1;
+    int64_t flows_left = 0;
+    std::vector<FlowPhase> phases;
+  };
+  enum class FlowOwner : uint8_t { kCollective, kP2P };
+
+  void build_successors();
+  void push(double time, int kind, int id) { queue_.push({time, seq_++, kind, id}); }
+  void op_ready(OpId id, double t);
+  void op_done(OpId id, double t);
+  void collective_member_ready(CollectiveId c, double t);
+  bool blocked(CollectiveId c) const;
+  void start_collective(CollectiveId c, double t);
+  void start_phase(CollectiveId c, double t);
+  void end_collective(CollectiveId c, double t);
+  struct PendingFlow {
+    int src, dst;
+    double bytes;
+    int multiplicity, priority;
+    FlowOwner owner;
+    int id;
+  };
+  void start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id);
+  void launch(const PendingFlow& p, double t);
+  void flow_done(FlowId f, double t);
+  SimResult result() const;
+  double compute_time(const sched::Op& op) const;
+
+  const sched::Schedule& s_;
+  const core::Topology& topo_;
+  SimOptions options_;
+  FlowNetwork net_;
+  NetworkModel model_;
+  int devices_per_node_ = 1;
+
+  std::vector<std::vector<OpId>> succ_;
+  std::vector<int> waiting_;  // unfinished predecessors per op
+  std::vector<OpTiming> timing_;
+  std::vector<CollectiveState> coll_;
+  std::vector<int> in_flight_;  // per rank: collectives of priority >= 0 pending or running
+  std::vector<CollectiveId> deferred_;
+  std::vector<std::pair<FlowOwner, int>> flow_owner_;  // by FlowId
+  std::vector<char> p2p_ready_;
+  std::vector<PendingFlow> pending_;
+  std::vector<char> done_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  int64_t seq_ = 0;
+  int64_t flows_ = 0;
+};
+
+void Run::build_successors() {
+  const int n = s_.num_ops();
+  succ_.assign(n, {});
+  waiting_.assign(n, 0);
+  for (OpId id = 0; id < n; ++id) {
+    const sched::Op& op = s_.op(id);
+    if (op.prev != sched::kNone) {
+      succ_[op.prev].push_back(id);
+      ++waiting_[id];
+    }
+    for (OpId dep : s_.deps(id)) {
+      succ_[dep].push_back(id);
+      ++waiting_[id];
+    }
+  }
+}
+
+double Run::compute_time(const sched::Op& op) const {
+  const core::Device& d = topo_.cluster().device;
+  double t = 0;
+  if (op.kind == OpKind::kCompute && op.flops > 0) {
+    t = op.flops / (d.flops * options_.compute_efficiency);
+  }
+  if (op.bytes > 0 && d.memory_bandwidth > 0) t = std::max(t, op.bytes / d.memory_bandwidth);
+  return t;
+}
+
+void Run::op_ready(OpId id, double t) {
+  const sched::Op& op = s_.op(id);
+  timing_[id].start = t;
+  switch (op.kind) {
+    case OpKind::kCompute:
+    case OpKind::kCopy:
+      push(t + compute_time(op), 0, id);
+      return;
+    case OpKind::kSend:
+    case OpKind::kRecv: {
+      p2p_ready_[id] = 1;
+      if (!p2p_ready_[op.twin]) return;
+      const OpId send = op.kind == OpKind::kSend ? id : op.twin;
+      const sched::Op& sop = s_.op(send);
+      if (sop.rank == sop.peer || sop.bytes == 0) {
+        op_done(id, t);
+        op_done(op.twin, t);
+        return;
+      }
+      start_flows({{sop.rank, sop.peer, sop.bytes, 1}}, sop.priority, t, FlowOwner::kP2P, send);
+      return;
+    }
+    default:
+      collective_member_ready(op.collective, t);
+  }
+}
+
+void Run::op_done(OpId id, double t) {
+  timing_[id].end = t;
+  done_[id] = 1;
+  for (OpId next : succ_[id]) {
+    if (--waiting_[next] == 0) op_ready(next, t);
+  }
+}
+
+void Run::collective_member_ready(CollectiveId c, double t) {
+  const sched::Collective& col = s_.collective(c);
+  CollectiveState& st = coll_[c];
+  if (st.ready_members++ == 0 && col.priority >= 0) {
+    for (int r : col.group) ++in_flight_[r];
+  }
+  if (st.ready_members < col.size()) return;
+  if (col.priority < 0 && blocked(c)) {
+    deferred_.push_back(c);
+    return;
+  }
+  start_collective(c, t);
+}
+
+bool Run::blocked(CollectiveId c) const {
+  for (int r : s_.collective(c).group) {
+    if (in_flight_[r] > 0) return true;
+  }
+  return false;
+}
+
+void Run::start_collective(CollectiveId c, double t) {
+  const sched::Collective& col = s_.collective(c);
+  for (OpId op : col.ops) timing_[op].start = std::max(timing_[op].start, t);
+  coll_[c].phases = collective_phases(col, devices_per_node_);
+  coll_[c].phase = -1;
+  start_phase(c, t);
+}
+
+void Run::start_phase(CollectiveId c, double t) {
+  CollectiveState& st = coll_[c];
+  while (++st.phase < static_cast<int>(st.phases.size())) {
+    if (st.phases[st.phase].empty()) continue;
+    start_flows(st.phases[st.phase], s_.collective(c).priority, t, FlowOwner::kCollective, c);
+    return;
+  }
+  end_collective(c, t);
+}
+
+void Run::end_collective(CollectiveId c, double t) {
+  const sched::Collective& col = s_.collective(c);
+  coll_[c].phases.clear();
+  if (col.priority >= 0) {
+    for (int r : col.group) --in_flight_[r];
+  }
+  for (OpId op : col.ops) op_done(op, t);
+  if (col.priority >= 0 && !deferred_.empty()) {  // A2A done: deferred syncs may go now
+    std::vector<CollectiveId> still;
+    for (CollectiveId d : deferred_) {
+      if (blocked(d)) {
+        still.push_back(d);
+      } else {
+        start_collective(d, t);
+      }
+    }
+    deferred_ = std::move(still);
+  }
+}
+
+// Flows of a phase that share their whole path and latency become one flow with a
+// multiplicity (the pair flows of an A2A between two nodes); their bytes are averaged, which
+// keeps each path's total and is exact when the pairs carry equal bytes.
+void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id) {
+  struct Group {
+    int src, dst, steps, count = 0;
+    double bytes = 0;
+  };
+  std::map<std::pair<long long, int>, Group> groups;
+  for (const FlowSpec& f : phase) {
+    Group& g = groups[{model_.path_key(f.src, f.dst), f.steps}];
+    g.src = f.src;
+    g.dst = f.dst;
+    g.steps = f.steps;
+    ++g.count;
+    g.bytes += f.bytes;
+  }
+  if (owner == FlowOwner::kCollective) coll_[id].flows_left = static_cast<int64_t>(groups.size());
+  flows_ += static_cast<int64_t>(groups.size());
+  for (const auto& [key, g] : groups) {
+    PendingFlow p{g.src, g.dst, g.bytes / g.count, g.count, priority, owner, id};
+    // A ring's later steps each pay the link latency again; the network pays the first.
+    const double extra = (g.steps - 1) * model_.latency(g.src, g.dst);
+    if (extra > 0) {
+      pending_.push_back(p);
+      push(t + extra, 2, static_cast<int>(pending_.size() - 1));
+    } else {
+      launch(p, t);
+    }
+  }
+}
+
+void Run::launch(const PendingFlow& p, double t) {
+  const FlowId f =
+      net_.start_flow(model_.path(p.src, p.dst), p.bytes, t, p.multiplicity, p.priority);
+  if (static_cast<size_t>(f) >= flow_owner_.size()) flow_owner_.resize(f + 1);
+  flow_owner_[f] = {p.owner, p.id};
+}
+
+void Run::flow_done(FlowId f, double t) {
+  const auto [owner, id] = flow_owner_[f];
+  if (owner == FlowOwner::kP2P) {
+    op_done(id, t);
+    op_done(s_.op(id).twin, t);
+    return;
+  }
+  if (--coll_[id].flows_left == 0) start_phase(id, t);
+}
+
+SimResult Run::run() {
+  if (s_.world_size() != topo_.world_size()) {
+    throw Error("simulate", "the schedule has " + std::to_string(s_.world_size()) +
+                                " ranks but the cluster " + topo_.cluster().name + " has " +
+                                std::to_string(topo_.world_size()));
+  }
+  s_.validate();
+  build_successors();
+  timing_.assign(s_.num_ops(), {});
+  coll_.assign(s_.num_collectives(), {});
+  in_flight_.assign(s_.world_size(), 0);
+  p2p_ready_.assign(s_.num_ops(), 0);
+  done_.assign(s_.num_ops(), 0);
+  for (OpId id = 0; id < s_.num_ops(); ++id) {
+    if (waiting_[id] == 0) op_ready(id, 0.0);
+  }
+  while (true) {
+    const double tq = queue_.empty() ? kInf : queue_.top().time;
+    const double tn = net_.next_event_time();
+    if (tq == kInf && tn == kInf) {
+      if (deferred_.empty()) break;
+      // Only deferred collectives are left and nothing can unblock them: run them.
+      std::vector<CollectiveId> now = std::move(deferred_);
+      deferred_.clear();
+      for (CollectiveId c : now) start_collective(c, net_.now());
+      continue;
+    }
+    if (tn <= tq) {
+      for (FlowId f : net_.advance_to(tn)) flow_done(f, tn);
+      continue;
+    }
+    net_.advance_to(tq);
+    while (!queue_.empty() && queue_.top().time == tq) {
+      const Event e = queue_.top();
+      queue_.pop();
+      if (e.kind == 0) {
+        op_done(e.id, e.time);
+      } else {
+        launch(pending_[e.id], e.time);
+      }
+    }
+  }
+  for (OpId id = 0; id < s_.num_ops(); ++id) {
+    if (!done_[id]) {
+      throw Error("simulate", s_.describe(id) + " never ran: it waits on ops that cannot finish");
+    }
+  }
+  return result();
+}
+
+SimResult Run::result() const {
+  SimResult r;
+  r.ops = timing_;
+  r.rank_end_s.assign(s_.world_size(), 0.0);
+  for (OpId id = 0; id < s_.num_ops(); ++id) {
+    const int rank = s_.op(id).rank;
+    r.rank_end_s[rank] = std::max(r.rank_end_s[rank], timing_[id].end);
+  }
+  for (double e : r.rank_end_s) r.makespan_s = std::max(r.makespan_s, e);
+  for (const LinkStats& l : net_.busiest_links(16)) {
+    if (l.bytes > 0) r.busiest_links.push_back({l.name, l.bytes, l.busy_time});
+  }
+  r.flows = flows_;
+  return r;
+}
+
+}  // namespace
+
+SimResult simulate(const sched::Schedule& schedule, const core::Topology& topology,
+                   const SimOptions& options) {
+  if (!(options.compute_efficiency > 0 && options.compute_efficiency <= 1)) {
+    throw Error("simulate", "compute efficiency must be in (0, 1]");
+  }
+  return Run(schedule, topology, options).run();
+}
+
+}  // namespace moecomm::sim

@@ -1,0 +1,42 @@
+#pragma once
+// Runs a schedule (sched::Schedule) in virtual time on a cluster's topology (DESIGN.md "One
+// schedule, two executors"): compute ops take flops / device rate (or memory bytes / memory
+// bandwidth, whichever is longer); collectives and send/recv become flows on the flow-level
+// network (flow_network.h), decomposed by their algorithm (collective_flows.h).
+#include <string>
+#include <vector>
+
+#include "core/topology.h"
+#include "sched/schedule.h"
+
+namespace moecomm::sim {
+
+struct OpTiming {
+  double start = 0;  // seconds
+  double end = 0;
+};
+
+struct LinkUsage {
+  std::string name;   // e.g. "node[3].egress"
+  double bytes = 0;   // carried over the run
+  double busy_s = 0;  // time with at least one flow on it
+};
+
+struct SimResult {
+  std::vector<OpTiming> ops;             // indexed by OpId
+  std::vector<double> rank_end_s;        // per rank: when its last op ends
+  double makespan_s = 0;                 // max over ranks
+  std::vector<LinkUsage> busiest_links;  // by bytes, most first (at most 16)
+  int64_t flows = 0;                     // flows the network carried
+};
+
+struct SimOptions {
+  // Compute efficiency: the share of peak flop/s a compute op reaches (1 = the device's peak).
+  double compute_efficiency = 1.0;
+};
+
+// Throws Error when the schedule does not fit the topology (world sizes differ) or is invalid.
+SimResult simulate(const sched::Schedule& schedule, const core::Topology& topology,
+                   const SimOptions& options = {});
+
+}  // namespace moecomm::sim

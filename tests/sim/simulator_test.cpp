@@ -1,0 +1,173 @@
+// Exact-answer tests of the simulator (issue 4 "Done when"), ASTRA-sim style: each case has
+// a closed-form time.
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::sim {
+namespace {
+
+using sched::CollectiveSpec;
+using sched::Label;
+using sched::OpKind;
+using sched::Schedule;
+
+Label named(const char* name) {
+  Label label;
+  label.name = name;
+  return label;
+}
+
+constexpr double kNodeBw = 10e9, kNodeLat = 5e-6, kGpuBw = 100e9, kGpuLat = 1e-6;
+
+core::Topology cluster(int nodes, int gpus) {
+  core::Cluster c;
+  c.name = "test";
+  c.levels = {{"node", nodes, kNodeBw, kNodeLat}, {"gpu", gpus, kGpuBw, kGpuLat}};
+  c.device.flops = 100e12;
+  c.device.memory_bandwidth = 1e12;
+  return core::Topology(c);
+}
+
+CollectiveSpec uniform_a2a(const std::vector<int>& group, double pair) {
+  CollectiveSpec spec;
+  spec.kind = OpKind::kAllToAll;
+  spec.group = group;
+  const size_t n = group.size();
+  spec.pair_bytes.assign(n * n, pair);
+  for (size_t i = 0; i < n; ++i) spec.pair_bytes[i * n + i] = 0;
+  spec.label = named("a2a");
+  return spec;
+}
+
+TEST(Simulator, OneFlowTakesLatencyPlusBytesOverBandwidth) {
+  Schedule s(2);
+  const auto p = s.add_send_recv({0, 0, {}}, {1, 0, {}}, 1e9, 0, named("p2p"));
+  const SimResult r = simulate(s, cluster(2, 1));
+  EXPECT_NEAR(r.ops[p.recv].end, kNodeLat + 1e9 / kNodeBw, 1e-12);
+  EXPECT_NEAR(r.makespan_s, kNodeLat + 0.1, 1e-12);
+  EXPECT_EQ(r.flows, 1);
+  ASSERT_FALSE(r.busiest_links.empty());
+  EXPECT_DOUBLE_EQ(r.busiest_links[0].bytes, 1e9);
+}
+
+TEST(Simulator, TwoFlowsOnOneLinkEachGetHalf) {
+  Schedule s(4);  // ranks 0,1 on node 0; 2,3 on node 1: both flows cross node 0's egress
+  const auto a = s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named("a"));
+  const auto b = s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named("b"));
+  const SimResult r = simulate(s, cluster(2, 2));
+  EXPECT_NEAR(r.ops[a.recv].end, kNodeLat + 2e9 / kNodeBw, 1e-12);
+  EXPECT_NEAR(r.ops[b.recv].end, kNodeLat + 2e9 / kNodeBw, 1e-12);
+}
+
+TEST(Simulator, PriorityLetsAHighPriorityFlowFinishAsIfAlone) {
+  Schedule s(4);
+  const auto low = s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named("low"));
+  const auto high = s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named("high"));
+  s.set_priority(high.send, 1);
+  const SimResult r = simulate(s, cluster(2, 2));
+  EXPECT_NEAR(r.ops[high.recv].end, kNodeLat + 1e9 / kNodeBw, 1e-12);
+  EXPECT_NEAR(r.ops[low.recv].end, kNodeLat + 2e9 / kNodeBw, 1e-12);
+}
+
+// 2(n-1)/n x S / B plus one latency per ring step, on one node of n devices.
+TEST(Simulator, RingAllReduceMatchesItsFormula) {
+  for (int n : {2, 4, 8}) {
+    Schedule s(n);
+    CollectiveSpec spec;
+    spec.kind = OpKind::kAllReduce;
+    for (int r = 0; r < n; ++r) spec.group.push_back(r);
+    spec.bytes = 1e9;
+    spec.label = named("ar");
+    s.add_collective(spec, 0);
+    const SimResult r = simulate(s, cluster(1, n));
+    const double want = 2.0 * (n - 1) * kGpuLat + 2.0 * (n - 1) / n * 1e9 / kGpuBw;
+    EXPECT_NEAR(r.makespan_s, want, want * 1e-9) << n;
+  }
+}
+
+TEST(Simulator, RingAllGatherAndReduceScatterMatchTheirFormula) {
+  for (OpKind kind : {OpKind::kAllGather, OpKind::kReduceScatter}) {
+    Schedule s(4);
+    CollectiveSpec spec;
+    spec.kind = kind;
+    spec.group = {0, 1, 2, 3};
+    spec.bytes = 4e8;
+    spec.label = named("ring");
+    s.add_collective(spec, 0);
+    const double want = 3 * kGpuLat + 0.75 * 4e8 / kGpuBw;
+    EXPECT_NEAR(simulate(s, cluster(1, 4)).makespan_s, want, want * 1e-9);
+  }
+}
+
+// 2 nodes x 4: each node sends 4 x 4 pair messages over its node link (10 GB/s) while each
+// device sends 3 over its NVLink (100 GB/s): the node link bounds the A2A.
+TEST(Simulator, FlatAllToAllAcrossTwoNodesIsBoundByTheNodeLink) {
+  Schedule s(8);
+  s.add_collective(uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e7), 0);
+  const SimResult r = simulate(s, cluster(2, 4));
+  EXPECT_NEAR(r.makespan_s, kNodeLat + 16 * 1e7 / kNodeBw, 1e-12);
+  EXPECT_EQ(r.busiest_links[0].name.substr(0, 4), "node");
+}
+
+// 2DH: intra-node phase (each device sends 3 messages of 2 pair loads to its peers), then
+// each device sends its node's 4 messages for its counterpart: 4 flows share the node link.
+TEST(Simulator, HierarchicalAllToAllRunsItsPhases) {
+  Schedule s(8);
+  auto spec = uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e7);
+  spec.algorithm = sched::Algorithm::k2DH;
+  s.add_collective(spec, 0);
+  const SimResult r = simulate(s, cluster(2, 4));
+  const double intra = kGpuLat + 3 * 2e7 / kGpuBw;
+  const double inter = kNodeLat + 4 * 4e7 / kNodeBw;
+  EXPECT_NEAR(r.makespan_s, intra + inter, 1e-12);
+}
+
+TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {
+  Schedule s(1);
+  const auto a = s.add_compute(0, 0, 1e12, 0, named("a"));
+  const auto b = s.add_compute(0, 0, 2e12, 0, named("b"));
+  const auto c = s.add_compute(0, 1, 1e12, 0, named("c"));   // other stream: overlaps
+  const auto d = s.add_copy(0, 1, 1e9, named("copy"), {b});  // event: waits for b
+  const SimResult r = simulate(s, cluster(1, 1));
+  EXPECT_DOUBLE_EQ(r.ops[a].end, 0.01);
+  EXPECT_DOUBLE_EQ(r.ops[b].start, 0.01);
+  EXPECT_DOUBLE_EQ(r.ops[b].end, 0.03);
+  EXPECT_DOUBLE_EQ(r.ops[c].end, 0.01);
+  EXPECT_DOUBLE_EQ(r.ops[d].start, 0.03);
+  EXPECT_DOUBLE_EQ(r.ops[d].end, 0.031);  // 1 GB at 1 TB/s
+  EXPECT_DOUBLE_EQ(r.rank_end_s[0], 0.031);
+}
+
+// Lina: a gradient AllReduce of priority < 0 waits while an A2A is pending or running on its
+// ranks, then gets the link alone.
+TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {
+  Schedule s(4);
+  const auto before = s.add_compute(0, 0, 1e12, 0, named("compute"));  // A2A pending 10 ms
+  auto a2a = uniform_a2a({0, 1, 2, 3}, 1e7);
+  s.add_collective(a2a, {0, 0, 0, 0}, {{before}, {}, {}, {}});
+  CollectiveSpec ar;
+  ar.kind = OpKind::kAllReduce;
+  ar.group = {0, 2};
+  ar.bytes = 1e8;
+  ar.priority = -1;
+  ar.label = named("grad");
+  const auto grad = s.add_collective(ar, 2);
+  const SimResult r = simulate(s, cluster(2, 2));
+  const double a2a_end = 0.01 + kNodeLat + 4 * 1e7 / kNodeBw;
+  EXPECT_NEAR(r.ops[grad.ops[0]].start, a2a_end, 1e-12);
+  EXPECT_NEAR(r.ops[grad.ops[0]].end, a2a_end + 2 * kNodeLat + 1e8 / kNodeBw, 1e-12);
+}
+
+TEST(Simulator, RejectsAScheduleForAnotherCluster) {
+  Schedule s(3);
+  EXPECT_ERROR_HAS(simulate(s, cluster(2, 2)), "3 ranks", "has 4");
+  SimOptions bad;
+  bad.compute_efficiency = 0;
+  EXPECT_ERROR_HAS(simulate(Schedule(4), cluster(2, 2), bad), "efficiency");
+}
+
+}  // namespace
+}  // namespace moecomm::sim

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <utility>
 
 #include "core/error.h"
 #include "core/json_reader.h"
@@ -76,52 +77,65 @@ Shape first_shape(const json& iterations, const std::string& base, int top_k) {
   return s;
 }
 
-int32_t expert_id(const json& v, int experts, const std::string& base,
-                  std::initializer_list<size_t> index) {
-  if (!v.is_number_integer())
-    throw Error(path(base, index), "expert id must be an integer, got " + shown(v));
-  bool negative = v.is_number_unsigned() ? false : v.get<int64_t>() < 0;
-  if (negative || v.get<uint64_t>() >= static_cast<uint64_t>(experts))
-    throw Error(path(base, index),
-                "expert id " + v.dump() + " is outside [0, " + std::to_string(experts) + ")");
-  return static_cast<int32_t>(v.get<int64_t>());
-}
+// Reads layers against the shape of iterations[0][0]; errors name base[i][l][s][t][k].
+class LayerParser {
+ public:
+  LayerParser(const Shape& shape, int experts, int top_k, std::string base)
+      : shape_(shape),
+        experts_(experts),
+        top_k_(top_k),
+        base_(std::move(base)),
+        seen_(experts, -1) {}
 
-void check_token(const json& token, int top_k, const std::string& base,
-                 std::initializer_list<size_t> index) {
-  const std::string want = "top_k = " + std::to_string(top_k) + " expert ids";
-  if (!token.is_array())
-    throw Error(path(base, index), "must be a list of " + want + ", got " + shown(token));
-  if (token.size() != static_cast<size_t>(top_k))
-    throw Error(path(base, index), "expected " + want + ", got " + std::to_string(token.size()));
-}
-
-// Reads iterations[i][l]. `seen` (one slot per expert) marks the ids of the current token
-// with `stamp`, so duplicate detection costs O(top_k) per token.
-LayerRouting parse_layer(const json& layer, const Shape& shape, int experts, int top_k,
-                         const std::string& base, size_t i, size_t l, std::vector<int64_t>& seen,
-                         int64_t& stamp) {
-  list(layer, base, {i, l}, shape.samples, "sample", "iterations[0][0]");
-  LayerRouting routing(static_cast<int>(shape.samples), static_cast<int>(shape.tokens), top_k);
-  for (size_t s = 0; s < shape.samples; ++s) {
-    const json& sample =
-        list(layer[s], base, {i, l, s}, shape.tokens, "token", "iterations[0][0][0]");
-    for (size_t t = 0; t < shape.tokens; ++t) {
-      const json& token = sample[t];
-      check_token(token, top_k, base, {i, l, s, t});
-      ++stamp;
-      for (int k = 0; k < top_k; ++k) {
-        int32_t e = expert_id(token[k], experts, base, {i, l, s, t, static_cast<size_t>(k)});
-        if (seen[e] == stamp)
-          throw Error(path(base, {i, l, s, t}),
-                      "expert id " + std::to_string(e) + " appears twice in one token's top-k");
-        seen[e] = stamp;
-        routing.at(static_cast<int>(s), static_cast<int>(t), k) = e;
+  LayerRouting parse(const json& layer, size_t i, size_t l) {
+    list(layer, base_, {i, l}, shape_.samples, "sample", "iterations[0][0]");
+    LayerRouting out(static_cast<int>(shape_.samples), static_cast<int>(shape_.tokens), top_k_);
+    for (size_t s = 0; s < shape_.samples; ++s) {
+      const json& sample =
+          list(layer[s], base_, {i, l, s}, shape_.tokens, "token", "iterations[0][0][0]");
+      for (size_t t = 0; t < shape_.tokens; ++t) {
+        int32_t* ids = &out.at(static_cast<int>(s), static_cast<int>(t), 0);
+        read_token(sample[t], ids, {i, l, s, t});
       }
     }
+    return out;
   }
-  return routing;
-}
+
+ private:
+  void read_token(const json& token, int32_t* ids, std::initializer_list<size_t> at) {
+    auto want = [&] { return "top_k = " + std::to_string(top_k_) + " expert ids"; };
+    if (!token.is_array())
+      throw Error(path(base_, at), "must be a list of " + want() + ", got " + shown(token));
+    if (token.size() != static_cast<size_t>(top_k_))
+      throw Error(path(base_, at), "expected " + want() + ", got " + std::to_string(token.size()));
+    ++stamp_;
+    for (int k = 0; k < top_k_; ++k) {
+      const int32_t e = expert_id(token[k], at, k);
+      if (seen_[e] == stamp_)
+        throw Error(path(base_, at),
+                    "expert id " + std::to_string(e) + " appears twice in one token's top-k");
+      seen_[e] = stamp_;
+      ids[k] = e;
+    }
+  }
+
+  int32_t expert_id(const json& v, std::initializer_list<size_t> at, int k) const {
+    auto where = [&] { return path(base_, at) + "[" + std::to_string(k) + "]"; };
+    if (!v.is_number_integer())
+      throw Error(where(), "expert id must be an integer, got " + shown(v));
+    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
+    if (negative || v.get<uint64_t>() >= static_cast<uint64_t>(experts_))
+      throw Error(where(),
+                  "expert id " + v.dump() + " is outside [0, " + std::to_string(experts_) + ")");
+    return static_cast<int32_t>(v.get<int64_t>());
+  }
+
+  const Shape shape_;
+  const int experts_, top_k_;
+  const std::string base_;
+  std::vector<int64_t> seen_;  // seen_[e] == stamp_: e is already in the current token,
+  int64_t stamp_ = 0;          // so duplicates cost O(top_k) per token to find
+};
 
 void check_header(core::JsonReader& r) {
   if (!r.has("format"))
@@ -150,14 +164,11 @@ RoutingTrace parse_routing_trace(const json& doc, const std::string& where) {
   const std::string base = r.where("iterations");
   if (iterations.empty()) throw Error(base, "must list at least one iteration");
   const Shape shape = first_shape(iterations, base, trace.top_k);
-  std::vector<int64_t> seen(trace.experts, -1);
-  int64_t stamp = 0;
+  LayerParser parser(shape, trace.experts, trace.top_k, base);
   for (size_t i = 0; i < iterations.size(); ++i) {
     const json& layers = list(iterations[i], base, {i}, shape.layers, "layer", "iterations[0]");
     std::vector<LayerRouting>& out = trace.iterations.emplace_back();
-    for (size_t l = 0; l < shape.layers; ++l)
-      out.push_back(
-          parse_layer(layers[l], shape, trace.experts, trace.top_k, base, i, l, seen, stamp));
+    for (size_t l = 0; l < shape.layers; ++l) out.push_back(parser.parse(layers[l], i, l));
   }
   return trace;
 }
@@ -211,10 +222,13 @@ json routing_trace_to_json(const RoutingTrace& trace) {
 }
 
 void write_routing_trace(const RoutingTrace& trace, const std::string& path) {
-  const std::string text = routing_trace_to_json(trace).dump() + "\n";
+  const json doc = routing_trace_to_json(trace);
   std::ofstream out(path);
   if (!out) throw Error(path, "cannot open file for writing");
-  out << text;
+  // The header first, so `head` on a trace shows what it is (json objects sort their keys).
+  out << "{\"format\": " << doc.at("format").dump() << ", \"version\": " << kVersion
+      << ", \"experts\": " << trace.experts << ", \"top_k\": " << trace.top_k;
+  out << ",\n \"iterations\": " << doc.at("iterations").dump() << "}\n";
   out.close();
   if (!out) throw Error(path, "cannot write file");
 }

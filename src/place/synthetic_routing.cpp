@@ -47,7 +47,7 @@ void validate(const SyntheticRoutingSpec& spec) {
   require_int(spec.preferred, "preferred", spec.experts, experts);
   require_unit(spec.locality, "locality", 1);
   require_unit(spec.layer_correlation, "layer_correlation", 1);
-  require_unit(spec.skew, "skew", 10);  // beyond 10, rare experts' weights underflow
+  require_unit(spec.skew, "skew", 10);  // 10 already puts ~all mass on one expert
   const double ids =
       static_cast<double>(spec.iterations) * spec.layers * spec.samples * spec.tokens * spec.top_k;
   if (ids > static_cast<double>(kMaxTraceIds))
@@ -198,7 +198,7 @@ class Generator {
       for (int i = 0; i < spec_.samples; ++i) {
         int32_t* pref = &preferred_[static_cast<size_t>(i) * spec_.preferred];
         update_preferred(l, pref);
-        for (int t = 0; t < spec_.tokens; ++t) route_token(l, pref, routing, i, t);
+        for (int t = 0; t < spec_.tokens; ++t) route_token(l, pref, &routing.at(i, t, 0));
       }
     }
     return layers;
@@ -214,28 +214,33 @@ class Generator {
     for (int j = 0; j < spec_.preferred; ++j) pref[j] = model_[l].expert_of_rank[ranks_.draw()];
   }
 
-  void route_token(int l, const int32_t* pref, LayerRouting& routing, int i, int t) {
+  // One token's route[i][t][0..top_k) (NetMoE Eq. 2) at layer l, written to out.
+  void route_token(int l, const int32_t* pref, int32_t* out) {
     const LayerModel& m = model_[l];
     const int k_max = spec_.top_k, p = spec_.preferred;
     ranks_.clear();
     int k = 0;
     if (rng_.unit() < spec_.locality) {
-      if (p >= k_max) {
-        // Floyd's algorithm: top_k distinct uniform picks from the preferred set.
-        for (int j = p - k_max; j < p; ++j) {
-          int32_t e = pref[rng_.below(j + 1)];
-          if (ranks_.taken(m.rank_of_expert[e])) e = pref[j];
-          ranks_.take(m.rank_of_expert[e]);
-          routing.at(i, t, k++) = e;
-        }
+      if (p > k_max) {
+        pick_preferred(m, pref, out);
         return;
       }
-      for (int j = 0; j < p; ++j) {
-        ranks_.take(m.rank_of_expert[pref[j]]);
-        routing.at(i, t, k++) = pref[j];
-      }
+      for (; k < p; ++k) out[k] = pref[k];  // the whole set, filled up from p_l below
+      if (p < k_max)
+        for (int j = 0; j < p; ++j) ranks_.take(m.rank_of_expert[pref[j]]);
     }
-    while (k < k_max) routing.at(i, t, k++) = m.expert_of_rank[ranks_.draw()];
+    for (; k < k_max; ++k) out[k] = m.expert_of_rank[ranks_.draw()];
+  }
+
+  // Floyd's algorithm: top_k distinct uniform picks out of preferred > top_k experts.
+  void pick_preferred(const LayerModel& m, const int32_t* pref, int32_t* out) {
+    const int k_max = spec_.top_k, p = spec_.preferred;
+    for (int j = p - k_max, k = 0; j < p; ++j, ++k) {
+      int32_t e = pref[rng_.below(j + 1)];
+      if (ranks_.taken(m.rank_of_expert[e])) e = pref[j];
+      ranks_.take(m.rank_of_expert[e]);
+      out[k] = e;
+    }
   }
 
   const SyntheticRoutingSpec spec_;

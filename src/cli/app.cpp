@@ -6,6 +6,7 @@
 
 #include "cli/place_command.h"
 #include "cli/plan_command.h"
+#include "cli/sim_command.h"
 #include "core/error.h"
 
 namespace moecomm::cli {
@@ -24,6 +25,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   app.set_version_flag("--version", "moecomm 0.1.0");
   PlanCommand plan(app);
   PlaceCommand place(app);
+  SimCommand sim(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
@@ -43,6 +45,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     if (plan.selected()) return plan.run(out);
     if (place.selected()) return place.run(out, err);
+    if (sim.selected()) return sim.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

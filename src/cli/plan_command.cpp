@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/presets.h"
 #include "plan/strategy_table.h"
@@ -41,16 +42,6 @@ PlanCommand::PlanCommand(CLI::App& app) {
 }
 
 namespace {
-
-// Which parallel sizes apply, and the name errors about them use: the flag, the model
-// file's "parallel" when it runs on its own testbed, or derived defaults.
-std::pair<core::ParallelSpec, std::string> parallel_spec(const std::string& arg,
-                                                         const plan::PlanInput& in) {
-  if (!arg.empty()) return {core::parse_parallel_spec(arg, "--parallel"), "--parallel"};
-  if (in.model.parallel && in.model.cluster == in.cluster.name)
-    return {*in.model.parallel, in.model.source + ": parallel"};
-  return {{}, "derived parallel configuration (give --parallel)"};
-}
 
 // Knob values for the table: numbers to 4 significant digits, strings bare.
 std::string format_value(const nlohmann::json& v) {
@@ -107,16 +98,11 @@ int PlanCommand::run(std::ostream& out) const {
   for (const auto& [flag, value] :
        {std::pair{"--model", &model_}, {"--cluster", &cluster_}, {"--parallel", &parallel_}})
     if (sub_->count(flag) && value->empty()) throw Error(flag, "empty value");
+  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
   plan::PlanInput in;
-  in.model = core::load_model(model_.empty() ? core::kDefaultModel : model_);
-  if (seq_len_ > 0) in.model.seq_len = seq_len_;
-  if (micro_batch_ > 0) in.model.micro_batch = micro_batch_;
-  in.cluster = core::load_cluster(
-      cluster_.empty() ? in.model.cluster.value_or(core::kDefaultCluster) : cluster_);
-  const auto [spec, where] = parallel_spec(parallel_, in);
-  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(),
-                                       static_cast<int>(in.model.experts), where);
-  core::check_parallel_fits_model(in.parallel, in.model, where);
+  in.model = setup.model;
+  in.cluster = setup.cluster;
+  in.parallel = setup.parallel;
   in.zero_stage = zero_stage_;
   in.recompute = recompute_;
   plan::Plan p = plan::make_plan(in);

@@ -1,0 +1,116 @@
+#include "cli/sim_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+
+#include "cli/model_setup.h"
+#include "core/presets.h"
+#include "core/topology.h"
+#include "sched/layer_builder.h"
+#include "sim/sim_report.h"
+#include "sim/trace_export.h"
+
+namespace moecomm::cli {
+
+SimCommand::SimCommand(CLI::App& app) {
+  sub_ = app.add_subcommand(
+      "sim",
+      "Build one training step (forward and backward of MoE layers, gradient sync) for a\n"
+      "strategy and run it in the flow-level simulator: links shared max-min fairly, every\n"
+      "collective decomposed into flows by its algorithm.");
+  sub_->add_option("--model", model_,
+                   "model preset or JSON file (default: " + std::string(core::kDefaultModel) + ")");
+  sub_->add_option("--cluster", cluster_,
+                   "cluster preset or JSON file (default: the model's testbed, else " +
+                       std::string(core::kDefaultCluster) + ")");
+  sub_->add_option("--parallel", parallel_, "parallel sizes, e.g. dp=2,tp=8,ep=2");
+  sub_->add_option("--strategy", strategy_,
+                   "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
+                   "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...")
+      ->capture_default_str();
+  sub_->add_option("--layers", layers_, "MoE transformer blocks to simulate")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub_->add_option("--compute-efficiency", compute_efficiency_,
+                   "share of the device's peak flop/s compute ops reach")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  sub_->add_option("--trace", trace_, "write a Chrome trace (open in Perfetto) to this file");
+  sub_->add_option("--svg", svg_, "write an SVG timeline to this file");
+  sub_->add_flag("--json", json_,
+                 "print {iteration_ms, forward_ms, backward_ms, ops: {kind: {count, flops, "
+                 "bytes, busy_ms_per_rank}}, busiest_links, flows}");
+}
+
+int SimCommand::run(std::ostream& out, std::ostream& err) const {
+  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_);
+  sched::LayerSetup layer;
+  layer.model = setup.model;
+  layer.cluster = setup.cluster;
+  layer.parallel = setup.parallel;
+  layer.strategy = sched::parse_strategy(strategy_, "--strategy");
+  layer.layers = layers_;
+  const auto start = std::chrono::steady_clock::now();
+  const sched::Schedule schedule = sched::build_training_step(layer);
+  const core::Topology topology(setup.cluster);
+  sim::SimOptions options;
+  options.compute_efficiency = compute_efficiency_;
+  const sim::SimResult result = sim::simulate(schedule, topology, options);
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!trace_.empty()) {
+    sim::write_chrome_trace(schedule, result, trace_);
+    err << "wrote Chrome trace " << trace_ << "\n";
+  }
+  if (!svg_.empty()) {
+    sim::write_svg_timeline(schedule, result, svg_);
+    err << "wrote SVG timeline " << svg_ << "\n";
+  }
+  const sim::SimReport report = sim::make_report(schedule, result);
+  nlohmann::json j = sim::report_to_json(report, result);
+  if (json_) {
+    j["strategy"] = sched::to_string(layer.strategy);
+    j["model"] = setup.model.name;
+    j["cluster"] = setup.cluster.name;
+    j["ranks"] = schedule.world_size();
+    j["schedule_ops"] = schedule.num_ops();
+    j["wall_s"] = wall_s;
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  const auto& p = setup.parallel;
+  char line[256];
+  out << "strategy " << layer.strategy.name << " (" << sched::to_string(layer.strategy) << ")\n"
+      << "model " << setup.model.name << " on " << setup.cluster.name << " ("
+      << schedule.world_size() << " ranks), dp=" << p.dp << " tp=" << p.tp << " ep=" << p.ep
+      << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layers_
+      << " MoE layer(s)\n";
+  std::snprintf(line, sizeof line,
+                "iteration %.3f ms: forward %.3f ms, backward %.3f ms (simulated %d ops, %lld "
+                "flows in %.2f s)\n",
+                report.iteration_s * 1e3, report.forward_s * 1e3, report.backward_s * 1e3,
+                schedule.num_ops(), static_cast<long long>(result.flows), wall_s);
+  out << line;
+  std::snprintf(line, sizeof line, "%-16s %8s %14s %14s %18s\n", "op kind", "count", "GFLOP", "MB",
+                "busy ms per rank");
+  out << line;
+  for (const auto& [kind, v] : j["ops"].items()) {
+    std::snprintf(line, sizeof line, "%-16s %8lld %14.2f %14.2f %18.3f\n", kind.c_str(),
+                  v["count"].get<long long>(), v["flops"].get<double>() / 1e9,
+                  v["bytes"].get<double>() / 1e6, v["busy_ms_per_rank"].get<double>());
+    out << line;
+  }
+  out << "busiest links:";
+  int shown = 0;
+  for (const auto& l : result.busiest_links) {
+    if (shown++ == 4) break;
+    std::snprintf(line, sizeof line, " %s %.1f MB (busy %.3f ms);", l.name.c_str(), l.bytes / 1e6,
+                  l.busy_s * 1e3);
+    out << line;
+  }
+  out << "\n";
+  return 0;
+}
+
+}  // namespace moecomm::cli

@@ -1,0 +1,25 @@
+#pragma once
+// `moecomm sim`: builds one training step of a strategy as a schedule and runs it in the
+// flow-level simulator; optional Chrome trace and SVG timeline.
+#include <CLI/CLI.hpp>
+
+#include <iosfwd>
+#include <string>
+
+namespace moecomm::cli {
+
+class SimCommand {
+ public:
+  explicit SimCommand(CLI::App& app);
+  bool selected() const { return sub_->parsed(); }
+  int run(std::ostream& out, std::ostream& err) const;
+
+ private:
+  CLI::App* sub_;
+  std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_;
+  int layers_ = 1;
+  double compute_efficiency_ = 1.0;
+  bool json_ = false;
+};
+
+}  // namespace moecomm::cli

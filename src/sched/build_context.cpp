@@ -1,0 +1,99 @@
+#include "sched/build_context.h"
+
+#include <algorithm>
+
+namespace moecomm::sched {
+
+BuildContext::BuildContext(const LayerSetup& s, const core::RankGroups& g)
+    : setup(s),
+      strategy(s.strategy),
+      groups(g),
+      work(layer_workload(s.model, s.parallel)),
+      schedule(s.parallel.world()),
+      ready(s.parallel.world()),
+      prefetch(s.parallel.world(), kNone) {}
+
+int BuildContext::chunks() const {
+  return phase == Phase::kBackward ? strategy.chunks_bwd : strategy.chunks_fwd;
+}
+
+Label BuildContext::label(const std::string& name, const std::string& knob, int chunk) const {
+  return Label{name, layer, phase, chunk, knob};
+}
+
+Frontier compute_step(BuildContext& ctx, const std::vector<double>& flops, const Label& label,
+                      const Frontier& in) {
+  Frontier out(ctx.world());
+  for (int r = 0; r < ctx.world(); ++r)
+    out[r] = {ctx.schedule.add_compute(r, kComputeStream, flops[r], 0, label, in[r])};
+  return out;
+}
+
+Frontier compute_step(BuildContext& ctx, double flops, const Label& label, const Frontier& in) {
+  return compute_step(ctx, std::vector<double>(ctx.world(), flops), label, in);
+}
+
+Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& label,
+                   const Frontier& in) {
+  Frontier out(ctx.world());
+  for (int r = 0; r < ctx.world(); ++r)
+    out[r] = {ctx.schedule.add_copy(r, stream, bytes, label, in[r])};
+  return out;
+}
+
+Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
+                    double bytes, int stream, const Label& label, const Frontier& in,
+                    int priority) {
+  Frontier out = in;
+  for (const auto& g : groups) {
+    if (g.size() < 2) continue;
+    CollectiveSpec spec{kind, g, bytes, {}, Algorithm::kDefault, kNone, label, priority};
+    std::vector<std::vector<OpId>> deps;
+    for (int r : g) deps.push_back(in[r]);
+    const auto issued = ctx.schedule.add_collective(std::move(spec), stream, deps);
+    for (size_t i = 0; i < g.size(); ++i) out[g[i]] = {issued.ops[i]};
+  }
+  return out;
+}
+
+Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
+                  const Label& label, const Frontier& in, int priority) {
+  Frontier out = in;
+  for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
+    const auto& g = ctx.groups.ep[k];
+    if (g.size() < 2) continue;
+    CollectiveSpec spec{OpKind::kAllToAll, g,     0,     pairs[k],
+                        ctx.strategy.a2a,  kNone, label, priority};
+    std::vector<std::vector<OpId>> deps;
+    for (int r : g) deps.push_back(in[r]);
+    const auto issued = ctx.schedule.add_collective(std::move(spec), kTokenStream, deps);
+    for (size_t i = 0; i < g.size(); ++i) out[g[i]] = {issued.ops[i]};
+  }
+  return out;
+}
+
+Frontier single(const std::vector<OpId>& per_rank) {
+  Frontier out(per_rank.size());
+  for (size_t r = 0; r < per_rank.size(); ++r)
+    if (per_rank[r] != kNone) out[r] = {per_rank[r]};
+  return out;
+}
+
+Frontier merge(const std::vector<Frontier>& parts) {
+  Frontier out(parts.empty() ? 0 : parts.front().size());
+  for (const auto& p : parts)
+    for (size_t r = 0; r < p.size(); ++r) {
+      for (OpId id : p[r])
+        if (std::find(out[r].begin(), out[r].end(), id) == out[r].end()) out[r].push_back(id);
+    }
+  return out;
+}
+
+std::vector<OpId> last_of(const Frontier& f) {
+  std::vector<OpId> out(f.size(), kNone);
+  for (size_t r = 0; r < f.size(); ++r)
+    if (!f[r].empty()) out[r] = *std::max_element(f[r].begin(), f[r].end());
+  return out;
+}
+
+}  // namespace moecomm::sched

@@ -1,0 +1,74 @@
+#pragma once
+// Shared state of the per-knob builders (build_*.cpp) and the primitives they emit ops with.
+// Internal to the sched layer: users call build_training_step (layer_builder.h).
+#include <string>
+#include <vector>
+
+#include "core/rank_groups.h"
+#include "sched/layer_builder.h"
+#include "sched/layer_workload.h"
+
+namespace moecomm::sched {
+
+// Per rank, the ops the next step of the data path waits on.
+using Frontier = std::vector<std::vector<OpId>>;
+
+// How tokens travel through the MoE part under the strategy and parallel sizes.
+struct TokenPath {
+  double a2a_fraction = 1;     // of LayerWorkload::a2a_bytes per rank (1 / tp: drop-allgather)
+  bool esp_gather = false;     // ESP AllGather before the experts, ReduceScatter after
+  bool esp_allreduce = false;  // replicated tokens: ESP AllReduce of the partial outputs
+  bool tp_gather = false;      // drop-allgather: TP AllGather after the combine A2A
+  // Per EP group, the unchunked dispatch pair matrix (n x n, row-major, with a2a_fraction).
+  std::vector<std::vector<double>> dispatch;
+  std::vector<double> expert_scale;  // per rank: rows it computes / balanced rows
+};
+
+// What a layer's backward leaves for the gradient synchronization (per rank, kNone: none).
+struct LayerGrads {
+  std::vector<OpId> dense_ready;   // the layer's dense gradients exist after this op
+  std::vector<OpId> expert_ready;  // the layer's expert gradients exist after this op
+  std::vector<OpId> window;        // FSMoE: the last backward dispatch A2A (window opens)
+};
+
+struct BuildContext {
+  BuildContext(const LayerSetup& setup, const core::RankGroups& groups);
+
+  const LayerSetup& setup;
+  const Strategy& strategy;
+  const core::RankGroups& groups;
+  LayerWorkload work;
+  Schedule schedule;
+  TokenPath path;
+  Frontier ready;  // the data path's frontier
+  int layer = 0;
+  Phase phase = Phase::kForward;
+  std::vector<OpId> prefetch;     // per rank: HybridEP's expert AllGather of this layer
+  std::vector<LayerGrads> grads;  // per layer
+
+  int world() const { return schedule.world_size(); }
+  int chunks() const;  // of the current phase
+  Label label(const std::string& name, const std::string& knob = "", int chunk = -1) const;
+};
+
+// --- primitives: each adds one op per rank (or per group member) after `in` and returns
+// the new frontier. Groups of one rank add nothing (the frontier passes through).
+Frontier compute_step(BuildContext& ctx, const std::vector<double>& flops, const Label& label,
+                      const Frontier& in);
+Frontier compute_step(BuildContext& ctx, double flops, const Label& label, const Frontier& in);
+Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& label,
+                   const Frontier& in);
+// Same-sized collective over every group of `groups` (AllGather, ReduceScatter, AllReduce).
+Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
+                    double bytes, int stream, const Label& label, const Frontier& in,
+                    int priority = 0);
+// A2A over every EP group with per-group pair matrices (n x n).
+Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
+                  const Label& label, const Frontier& in, int priority);
+
+Frontier single(const std::vector<OpId>& per_rank);  // {op} per rank; kNone: {}
+Frontier merge(const std::vector<Frontier>& parts);  // union per rank
+// Per rank, the op of `f` added last (kNone if none): a handle for later dependencies.
+std::vector<OpId> last_of(const Frontier& f);
+
+}  // namespace moecomm::sched

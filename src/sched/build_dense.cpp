@@ -1,0 +1,64 @@
+#include "sched/build_dense.h"
+
+namespace moecomm::sched {
+namespace {
+
+double phase_factor(const BuildContext& ctx) {
+  return ctx.phase == Phase::kBackward ? 2.0 : 1.0;  // input and weight gradients
+}
+
+// The stage this phase receives from (forward: previous, backward: next), kNone at the end.
+int stage_peer(const BuildContext& ctx, const core::RankGroup& pp, size_t stage, bool receive) {
+  const bool forward = ctx.phase == Phase::kForward;
+  const bool to_previous = forward == receive;
+  if (to_previous) return stage == 0 ? kNone : pp[stage - 1];
+  return stage + 1 == pp.size() ? kNone : pp[stage + 1];
+}
+
+}  // namespace
+
+std::vector<OpId> build_attention(BuildContext& ctx) {
+  // QKV and output projections 8 t h^2, scores and context 4 t s h, sharded over TP.
+  ctx.ready =
+      compute_step(ctx, ctx.work.attention_flops * phase_factor(ctx), ctx.label("attn"), ctx.ready);
+  const std::vector<OpId> compute = last_of(ctx.ready);
+  // Megatron: the row-parallel output projection (forward) and the column-parallel input
+  // (backward) end with an AllReduce of the t x h activations over the TP group.
+  ctx.ready = group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes,
+                         kTokenStream, ctx.label("attn.tp.allreduce", "tp"), ctx.ready);
+  return compute;
+}
+
+void build_gate(BuildContext& ctx) {
+  ctx.ready =
+      compute_step(ctx, ctx.work.gate_flops * phase_factor(ctx), ctx.label("gate"), ctx.ready);
+}
+
+void build_stage_receive(BuildContext& ctx) {
+  const int tag = ctx.phase == Phase::kForward ? 0 : 1;
+  const Label label{ctx.phase == Phase::kForward ? "pp.recv.activations" : "pp.recv.grads", -1,
+                    ctx.phase, -1, "pp"};
+  for (const auto& pp : ctx.groups.pp)
+    for (size_t s = 0; s < pp.size(); ++s) {
+      const int peer = stage_peer(ctx, pp, s, true);
+      if (peer == kNone) continue;
+      const OpId recv =
+          ctx.schedule.add_recv(pp[s], kTokenStream, peer, ctx.work.activation_bytes, tag, label);
+      ctx.ready[pp[s]].push_back(recv);
+    }
+}
+
+void build_stage_send(BuildContext& ctx) {
+  const int tag = ctx.phase == Phase::kForward ? 0 : 1;
+  const Label label{ctx.phase == Phase::kForward ? "pp.send.activations" : "pp.send.grads", -1,
+                    ctx.phase, -1, "pp"};
+  for (const auto& pp : ctx.groups.pp)
+    for (size_t s = 0; s < pp.size(); ++s) {
+      const int peer = stage_peer(ctx, pp, s, false);
+      if (peer == kNone) continue;
+      ctx.schedule.add_send(pp[s], kTokenStream, peer, ctx.work.activation_bytes, tag, label,
+                            ctx.ready[pp[s]]);
+    }
+}
+
+}  // namespace moecomm::sched

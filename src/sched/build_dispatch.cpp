@@ -1,0 +1,234 @@
+// Baseline EP (A2A over the EP group, flat / 1DH / 2DH as the collective's algorithm tag),
+// DeepSpeed's replicated TP dispatch, MoNTA's Drop + A2A + AllGather (O1) in N chunks (O2)
+// with the reordering copy pipelined (O3), and the chunked pipeline of FSMoE (Fig. 3d) and
+// Lina (A2A/FFN micro-ops). NetMoE and HybridEP shape the A2A's pair matrices.
+#include "sched/build_dispatch.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "sched/build_grad_sync.h"
+#include "sched/build_hybridep.h"
+
+namespace moecomm::sched {
+namespace {
+
+std::string str(double v) {
+  return std::to_string(static_cast<long long>(v));
+}
+
+void check_parallel(const LayerSetup& setup) {
+  const auto& p = setup.parallel;
+  if (p.esp > 1 && p.tp != 1 && p.tp % p.esp != 0)
+    throw Error("parallel: esp",
+                "the MoE token path needs esp to divide tp (ESP inside a TP group) or tp = 1, "
+                "got tp=" +
+                    str(p.tp) + ", esp=" + str(p.esp));
+  if (setup.strategy.tp_dispatch == TpDispatch::kDropAllGather && p.tp > 1 && p.tp != p.esp)
+    throw Error("strategy: tp_dispatch",
+                "drop-allgather needs tp = esp (MoNTA, DeepSpeed-TED: the ESP group gathers "
+                "what the TP group dropped), got tp=" +
+                    str(p.tp) + ", esp=" + str(p.esp));
+}
+
+// NetMoE: the given matrices, one per EP group, checked.
+std::vector<std::vector<double>> netmoe_pairs(const LayerSetup& setup,
+                                              const core::RankGroups& groups) {
+  const auto& m = setup.a2a_pair_bytes;
+  if (m.size() != groups.ep.size())
+    throw Error("a2a_pair_bytes", "placement=netmoe needs one matrix per EP group (" +
+                                      str(double(groups.ep.size())) + "), got " +
+                                      str(double(m.size())));
+  for (size_t k = 0; k < m.size(); ++k) {
+    const size_t n = groups.ep[k].size();
+    const std::string at = "a2a_pair_bytes[" + str(double(k)) + "]";
+    if (m[k].size() != n * n)
+      throw Error(at, "an EP group of " + str(double(n)) + " needs " + str(double(n * n)) +
+                          " entries, got " + str(double(m[k].size())));
+    for (double v : m[k])
+      if (!std::isfinite(v) || v < 0) throw Error(at, "bytes must be finite and >= 0");
+  }
+  return m;
+}
+
+// Rows each rank computes relative to balanced routing: its column sum (what it receives,
+// own share included) over the balanced per-rank bytes. With ESP the rank's own column
+// stands for its group's load.
+std::vector<double> expert_scale(const TokenPath& path, const core::RankGroups& groups,
+                                 double balanced, int world) {
+  std::vector<double> scale(world, 1.0);
+  if (balanced <= 0) return scale;
+  for (size_t k = 0; k < groups.ep.size(); ++k) {
+    const auto& g = groups.ep[k];
+    const size_t n = g.size();
+    for (size_t j = 0; j < n; ++j) {
+      double col = 0;
+      for (size_t i = 0; i < n; ++i) col += path.dispatch[k][i * n + j];
+      scale[g[j]] = col / balanced;
+    }
+  }
+  return scale;
+}
+
+std::vector<std::vector<double>> scaled(const std::vector<std::vector<double>>& pairs,
+                                        double factor) {
+  auto out = pairs;
+  for (auto& m : out)
+    for (double& v : m) v *= factor;
+  return out;
+}
+
+std::string a2a_knob(const Strategy& s) {
+  if (s.expert_transfer == ExpertTransfer::kHybrid) return "hybrid";
+  if (s.placement == Placement::kNetMoe) return "netmoe";
+  return std::string(to_string(s.a2a));
+}
+
+int chunk_label(int i, int n) {
+  return n == 1 ? -1 : i;
+}
+
+// Per chunk, the A2A over every EP group (combine: the transposed matrices).
+void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
+  const int n = static_cast<int>(c.size());
+  auto pairs = scaled(ctx.path.dispatch, 1.0 / n);
+  if (combine)
+    for (size_t k = 0; k < pairs.size(); ++k)
+      pairs[k] = transposed(pairs[k], static_cast<int>(ctx.groups.ep[k].size()));
+  const std::string name = combine ? "moe.combine.a2a" : "moe.dispatch.a2a";
+  const int priority = ctx.strategy.grad_sync == GradSync::kLina ? kLinaA2APriority : 0;
+  for (int i = 0; i < n; ++i)
+    c[i] = a2a_step(ctx, pairs, ctx.label(name, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
+                    priority);
+}
+
+// Per chunk, an AllGather over `groups` of `bytes` (output) on the intra-node stream. When the
+// experts wait for every chunk (MoNTA), the chunks arrive interleaved and a D2D copy of the
+// chunk restores the layout (MoNTA Fig. 8): after the AllGather on its stream (O2,
+// Algorithm 1: AG_j + D2D_j in series) or on the copy stream beside the next AllGather (O3,
+// Algorithm 2).
+void gather_chunks(BuildContext& ctx, std::vector<Frontier>& c,
+                   const std::vector<core::RankGroup>& groups, double bytes,
+                   const std::string& name, bool pipelined) {
+  const int n = static_cast<int>(c.size());
+  const bool copies = !pipelined && n > 1;
+  const int copy_stream = ctx.strategy.copy_pipelining ? kCopyStream : kIntraStream;
+  const std::string knob = ctx.path.tp_gather ? "drop-allgather" : "esp";
+  for (int i = 0; i < n; ++i) {
+    c[i] = group_step(ctx, groups, OpKind::kAllGather, bytes / n, kIntraStream,
+                      ctx.label(name, knob, chunk_label(i, n)), c[i]);
+    if (copies)
+      c[i] =
+          copy_step(ctx, bytes / n, copy_stream,
+                    ctx.label(name + ".copy", ctx.strategy.copy_pipelining ? "o3" : "o2", i), c[i]);
+  }
+}
+
+// The expert FFNs: per chunk (pipelined) or once after every chunk (MoNTA).
+void expert_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool pipelined) {
+  const int n = static_cast<int>(c.size());
+  const double factor = ctx.phase == Phase::kBackward ? 2.0 : 1.0;
+  const int pieces = pipelined ? n : 1;
+  std::vector<double> flops(ctx.world());
+  for (int r = 0; r < ctx.world(); ++r)
+    flops[r] = ctx.work.expert_flops * ctx.path.expert_scale[r] * factor / pieces;
+  for (int r = 0; r < ctx.world(); ++r)  // HybridEP: the gathered experts must be there
+    if (ctx.prefetch[r] != kNone)
+      for (auto& chunk : c) chunk[r].push_back(ctx.prefetch[r]);
+  if (!pipelined) {
+    const Frontier all = compute_step(ctx, flops, ctx.label("moe.expert"), merge(c));
+    c.assign(n, all);
+    return;
+  }
+  for (int i = 0; i < n; ++i)
+    c[i] = compute_step(ctx, flops, ctx.label("moe.expert", "chunks", chunk_label(i, n)), c[i]);
+}
+
+// After the experts: ESP ReduceScatter of the gathered rows' partial outputs, or ESP
+// AllReduce of the replicated rows' (Megatron's row-parallel expert output).
+void reduce_chunks(BuildContext& ctx, std::vector<Frontier>& c) {
+  const int n = static_cast<int>(c.size());
+  const double rows = ctx.work.a2a_bytes * ctx.path.a2a_fraction;
+  for (int i = 0; i < n; ++i) {
+    if (ctx.path.esp_gather)
+      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kReduceScatter,
+                        rows * ctx.setup.parallel.esp / n, kIntraStream,
+                        ctx.label("moe.combine.esp_reducescatter", "esp", chunk_label(i, n)), c[i]);
+    else if (ctx.path.esp_allreduce)
+      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kAllReduce, rows / n, kIntraStream,
+                        ctx.label("moe.combine.esp_allreduce", "esp", chunk_label(i, n)), c[i]);
+  }
+}
+
+}  // namespace
+
+std::vector<double> uniform_pairs(int n, double bytes) {
+  return std::vector<double>(size_t(n) * n, bytes / n);
+}
+
+std::vector<double> transposed(const std::vector<double>& pairs, int n) {
+  std::vector<double> out(pairs.size());
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) out[size_t(j) * n + i] = pairs[size_t(i) * n + j];
+  return out;
+}
+
+TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& groups,
+                          const LayerWorkload& work) {
+  check_parallel(setup);
+  const auto& p = setup.parallel;
+  const Strategy& s = setup.strategy;
+  const bool drop = s.tp_dispatch == TpDispatch::kDropAllGather && p.tp > 1;
+  TokenPath path;
+  path.a2a_fraction = drop ? 1.0 / p.tp : 1.0;  // MoNTA Eq. 8: I / t per rank
+  path.esp_gather = p.esp > 1 && (drop || p.tp == 1);
+  path.esp_allreduce = p.esp > 1 && !path.esp_gather;
+  path.tp_gather = drop;
+  const double bytes = work.a2a_bytes * path.a2a_fraction;
+  if (s.placement == Placement::kNetMoe) {
+    path.dispatch = scaled(netmoe_pairs(setup, groups), path.a2a_fraction);
+  } else {
+    for (const auto& g : groups.ep)
+      path.dispatch.push_back(uniform_pairs(static_cast<int>(g.size()), bytes));
+  }
+  if (s.expert_transfer == ExpertTransfer::kHybrid) {
+    for (size_t k = 0; k < groups.ep.size(); ++k) {
+      const int n = static_cast<int>(groups.ep[k].size());
+      if (n % s.hybrid_domain != 0)
+        throw Error("strategy: hybrid_domain",
+                    "must divide the EP size " + str(n) + ", got " + str(s.hybrid_domain));
+      path.dispatch[k] = hybrid_pairs(path.dispatch[k], n, s.hybrid_domain);
+    }
+  }
+  path.expert_scale = expert_scale(path, groups, bytes, p.world());
+  return path;
+}
+
+void build_moe(BuildContext& ctx) {
+  const int n = ctx.chunks();
+  const bool pipelined = ctx.strategy.pipeline_experts || n == 1;
+  const double rows = ctx.work.a2a_bytes * ctx.path.a2a_fraction;  // one rank's A2A
+  std::vector<Frontier> c(n, ctx.ready);
+  a2a_chunks(ctx, c, false);
+  const std::vector<OpId> window = last_of(c.back());
+  if (ctx.path.esp_gather)
+    gather_chunks(ctx, c, ctx.groups.esp, rows * ctx.setup.parallel.esp,
+                  "moe.dispatch.esp_allgather", pipelined);
+  expert_chunks(ctx, c, pipelined);
+  if (ctx.phase == Phase::kBackward) {
+    LayerGrads& g = ctx.grads[ctx.layer];
+    g.window = window;
+    g.expert_ready = ctx.strategy.expert_transfer == ExpertTransfer::kHybrid
+                         ? build_hybrid_grad_return(ctx, merge(c))
+                         : last_of(merge(c));
+  }
+  reduce_chunks(ctx, c);
+  a2a_chunks(ctx, c, true);
+  if (ctx.path.tp_gather)  // the TP ranks' slices back to the full (replicated) tokens
+    gather_chunks(ctx, c, ctx.groups.tp, rows * ctx.setup.parallel.tp, "moe.combine.tp_allgather",
+                  pipelined);
+  ctx.ready = merge(c);
+}
+
+}  // namespace moecomm::sched

@@ -1,0 +1,32 @@
+#pragma once
+// The data-parallel gradient AllReduce of the dense parameters (over dp x cp) and of the
+// expert parameters (over edp), by the grad_sync knob: bucketed (one AllReduce each after the
+// backward), lina (per layer, grad_partitions micro-ops of priority -1 against A2As of
+// priority 1) or fsmoe (per layer, grad_partitions pieces issued in the next MoE layer's
+// backward window).
+#include <vector>
+
+#include "sched/build_context.h"
+
+namespace moecomm::sched {
+
+// Priority of Lina's AllReduce micro-ops: the simulator starts a collective of priority < 0
+// only while no collective of priority >= 0 runs or is ready on any of its ranks.
+inline constexpr int kLinaGradPriority = -1;
+inline constexpr int kLinaA2APriority = 1;
+
+// After layer `layer`'s backward (layers go last to first).
+void grad_sync_after_layer(BuildContext& ctx, int layer);
+// After the whole backward.
+void grad_sync_finish(BuildContext& ctx);
+
+// `parts` AllReduces of bytes / parts each over every group, on the gradient stream after
+// `after`, labelled `name` with the partition as chunk (when parts > 1).
+void allreduce_parts(BuildContext& ctx, const std::vector<core::RankGroup>& groups, double bytes,
+                     int parts, const Frontier& after, const Label& label, int priority);
+
+// Per knob (build_lina.cpp, build_fsmoe.cpp).
+void lina_sync_layer(BuildContext& ctx, int layer);
+void fsmoe_sync_layer(BuildContext& ctx, int layer, const std::vector<OpId>& window);
+
+}  // namespace moecomm::sched

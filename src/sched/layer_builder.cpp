@@ -1,0 +1,72 @@
+#include "sched/layer_builder.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "sched/build_context.h"
+#include "sched/build_dense.h"
+#include "sched/build_dispatch.h"
+#include "sched/build_grad_sync.h"
+#include "sched/build_hybridep.h"
+
+namespace moecomm::sched {
+namespace {
+
+void check_setup(const LayerSetup& s) {
+  const auto& p = s.parallel;
+  if (p.world() != p.esp * p.ep * p.edp * p.pp)
+    throw Error("parallel", "esp x ep x edp x pp = " + std::to_string(p.esp * p.ep * p.edp * p.pp) +
+                                " does not fold the world tp x cp x dp x pp = " +
+                                std::to_string(p.world()) + " (resolve the sizes first)");
+  if (!s.cluster.levels.empty() && s.cluster.world_size() != p.world())
+    throw Error("cluster", "has " + std::to_string(s.cluster.world_size()) +
+                               " devices, the parallel sizes need " + std::to_string(p.world()));
+  if (s.layers < 1 || s.layers > core::kMaxLayers)
+    throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "], got " +
+                              std::to_string(s.layers));
+  validate(s.strategy, "strategy");
+}
+
+void forward_layer(BuildContext& ctx, int layer) {
+  ctx.layer = layer;
+  if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) build_hybrid_prefetch(ctx);
+  build_attention(ctx);
+  build_gate(ctx);
+  build_moe(ctx);
+}
+
+void backward_layer(BuildContext& ctx, int layer) {
+  ctx.layer = layer;
+  ctx.prefetch.assign(ctx.world(), kNone);  // the forward's gathered experts are still there
+  build_moe(ctx);
+  build_gate(ctx);
+  ctx.grads[layer].dense_ready = build_attention(ctx);
+}
+
+}  // namespace
+
+Schedule build_training_step(const LayerSetup& setup) {
+  check_setup(setup);
+  const core::RankGroups groups = core::build_rank_groups(setup.parallel);
+  BuildContext ctx(setup, groups);
+  ctx.path = make_token_path(setup, groups, ctx.work);
+  const std::vector<OpId> none(ctx.world(), kNone);
+  ctx.grads.assign(setup.layers, LayerGrads{none, none, none});
+
+  ctx.phase = Phase::kForward;
+  build_stage_receive(ctx);
+  for (int l = 0; l < setup.layers; ++l) forward_layer(ctx, l);
+  build_stage_send(ctx);
+
+  ctx.phase = Phase::kBackward;
+  build_stage_receive(ctx);
+  for (int l = setup.layers - 1; l >= 0; --l) {
+    backward_layer(ctx, l);
+    grad_sync_after_layer(ctx, l);
+  }
+  build_stage_send(ctx);
+  grad_sync_finish(ctx);
+  return std::move(ctx.schedule);
+}
+
+}  // namespace moecomm::sched

@@ -1,0 +1,42 @@
+#pragma once
+// One training step (forward and backward of `layers` MoE transformer blocks on every rank,
+// then the gradient synchronization) as a schedule, for any Strategy (DESIGN.md "One
+// schedule, two executors"). Each knob's ops come from its own build_*.cpp.
+//
+// Streams: 0 compute; 1 token communication (A2A, TP AllReduce, pipeline-stage hand-off);
+// 2 gradient synchronization; 3 copies and prefetch (MoNTA O3 D2D, HybridEP expert
+// AllGather); 4 intra-node token collectives pipelined against the A2A (ESP AllGather /
+// ReduceScatter / AllReduce, TP AllGather; MoNTA O2, FSMoE).
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/model_config.h"
+#include "core/parallel_config.h"
+#include "sched/schedule.h"
+#include "sched/strategy.h"
+
+namespace moecomm::sched {
+
+inline constexpr int kComputeStream = 0;
+inline constexpr int kTokenStream = 1;
+inline constexpr int kGradStream = 2;
+inline constexpr int kCopyStream = 3;
+inline constexpr int kIntraStream = 4;
+
+struct LayerSetup {
+  core::ModelConfig model;
+  core::ParallelConfig parallel;
+  core::Cluster cluster;
+  Strategy strategy;
+  int layers = 1;  // MoE transformer blocks per pipeline stage
+  // NetMoE (placement=netmoe): per EP group (RankGroups::ep order), the n x n row-major
+  // dispatch byte matrix [i * n + j]: member i -> member j, replicated TP dispatch, diagonal
+  // = bytes that stay. Required for placement=netmoe, ignored otherwise.
+  std::vector<std::vector<double>> a2a_pair_bytes;
+};
+
+// Throws moecomm::Error naming the field when the setup does not fit (world sizes differ,
+// knobs that the parallel configuration cannot run, NetMoE matrices of the wrong shape).
+Schedule build_training_step(const LayerSetup& setup);
+
+}  // namespace moecomm::sched

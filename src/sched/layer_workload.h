@@ -1,0 +1,42 @@
+#pragma once
+// Per-rank quantities of one MoE transformer block (attention, gate, experts) for a model and
+// a parallel configuration: what the builders put on ops. Balanced routing is assumed (every
+// expert gets the same share of the routed tokens); NetMoE's matrices override the A2A.
+// The same quantities as plan/moe_workload.h (sched may not include plan/, DESIGN.md
+// "Layers"), plus the compute flops. Bytes and flops.
+#include "core/model_config.h"
+#include "core/parallel_config.h"
+
+namespace moecomm::sched {
+
+struct LayerWorkload {
+  // t = b s / cp: tokens of one micro-batch on one rank (the TP group shares them).
+  double tokens = 0;
+  // t k cf (cf = 1 when dropless): rows of the dispatch buffer (capacity layout [E, C, M]).
+  double routed_tokens = 0;
+  double token_bytes = 0;  // h x dtype: one token row
+  // routed x token_bytes: bytes one rank dispatches in one A2A with replicated TP dispatch
+  // (MoNTA Eq. 3, I = b s h BPE, times k and cf); its own share stays on the rank.
+  double a2a_bytes = 0;
+  // t x h x dtype: the TP AllReduce after attention (Megatron) and a pipeline-stage hand-off.
+  double activation_bytes = 0;
+  // Forward flops on one rank; backward is twice (input and weight gradients).
+  // Attention: QKV and output projections 8 t h^2, scores and context 4 t s h; / tp.
+  double attention_flops = 0;
+  // Gate: t x h by h x E GEMM, 2 t h E (replicated in the TP group).
+  double gate_flops = 0;
+  // Experts: 2 x ffn_gemms x rows x h x ffn_hidden / esp, rows = routed x esp / gcd(tp, esp):
+  // an ESP group computes each distinct routed row once, and its members hold
+  // esp / gcd(tp, esp) distinct token sets. With tp = esp (MoNTA, FSMoE): 2 g routed h f / esp.
+  double expert_flops = 0;
+  // Gradients of one layer's dense part on one rank, AllReduced over dp x cp: attention
+  // 4 h^2 / tp (sharded) plus the gate h E (replicated in TP), times dtype.
+  double dense_grad_bytes = 0;
+  // One rank's expert shards: (E / ep) experts x ffn_gemms h f / esp parameters x dtype.
+  double expert_param_bytes = 0;
+  double expert_grad_bytes = 0;  // the same count, AllReduced over edp
+};
+
+LayerWorkload layer_workload(const core::ModelConfig& model, const core::ParallelConfig& parallel);
+
+}  // namespace moecomm::sched

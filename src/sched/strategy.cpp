@@ -1,0 +1,275 @@
+#include "sched/strategy.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace moecomm::sched {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// One enum-valued knob: its spellings in order.
+template <class E>
+E pick(const std::vector<std::pair<std::string, E>>& values, const std::string& value,
+       const std::string& where) {
+  std::vector<std::string> names;
+  for (const auto& [name, v] : values) {
+    if (name == value) return v;
+    names.push_back(name);
+  }
+  throw Error(where, "unknown value \"" + value + "\" (accepted: " + join(names) + ")");
+}
+
+const std::vector<std::pair<std::string, Placement>> kPlacements = {{"none", Placement::kNone},
+                                                                    {"netmoe", Placement::kNetMoe}};
+const std::vector<std::pair<std::string, Algorithm>> kAlgorithms = {
+    {"flat", Algorithm::kFlat}, {"1dh", Algorithm::k1DH}, {"2dh", Algorithm::k2DH}};
+const std::vector<std::pair<std::string, TpDispatch>> kDispatches = {
+    {"replicate", TpDispatch::kReplicate}, {"drop-allgather", TpDispatch::kDropAllGather}};
+const std::vector<std::pair<std::string, GradSync>> kSyncs = {
+    {"bucketed", GradSync::kBucketed}, {"lina", GradSync::kLina}, {"fsmoe", GradSync::kFsmoe}};
+const std::vector<std::pair<std::string, ExpertTransfer>> kTransfers = {
+    {"none", ExpertTransfer::kNone}, {"hybrid", ExpertTransfer::kHybrid}};
+const std::vector<std::pair<std::string, bool>> kBools = {{"true", true}, {"false", false}};
+
+template <class E>
+std::string_view name_of(const std::vector<std::pair<std::string, E>>& values, E v) {
+  for (const auto& [name, value] : values)
+    if (value == v) return name;
+  return "?";
+}
+
+int parse_int(const std::string& value, int lo, int hi, const std::string& where) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size())
+    throw Error(where, "must be an integer, got \"" + value + "\"");
+  if (v < lo || v > hi)
+    throw Error(
+        where, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + value);
+  return static_cast<int>(v);
+}
+
+double parse_ratio(const std::string& value, const std::string& where) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size())
+    throw Error(where, "must be a number, got \"" + value + "\"");
+  if (!(v > 0 && v <= 1)) throw Error(where, "must be in (0, 1], got " + value);
+  return v;
+}
+
+using Setter = std::function<void(Strategy&, const std::string& value, const std::string& where)>;
+
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> table = {
+      {"name",
+       [](Strategy& s, const std::string& v, const std::string& w) {
+         if (v.empty()) throw Error(w, "must not be empty");
+         s.name = v;
+       }},
+      {"placement", [](Strategy& s, const std::string& v,
+                       const std::string& w) { s.placement = pick(kPlacements, v, w); }},
+      {"a2a", [](Strategy& s, const std::string& v,
+                 const std::string& w) { s.a2a = pick(kAlgorithms, v, w); }},
+      {"tp_dispatch", [](Strategy& s, const std::string& v,
+                         const std::string& w) { s.tp_dispatch = pick(kDispatches, v, w); }},
+      {"chunks",
+       [](Strategy& s, const std::string& v, const std::string& w) {
+         s.chunks_fwd = s.chunks_bwd = parse_int(v, 1, kMaxChunks, w);
+       }},
+      {"chunks_fwd", [](Strategy& s, const std::string& v,
+                        const std::string& w) { s.chunks_fwd = parse_int(v, 1, kMaxChunks, w); }},
+      {"chunks_bwd", [](Strategy& s, const std::string& v,
+                        const std::string& w) { s.chunks_bwd = parse_int(v, 1, kMaxChunks, w); }},
+      {"pipeline_experts", [](Strategy& s, const std::string& v,
+                              const std::string& w) { s.pipeline_experts = pick(kBools, v, w); }},
+      {"copy_pipelining", [](Strategy& s, const std::string& v,
+                             const std::string& w) { s.copy_pipelining = pick(kBools, v, w); }},
+      {"grad_sync", [](Strategy& s, const std::string& v,
+                       const std::string& w) { s.grad_sync = pick(kSyncs, v, w); }},
+      {"grad_partitions",
+       [](Strategy& s, const std::string& v, const std::string& w) {
+         s.grad_partitions = parse_int(v, 1, kMaxGradPartitions, w);
+       }},
+      {"expert_transfer", [](Strategy& s, const std::string& v,
+                             const std::string& w) { s.expert_transfer = pick(kTransfers, v, w); }},
+      {"hybrid_domain",
+       [](Strategy& s, const std::string& v, const std::string& w) {
+         s.hybrid_domain = parse_int(v, 1, 1'000'000, w);
+       }},
+      {"compression", [](Strategy& s, const std::string& v,
+                         const std::string& w) { s.compression = parse_ratio(v, w); }},
+  };
+  return table;
+}
+
+std::string knob_list() {
+  std::vector<std::string> names = {"base"};
+  for (const auto& [name, setter] : setters()) names.push_back(name);
+  return join(names);
+}
+
+}  // namespace
+
+std::vector<std::string> strategy_names() {
+  return {"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3",
+          "fsmoe",    "lina",     "hybridep", "netmoe"};
+}
+
+namespace {
+
+std::string unknown_name(const std::string& name) {
+  return "unknown strategy \"" + name + "\" (accepted: " + join(strategy_names()) +
+         ", or knob=value,... with knobs " + knob_list() + ")";
+}
+
+// The paper settings; nullopt for an unknown name.
+std::optional<Strategy> find_named(const std::string& name) {
+  Strategy s;
+  s.name = name;
+  if (name == "baseline") return s;
+  if (name == "hier-a2a") {  // Tutel's 2DH A2A
+    s.a2a = Algorithm::k2DH;
+  } else if (name == "monta-o1" || name == "monta-o2" || name == "monta-o3") {
+    s.tp_dispatch = TpDispatch::kDropAllGather;  // MoNTA O1: Drop + A2A + AllGather
+    if (name != "monta-o1") {
+      s.chunks_fwd = s.chunks_bwd = 4;  // O2: N chunks (the planner picks N, Algorithm 1-2)
+      s.pipeline_experts = false;       // MoNTA Fig. 15: experts wait for every chunk's copy
+    }
+    s.copy_pipelining = name == "monta-o3";
+  } else if (name == "fsmoe") {
+    // FSMoE Fig. 2 and 3d: MP-split tokens through inter-node A2A, ESP-AllGather, experts,
+    // ESP-ReduceScatter in r chunks; gradients partitioned into the overlap windows.
+    s.a2a = Algorithm::k2DH;
+    s.tp_dispatch = TpDispatch::kDropAllGather;
+    s.chunks_fwd = s.chunks_bwd = 4;
+    s.grad_sync = GradSync::kFsmoe;
+    s.grad_partitions = 4;
+  } else if (name == "lina") {  // Lina Sec. 4.1: A2A first, micro-ops; A2A/FFN pipelining
+    s.grad_sync = GradSync::kLina;
+    s.grad_partitions = 4;
+    s.chunks_fwd = s.chunks_bwd = 2;
+  } else if (name == "hybridep") {
+    s.expert_transfer = ExpertTransfer::kHybrid;
+  } else if (name == "netmoe") {
+    s.placement = Placement::kNetMoe;
+  } else {
+    return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace
+
+Strategy named_strategy(const std::string& name) {
+  auto s = find_named(name);
+  if (!s) throw Error("strategy", unknown_name(name));
+  return *s;
+}
+
+void validate(const Strategy& s, const std::string& where) {
+  if (s.a2a != Algorithm::kFlat && s.a2a != Algorithm::k1DH && s.a2a != Algorithm::k2DH)
+    throw Error(where + ": a2a", "must be flat, 1dh or 2dh, got " + std::string(to_string(s.a2a)));
+  if (s.chunks_fwd < 1 || s.chunks_fwd > kMaxChunks || s.chunks_bwd < 1 ||
+      s.chunks_bwd > kMaxChunks)
+    throw Error(where + ": chunks", "must be in [1, " + std::to_string(kMaxChunks) + "]");
+  if (s.grad_partitions < 1 || s.grad_partitions > kMaxGradPartitions)
+    throw Error(where + ": grad_partitions",
+                "must be in [1, " + std::to_string(kMaxGradPartitions) + "]");
+  if (s.hybrid_domain < 1) throw Error(where + ": hybrid_domain", "must be at least 1");
+  if (!(s.compression > 0 && s.compression <= 1))
+    throw Error(where + ": compression", "must be in (0, 1]");
+  if (s.copy_pipelining && s.tp_dispatch != TpDispatch::kDropAllGather)
+    throw Error(where + ": copy_pipelining",
+                "needs tp_dispatch=drop-allgather (MoNTA O3 pipelines the AllGather's copy)");
+  if (s.copy_pipelining && s.pipeline_experts)
+    throw Error(where + ": copy_pipelining",
+                "needs pipeline_experts=false (the copy restores the unchunked layout the "
+                "experts read, MoNTA Fig. 8)");
+}
+
+Strategy parse_strategy(const std::string& text, const std::string& where) {
+  if (text.find('=') == std::string::npos) {
+    auto s = find_named(text);
+    if (!s) throw Error(where, unknown_name(text));
+    return *s;
+  }
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  Strategy s;
+  s.name = "custom";
+  bool named = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto eq = items[i].find('=');
+    if (eq == std::string::npos)
+      throw Error(where,
+                  "expected knob=value, got \"" + items[i] + "\" (knobs: " + knob_list() + ")");
+    const std::string knob = items[i].substr(0, eq), value = items[i].substr(eq + 1);
+    const std::string at = where + ": " + knob;
+    if (knob == "base") {
+      if (i != 0) throw Error(at, "must come first");
+      auto base = find_named(value);
+      if (!base) throw Error(at, unknown_name(value));
+      s = *base;
+      s.name = value + "-custom";
+      continue;
+    }
+    const auto it = setters().find(knob);
+    if (it == setters().end()) throw Error(at, "unknown knob (accepted: " + knob_list() + ")");
+    it->second(s, value, at);
+    named = named || knob == "name";
+  }
+  if (!named && items.size() == 1 && items[0].rfind("base=", 0) == 0) s.name = items[0].substr(5);
+  validate(s, where);
+  return s;
+}
+
+std::string_view to_string(Placement p) {
+  return name_of(kPlacements, p);
+}
+std::string_view to_string(TpDispatch d) {
+  return name_of(kDispatches, d);
+}
+std::string_view to_string(GradSync g) {
+  return name_of(kSyncs, g);
+}
+std::string_view to_string(ExpertTransfer t) {
+  return name_of(kTransfers, t);
+}
+
+std::string to_string(const Strategy& s) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "name=" << s.name << ",placement=" << to_string(s.placement) << ",a2a=" << to_string(s.a2a)
+     << ",tp_dispatch=" << to_string(s.tp_dispatch) << ",chunks_fwd=" << s.chunks_fwd
+     << ",chunks_bwd=" << s.chunks_bwd << ",pipeline_experts=" << std::boolalpha
+     << s.pipeline_experts << ",copy_pipelining=" << s.copy_pipelining
+     << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
+     << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
+     << ",compression=" << s.compression;
+  return os.str();
+}
+
+}  // namespace moecomm::sched

@@ -1,0 +1,65 @@
+#pragma once
+// A Strategy: one value per knob of DESIGN.md "The one idea: techniques are knobs of one
+// schedule". The papers' methods are named settings (named_strategy); knobs compose, and
+// build_training_step (layer_builder.h) turns any combination into one schedule.
+#include <string>
+#include <vector>
+
+#include "sched/op.h"
+
+namespace moecomm::sched {
+
+enum class Placement { kNone, kNetMoe };               // NetMoE dynamic sample placement
+enum class TpDispatch { kReplicate, kDropAllGather };  // DeepSpeed baseline | MoNTA O1 / TED
+enum class GradSync { kBucketed, kLina, kFsmoe };      // gradient AllReduce scheduling
+enum class ExpertTransfer { kNone, kHybrid };          // HybridEP expert domains
+
+// Upper bounds of the integer knobs (a typo must not build millions of ops per rank).
+inline constexpr int kMaxChunks = 1024;
+inline constexpr int kMaxGradPartitions = 1 << 16;
+
+struct Strategy {
+  std::string name = "baseline";
+  Placement placement = Placement::kNone;
+  Algorithm a2a = Algorithm::kFlat;  // kFlat, k1DH or k2DH: the A2A's decomposition
+  TpDispatch tp_dispatch = TpDispatch::kReplicate;
+  int chunks_fwd = 1;  // pipeline degree of the MoE token path (MoNTA O2's N, FSMoE's r)
+  int chunks_bwd = 1;
+  // true: every chunk flows A2A -> (ESP AG) -> experts -> (ESP RS) -> A2A on its own (FSMoE
+  // Fig. 3d, Lina's A2A/FFN micro-ops); false: only the communication is chunked and the
+  // experts wait for all chunks (MoNTA Fig. 15).
+  bool pipeline_experts = true;
+  // MoNTA O3: each chunk's reordering D2D copy runs on the copy stream, beside the next
+  // chunk's AllGather (Algorithm 2) instead of after it on the AllGather's stream (Algorithm 1).
+  bool copy_pipelining = false;
+  GradSync grad_sync = GradSync::kBucketed;
+  int grad_partitions = 1;  // micro-ops per layer gradient tensor (lina, fsmoe)
+  ExpertTransfer expert_transfer = ExpertTransfer::kNone;
+  int hybrid_domain = 2;     // HybridEP S_ED: consecutive EP ranks that exchange experts
+  double compression = 1.0;  // HybridEP SR: bytes of the expert AllGather per parameter byte
+
+  bool operator==(const Strategy&) const = default;
+};
+
+// The paper methods: baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, lina, hybridep,
+// netmoe. Throws moecomm::Error listing them on an unknown name.
+Strategy named_strategy(const std::string& name);
+std::vector<std::string> strategy_names();
+
+// Either a name from strategy_names() or "knob=value,..." whose first item may be
+// "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
+// chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
+// grad_sync, grad_partitions, expert_transfer, hybrid_domain, compression. `where` names the
+// source (e.g. "--strategy"); errors name the knob and list what is accepted.
+Strategy parse_strategy(const std::string& text, const std::string& where);
+// Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.
+void validate(const Strategy& strategy, const std::string& where);
+// "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips).
+std::string to_string(const Strategy& strategy);
+
+std::string_view to_string(Placement placement);
+std::string_view to_string(TpDispatch dispatch);
+std::string_view to_string(GradSync sync);
+std::string_view to_string(ExpertTransfer transfer);
+
+}  // namespace moecomm::sched

@@ -1,0 +1,62 @@
+#include "sim/sim_report.h"
+
+#include <algorithm>
+#include <string>
+
+namespace moecomm::sim {
+
+SimReport make_report(const sched::Schedule& schedule, const SimResult& result) {
+  SimReport r;
+  r.iteration_s = result.makespan_s;
+  double fwd_start = result.makespan_s, fwd_end = 0, bwd_end = 0;
+  const sched::Totals totals = schedule.totals();
+  for (int k = 0; k < sched::kNumOpKinds; ++k) {
+    r.kinds[k].ops = totals[k].ops;
+    r.kinds[k].flops = totals[k].flops;
+    r.kinds[k].bytes = totals[k].bytes;
+  }
+  for (sched::OpId id = 0; id < schedule.num_ops(); ++id) {
+    const OpTiming& t = result.ops[id];
+    r.kinds[static_cast<size_t>(schedule.op(id).kind)].busy_s_per_rank += t.end - t.start;
+    switch (schedule.label(id).phase) {
+      case sched::Phase::kForward:
+        fwd_start = std::min(fwd_start, t.start);
+        fwd_end = std::max(fwd_end, t.end);
+        break;
+      case sched::Phase::kBackward:
+        bwd_end = std::max(bwd_end, t.end);
+        break;
+      default:
+        break;
+    }
+  }
+  for (KindReport& k : r.kinds) k.busy_s_per_rank /= std::max(1, schedule.world_size());
+  r.forward_s = fwd_end > 0 ? fwd_end - fwd_start : 0;
+  r.backward_s = bwd_end > fwd_end ? bwd_end - fwd_end : 0;
+  return r;
+}
+
+nlohmann::json report_to_json(const SimReport& report, const SimResult& result) {
+  nlohmann::json ops = nlohmann::json::object();
+  for (int k = 0; k < sched::kNumOpKinds; ++k) {
+    const KindReport& kr = report.kinds[k];
+    if (kr.ops == 0) continue;
+    ops[std::string(sched::to_string(static_cast<sched::OpKind>(k)))] = {
+        {"count", kr.ops},
+        {"flops", kr.flops},
+        {"bytes", kr.bytes},
+        {"busy_ms_per_rank", kr.busy_s_per_rank * 1e3}};
+  }
+  nlohmann::json links = nlohmann::json::array();
+  for (const LinkUsage& l : result.busiest_links) {
+    links.push_back({{"name", l.name}, {"bytes", l.bytes}, {"busy_ms", l.busy_s * 1e3}});
+  }
+  return {{"iteration_ms", report.iteration_s * 1e3},
+          {"forward_ms", report.forward_s * 1e3},
+          {"backward_ms", report.backward_s * 1e3},
+          {"ops", ops},
+          {"busiest_links", links},
+          {"flows", result.flows}};
+}
+
+}  // namespace moecomm::sim

@@ -1,0 +1,423 @@
+#include "sched/layer_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+
+#include "core/rank_groups.h"
+#include "sched/layer_workload.h"
+#include "support/expect_error.h"
+
+namespace moecomm::sched {
+namespace {
+
+// 2 nodes x 4 GPUs, a small GPT-style MoE with 8 experts.
+core::Cluster cluster() {
+  core::Cluster c;
+  c.name = "test-2x4";
+  c.levels = {{"node", 2, 25e9, 10e-6}, {"gpu", 4, 200e9, 3e-6}};
+  c.device = {312e12, 80e9, 1.6e12};
+  return c;
+}
+
+core::ModelConfig model() {
+  core::ModelConfig m;
+  m.name = "tiny-moe";
+  m.hidden = 64;
+  m.ffn_hidden = 128;
+  m.experts = 8;
+  m.top_k = 2;
+  m.layers = 2;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.micro_batch = 2;
+  m.dtype_bytes = 2;
+  return m;
+}
+
+LayerSetup setup(const std::string& parallel, const std::string& strategy, int layers = 2) {
+  LayerSetup s;
+  s.model = model();
+  s.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "-"), 8, 8, "-");
+  s.cluster = cluster();
+  s.strategy = parse_strategy(strategy, "-");
+  s.layers = layers;
+  return s;
+}
+
+// Uniform-but-skewed NetMoE matrices: member i sends (i + j + 1) x 100 bytes to j.
+std::vector<std::vector<double>> skewed_pairs(const LayerSetup& s) {
+  std::vector<std::vector<double>> out;
+  for (const auto& g : core::build_rank_groups(s.parallel).ep) {
+    const size_t n = g.size();
+    std::vector<double> m(n * n);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) m[i * n + j] = double(i + j + 1) * 100;
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<const Collective*> collectives(const Schedule& s, const std::string& name) {
+  std::vector<const Collective*> out;
+  for (CollectiveId c = 0; c < s.num_collectives(); ++c)
+    if (s.labels()[s.collective(c).label].name == name) out.push_back(&s.collective(c));
+  return out;
+}
+
+const Label& label_of(const Schedule& s, const Collective* c) {
+  return s.labels()[c->label];
+}
+
+double row_sum(const Collective& c, int member) {
+  double sum = 0;
+  for (int j = 0; j < c.size(); ++j) sum += c.pair(member, j);
+  return sum;
+}
+
+double total_flops(const Schedule& s) {
+  return s.totals()[size_t(OpKind::kCompute)].flops;
+}
+
+const char* kConfigs[] = {"ep=8", "tp=2,esp=2,ep=4",      "tp=4,esp=4,ep=2",
+                          "ep=4", "tp=2,esp=2,ep=2,pp=2", "esp=2,ep=4"};
+
+TEST(LayerBuilder, EveryNamedStrategyValidatesOnEveryConfig) {
+  for (const char* parallel : kConfigs)
+    for (const auto& name : strategy_names()) {
+      LayerSetup s = setup(parallel, name);
+      if (name == "netmoe") s.a2a_pair_bytes = skewed_pairs(s);
+      const Schedule sched = build_training_step(s);
+      EXPECT_NO_THROW(sched.validate()) << parallel << " " << name;
+      EXPECT_GT(sched.num_ops(), 0);
+    }
+}
+
+TEST(LayerBuilder, WorkloadFormulas) {
+  const LayerSetup s = setup("tp=2,esp=2,ep=4", "baseline");
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  EXPECT_DOUBLE_EQ(w.tokens, 64);
+  EXPECT_DOUBLE_EQ(w.routed_tokens, 128);  // dropless: t k
+  EXPECT_DOUBLE_EQ(w.a2a_bytes, 128 * 64 * 2);
+  EXPECT_DOUBLE_EQ(w.attention_flops, 64 * (8.0 * 64 * 64 + 4.0 * 32 * 64) / 2);
+  EXPECT_DOUBLE_EQ(w.gate_flops, 2.0 * 64 * 64 * 8);
+  EXPECT_DOUBLE_EQ(w.expert_flops, 2.0 * 2 * 128 * 64 * 128 / 2);
+  EXPECT_DOUBLE_EQ(w.dense_grad_bytes, (4.0 * 64 * 64 / 2 + 64 * 8) * 2);
+  EXPECT_DOUBLE_EQ(w.expert_param_bytes, 2.0 * (2.0 * 64 * 128) / 2 * 2);
+  core::ModelConfig capped = s.model;
+  capped.capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(layer_workload(capped, s.parallel).routed_tokens, 160);
+}
+
+TEST(LayerBuilder, BaselineHasTwoA2AsPerLayerAndPhaseWithTheWorkloadsBytes) {
+  const LayerSetup s = setup("ep=8", "baseline");
+  const Schedule sched = build_training_step(s);
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  std::map<std::tuple<int, Phase>, int> count;
+  for (const auto* name : {"moe.dispatch.a2a", "moe.combine.a2a"})
+    for (const Collective* c : collectives(sched, name)) {
+      ++count[{label_of(sched, c).layer, label_of(sched, c).phase}];
+      EXPECT_EQ(c->algorithm, Algorithm::kFlat);
+      EXPECT_EQ(c->group, (core::RankGroup{0, 1, 2, 3, 4, 5, 6, 7}));
+      EXPECT_EQ(c->priority, 0);
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_DOUBLE_EQ(row_sum(*c, i), w.a2a_bytes);
+        EXPECT_DOUBLE_EQ(c->pair(i, (i + 1) % 8), w.a2a_bytes / 8);
+        EXPECT_DOUBLE_EQ(sched.op(c->ops[i]).bytes, w.a2a_bytes * 7 / 8);
+        EXPECT_EQ(sched.op(c->ops[i]).stream, kTokenStream);
+      }
+    }
+  ASSERT_EQ(count.size(), 4u);
+  for (const auto& [key, n] : count) EXPECT_EQ(n, 2);
+  // ep=8 on 8 ranks: dp=8 reduces dense gradients once, edp=1 has no expert AllReduce.
+  const auto dense = collectives(sched, "grad.dense.allreduce");
+  ASSERT_EQ(dense.size(), 1u);
+  EXPECT_DOUBLE_EQ(dense[0]->bytes, 2 * w.dense_grad_bytes);
+  EXPECT_EQ(sched.op(dense[0]->ops[0]).stream, kGradStream);
+  EXPECT_TRUE(collectives(sched, "grad.expert.allreduce").empty());
+  // Hierarchical A2A is only the algorithm tag.
+  const Schedule hier = build_training_step(setup("ep=8", "hier-a2a"));
+  for (const Collective* c : collectives(hier, "moe.dispatch.a2a"))
+    EXPECT_EQ(c->algorithm, Algorithm::k2DH);
+  EXPECT_EQ(hier.num_ops(), sched.num_ops());
+}
+
+TEST(LayerBuilder, TotalsCountEveryOpOfTheStep) {
+  const LayerSetup s = setup("ep=8", "baseline");
+  const Schedule sched = build_training_step(s);
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  const Totals t = sched.totals();
+  // Per rank and layer: attention, gate, experts forward; twice each backward.
+  EXPECT_DOUBLE_EQ(t[size_t(OpKind::kCompute)].flops,
+                   8 * 2 * 3 * (w.attention_flops + w.gate_flops + w.expert_flops));
+  EXPECT_EQ(t[size_t(OpKind::kCompute)].ops, 8 * 2 * 2 * 3);
+  EXPECT_EQ(t[size_t(OpKind::kAllToAll)].ops, 8 * 2 * 2 * 2);
+  EXPECT_DOUBLE_EQ(t[size_t(OpKind::kAllToAll)].bytes, 8 * 2 * 2 * 2 * w.a2a_bytes * 7 / 8);
+  EXPECT_EQ(t[size_t(OpKind::kAllReduce)].ops, 8);  // the bucketed dense AllReduce
+}
+
+TEST(LayerBuilder, DropAllGatherSendsOneTpthAndGathersOverTheTpGroup) {
+  const LayerSetup rep = setup("tp=4,esp=4,ep=2", "baseline");
+  const LayerSetup drop = setup("tp=4,esp=4,ep=2", "monta-o1");
+  const Schedule a = build_training_step(rep), b = build_training_step(drop);
+  const LayerWorkload w = layer_workload(rep.model, rep.parallel);
+  const auto ra = collectives(a, "moe.dispatch.a2a"), rb = collectives(b, "moe.dispatch.a2a");
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t k = 0; k < ra.size(); ++k)
+    EXPECT_DOUBLE_EQ(row_sum(*rb[k], 0) * 4, row_sum(*ra[k], 0));
+  EXPECT_DOUBLE_EQ(row_sum(*ra[0], 0), w.a2a_bytes);
+  // Replicated: the ESP shards' partial outputs are AllReduced; no AllGather.
+  EXPECT_EQ(collectives(a, "moe.combine.esp_allreduce").size(), 2u * 2 * 2);
+  EXPECT_TRUE(collectives(a, "moe.dispatch.esp_allgather").empty());
+  // Drop: ESP AllGather restores the tokens (esp = tp group), ReduceScatter after the experts,
+  // TP AllGather after the combine; per layer and phase, one per ESP/TP group.
+  const auto tp = core::build_rank_groups(drop.parallel).tp;
+  for (const auto* name : {"moe.dispatch.esp_allgather", "moe.combine.esp_reducescatter",
+                           "moe.combine.tp_allgather"}) {
+    const auto cs = collectives(b, name);
+    EXPECT_EQ(cs.size(), 2u * 2 * 2) << name;
+    for (const Collective* c : cs) {
+      EXPECT_TRUE(c->group == tp[0] || c->group == tp[1]);
+      EXPECT_DOUBLE_EQ(c->bytes, w.a2a_bytes);  // 4 ranks x a2a_bytes / 4
+      EXPECT_EQ(b.op(c->ops[0]).stream, kIntraStream);
+    }
+  }
+  EXPECT_TRUE(collectives(b, "moe.combine.esp_allreduce").empty());
+  EXPECT_DOUBLE_EQ(total_flops(a), total_flops(b));
+}
+
+TEST(LayerBuilder, ChunksSplitTheA2AIntoPiecesThatSumToTheWhole) {
+  const Schedule one = build_training_step(setup("tp=4,esp=4,ep=2", "monta-o1"));
+  const Schedule four = build_training_step(setup("tp=4,esp=4,ep=2", "monta-o2"));
+  for (const auto* name : {"moe.dispatch.a2a", "moe.combine.a2a", "moe.dispatch.esp_allgather"}) {
+    const auto whole = collectives(one, name), pieces = collectives(four, name);
+    ASSERT_EQ(pieces.size(), 4 * whole.size()) << name;
+    // Sum, per (group, layer, phase), the pieces' bytes.
+    std::map<std::tuple<int, int, Phase>, double> sum_one, sum_four;
+    std::map<std::tuple<int, int, Phase>, std::vector<int>> chunks;
+    auto key = [&](const Schedule& s, const Collective* c) {
+      return std::tuple{c->group[0], label_of(s, c).layer, label_of(s, c).phase};
+    };
+    for (const Collective* c : whole)
+      sum_one[key(one, c)] += c->kind == OpKind::kAllToAll ? row_sum(*c, 0) : c->bytes;
+    for (const Collective* c : pieces) {
+      sum_four[key(four, c)] += c->kind == OpKind::kAllToAll ? row_sum(*c, 0) : c->bytes;
+      chunks[key(four, c)].push_back(label_of(four, c).chunk);
+    }
+    ASSERT_EQ(sum_one.size(), sum_four.size());
+    for (const auto& [k, v] : sum_one) {
+      EXPECT_DOUBLE_EQ(sum_four[k], v);
+      EXPECT_EQ(chunks[k], (std::vector<int>{0, 1, 2, 3}));
+    }
+  }
+}
+
+// MoNTA Fig. 15: AllGather chunk i waits for A2A chunk i on another stream, so A2A i + 1 can
+// run beside it; the experts wait for every chunk's copy. O2 copies on the AllGather's
+// stream, O3 on the copy stream.
+TEST(LayerBuilder, MontaPipelinesA2AWithAllGatherAndCopies) {
+  for (const char* name : {"monta-o2", "monta-o3"}) {
+    const LayerSetup s = setup("tp=4,esp=4,ep=2", name);
+    const Schedule sched = build_training_step(s);
+    const int rank = 0;
+    std::vector<OpId> a2a, ag, copy, expert;
+    for (OpId id : sched.ops_of(rank)) {
+      const Label& l = sched.label(id);
+      if (l.layer != 0 || l.phase != Phase::kForward) continue;
+      if (l.name == "moe.dispatch.a2a") a2a.push_back(id);
+      if (l.name == "moe.dispatch.esp_allgather") ag.push_back(id);
+      if (l.name == "moe.dispatch.esp_allgather.copy") copy.push_back(id);
+      if (l.name == "moe.expert") expert.push_back(id);
+    }
+    ASSERT_EQ(a2a.size(), 4u);
+    ASSERT_EQ(ag.size(), 4u);
+    ASSERT_EQ(copy.size(), 4u);
+    ASSERT_EQ(expert.size(), 1u);
+    const int copy_stream = std::string(name) == "monta-o3" ? kCopyStream : kIntraStream;
+    const LayerWorkload w = layer_workload(s.model, s.parallel);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_NE(sched.op(a2a[i]).stream, sched.op(ag[i]).stream);
+      EXPECT_EQ(sched.deps(ag[i]), (std::vector<OpId>{a2a[i]}));
+      EXPECT_EQ(sched.deps(copy[i]), (std::vector<OpId>{ag[i]}));
+      EXPECT_EQ(sched.op(copy[i]).kind, OpKind::kCopy);
+      EXPECT_EQ(sched.op(copy[i]).stream, copy_stream);
+      EXPECT_DOUBLE_EQ(sched.op(copy[i]).bytes, w.a2a_bytes / 4);  // MoNTA Eq. 10: I / N
+    }
+    EXPECT_EQ(sched.deps(expert[0]), copy);
+  }
+}
+
+// FSMoE Fig. 3d: per chunk A2A (stream 1) -> ESP-AG (4) -> experts (0) -> ESP-RS (4) -> A2A.
+TEST(LayerBuilder, FsmoePipelinesEveryChunkThroughTheExperts) {
+  const Schedule sched = build_training_step(setup("tp=4,esp=4,ep=2", "fsmoe"));
+  std::map<std::string, std::vector<OpId>> ops;
+  for (OpId id : sched.ops_of(0)) {
+    const Label& l = sched.label(id);
+    if (l.layer == 1 && l.phase == Phase::kBackward) ops[l.name].push_back(id);
+  }
+  ASSERT_EQ(ops["moe.expert"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const OpId a2a = ops["moe.dispatch.a2a"][i], ag = ops["moe.dispatch.esp_allgather"][i],
+               ex = ops["moe.expert"][i], rs = ops["moe.combine.esp_reducescatter"][i],
+               back = ops["moe.combine.a2a"][i];
+    EXPECT_EQ(sched.op(a2a).stream, kTokenStream);
+    EXPECT_EQ(sched.op(ag).stream, kIntraStream);
+    EXPECT_EQ(sched.op(ex).stream, kComputeStream);
+    EXPECT_EQ(sched.deps(ag), (std::vector<OpId>{a2a}));
+    EXPECT_EQ(sched.deps(ex), (std::vector<OpId>{ag}));
+    EXPECT_EQ(sched.deps(rs), (std::vector<OpId>{ex}));
+    EXPECT_EQ(sched.deps(back), (std::vector<OpId>{rs}));
+    EXPECT_EQ(sched.label(ex).chunk, i);
+  }
+  // Layer 1's gradients go in layer 0's window: after its last backward dispatch A2A.
+  OpId window = kNone;
+  for (OpId id : sched.ops_of(0)) {
+    const Label& l = sched.label(id);
+    if (l.layer == 0 && l.phase == Phase::kBackward && l.name == "moe.dispatch.a2a") window = id;
+  }
+  int pieces = 0;
+  for (OpId id : sched.ops_of(0)) {
+    const Label& l = sched.label(id);
+    if (l.name != "grad.dense.allreduce" || l.layer != 1) continue;
+    ++pieces;
+    EXPECT_EQ(sched.op(id).stream, kGradStream);
+    const auto deps = sched.deps(id);
+    EXPECT_NE(std::find(deps.begin(), deps.end(), window), deps.end());
+  }
+  EXPECT_EQ(pieces, 4);
+}
+
+TEST(LayerBuilder, LinaMicroOpsHaveLowPriorityAndSumToTheBucketedAllReduce) {
+  const LayerSetup s = setup("ep=4", "lina");  // dp = 8, edp = 2
+  const Schedule lina = build_training_step(s);
+  const Schedule base = build_training_step(setup("ep=4", "baseline"));
+  for (const auto* name : {"grad.dense.allreduce", "grad.expert.allreduce"}) {
+    const auto micro = collectives(lina, name), bucket = collectives(base, name);
+    ASSERT_FALSE(bucket.empty()) << name;
+    double micro_bytes = 0, bucket_bytes = 0;
+    for (const Collective* c : micro) {
+      EXPECT_EQ(c->priority, -1);
+      EXPECT_EQ(lina.op(c->ops[0]).priority, -1);
+      EXPECT_EQ(lina.op(c->ops[0]).stream, kGradStream);
+      micro_bytes += c->bytes;
+    }
+    for (const Collective* c : bucket) bucket_bytes += c->bytes;
+    EXPECT_EQ(micro.size(), bucket.size() * 2 * 4) << name;  // 2 layers x 4 partitions
+    EXPECT_DOUBLE_EQ(micro_bytes, bucket_bytes);
+  }
+  for (const Collective* c : collectives(lina, "moe.dispatch.a2a")) EXPECT_EQ(c->priority, 1);
+  EXPECT_EQ(collectives(lina, "moe.dispatch.a2a").size(),
+            2 * collectives(base, "moe.dispatch.a2a").size());  // 2 chunks
+}
+
+TEST(LayerBuilder, HybridEpGathersExpertsInsideDomainsAndSendsOnlyAcrossThem) {
+  LayerSetup s = setup("ep=8", "expert_transfer=hybrid,hybrid_domain=2,compression=0.5");
+  const Schedule sched = build_training_step(s);
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  const auto a2as = collectives(sched, "moe.dispatch.a2a");
+  ASSERT_EQ(a2as.size(), 4u);
+  for (const Collective* c : a2as)
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_DOUBLE_EQ(c->pair(i, i ^ 1), 0.0);  // in-domain: computed locally
+      EXPECT_DOUBLE_EQ(c->pair(i, i), w.a2a_bytes * 2 / 8);
+      // Cross-domain to the member of equal offset: the domain's share, (G - S) / G in all.
+      EXPECT_DOUBLE_EQ(c->pair(i, (i + 2) % 8), w.a2a_bytes * 2 / 8);
+      EXPECT_DOUBLE_EQ(sched.op(c->ops[i]).bytes, w.a2a_bytes * 6 / 8);
+    }
+  const auto gathers = collectives(sched, "moe.hybrid.expert_allgather");
+  ASSERT_EQ(gathers.size(), 4u * 2);  // 4 domains x 2 layers
+  for (const Collective* c : gathers) {
+    EXPECT_EQ(c->group.size(), 2u);
+    EXPECT_EQ(c->group[1], c->group[0] + 1);
+    EXPECT_DOUBLE_EQ(c->bytes, 2 * w.expert_param_bytes * 0.5);
+    EXPECT_EQ(sched.op(c->ops[0]).stream, kCopyStream);
+  }
+  // The experts wait for the prefetch; it was issued before the layer's attention.
+  for (OpId id : sched.ops_of(0)) {
+    const Label& l = sched.label(id);
+    if (l.name != "moe.expert" || l.phase != Phase::kForward) continue;
+    const auto deps = sched.deps(id);
+    EXPECT_TRUE(std::any_of(deps.begin(), deps.end(), [&](OpId d) {
+      return sched.label(d).name == "moe.hybrid.expert_allgather" &&
+             sched.label(d).layer == l.layer;
+    }));
+  }
+  EXPECT_EQ(collectives(sched, "moe.hybrid.grad_reducescatter").size(), 4u * 2);
+  EXPECT_DOUBLE_EQ(total_flops(sched), total_flops(build_training_step(setup("ep=8", "baseline"))));
+}
+
+TEST(LayerBuilder, NetMoeUsesTheGivenMatrices) {
+  LayerSetup s = setup("ep=4", "netmoe");
+  s.a2a_pair_bytes = skewed_pairs(s);
+  const Schedule sched = build_training_step(s);
+  const auto ep = core::build_rank_groups(s.parallel).ep;
+  for (const Collective* c : collectives(sched, "moe.dispatch.a2a")) {
+    const size_t k = std::find(ep.begin(), ep.end(), c->group) - ep.begin();
+    ASSERT_LT(k, ep.size());
+    EXPECT_EQ(c->pair_bytes, s.a2a_pair_bytes[k]);
+  }
+  for (const Collective* c : collectives(sched, "moe.combine.a2a"))
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) EXPECT_DOUBLE_EQ(c->pair(i, j), (i + j + 1) * 100.0);
+  // Experts compute what they receive: column j sums to 100 (4 j + 10).
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  for (OpId id : sched.ops_of(3)) {
+    if (sched.label(id).name == "moe.expert" && sched.label(id).phase == Phase::kForward) {
+      EXPECT_DOUBLE_EQ(sched.op(id).flops, w.expert_flops * (100.0 * 22) / w.a2a_bytes);
+    }
+  }
+}
+
+TEST(LayerBuilder, ComputeIsTheSameUnderCommunicationKnobs) {
+  const double base = total_flops(build_training_step(setup("tp=4,esp=4,ep=2", "baseline")));
+  for (const char* name : {"hier-a2a", "monta-o1", "monta-o2", "monta-o3", "lina", "fsmoe",
+                           "hybridep", "chunks=3,pipeline_experts=false"})
+    EXPECT_DOUBLE_EQ(total_flops(build_training_step(setup("tp=4,esp=4,ep=2", name))), base)
+        << name;
+}
+
+TEST(LayerBuilder, AttentionAllReducesOverTp) {
+  const LayerSetup s = setup("tp=2,esp=2,ep=4", "baseline");
+  const Schedule sched = build_training_step(s);
+  const auto ar = collectives(sched, "attn.tp.allreduce");
+  EXPECT_EQ(ar.size(), 4u * 2 * 2);  // 4 TP groups x 2 layers x 2 phases
+  for (const Collective* c : ar)
+    EXPECT_DOUBLE_EQ(c->bytes, layer_workload(s.model, s.parallel).activation_bytes);
+}
+
+TEST(LayerBuilder, PipelineStagesHandOffActivations) {
+  const Schedule sched = build_training_step(setup("tp=2,esp=2,ep=2,pp=2", "baseline"));
+  const Totals t = sched.totals();
+  EXPECT_EQ(t[size_t(OpKind::kSend)].ops, 2 * 4);  // 4 stage pairs, forward and backward
+  EXPECT_EQ(t[size_t(OpKind::kRecv)].ops, 2 * 4);
+}
+
+TEST(LayerBuilder, BadSetupsAreErrors) {
+  EXPECT_ERROR_HAS(build_training_step(setup("ep=8", "netmoe")), "a2a_pair_bytes",
+                   "one matrix per EP group");
+  LayerSetup s = setup("ep=4", "netmoe");
+  s.a2a_pair_bytes = skewed_pairs(s);
+  s.a2a_pair_bytes[1].pop_back();
+  EXPECT_ERROR_HAS(build_training_step(s), "a2a_pair_bytes[1]", "needs 16 entries, got 15");
+  s.a2a_pair_bytes = skewed_pairs(s);
+  s.a2a_pair_bytes[0][3] = -1;
+  EXPECT_ERROR_HAS(build_training_step(s), "a2a_pair_bytes[0]", ">= 0");
+  EXPECT_ERROR_HAS(build_training_step(setup("tp=2,esp=1,ep=8", "monta-o1")), "tp_dispatch",
+                   "tp = esp", "tp=2, esp=1");
+  EXPECT_ERROR_HAS(build_training_step(setup("tp=2,esp=4,ep=2", "baseline")), "parallel: esp",
+                   "tp=2, esp=4");
+  EXPECT_ERROR_HAS(build_training_step(setup("ep=8", "expert_transfer=hybrid,hybrid_domain=3")),
+                   "hybrid_domain", "divide the EP size 8");
+  LayerSetup wrong = setup("ep=8", "baseline");
+  wrong.cluster.levels[0].count = 4;
+  EXPECT_ERROR_HAS(build_training_step(wrong), "cluster", "16 devices", "need 8");
+  wrong = setup("ep=8", "baseline", 0);
+  EXPECT_ERROR_HAS(build_training_step(wrong), "layers", "got 0");
+  wrong = setup("ep=8", "baseline");
+  wrong.strategy.copy_pipelining = true;
+  EXPECT_ERROR_HAS(build_training_step(wrong), "strategy: copy_pipelining");
+}
+
+}  // namespace
+}  // namespace moecomm::sched

@@ -1,0 +1,96 @@
+#include "sched/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include "support/expect_error.h"
+
+namespace moecomm::sched {
+namespace {
+
+TEST(Strategy, EveryNameBuildsItsPaperSetting) {
+  const auto names = strategy_names();
+  ASSERT_EQ(names.size(), 9u);
+  for (const auto& n : names) {
+    EXPECT_EQ(named_strategy(n).name, n);
+    EXPECT_NO_THROW(validate(named_strategy(n), n));
+  }
+  EXPECT_EQ(named_strategy("baseline"), Strategy{});
+  EXPECT_EQ(named_strategy("hier-a2a").a2a, Algorithm::k2DH);
+  const Strategy o1 = named_strategy("monta-o1"), o2 = named_strategy("monta-o2"),
+                 o3 = named_strategy("monta-o3");
+  EXPECT_EQ(o1.tp_dispatch, TpDispatch::kDropAllGather);
+  EXPECT_EQ(o1.chunks_fwd, 1);
+  EXPECT_EQ(o2.chunks_fwd, 4);
+  EXPECT_FALSE(o2.pipeline_experts);
+  EXPECT_FALSE(o2.copy_pipelining);
+  EXPECT_TRUE(o3.copy_pipelining);
+  const Strategy fs = named_strategy("fsmoe");
+  EXPECT_EQ(fs.grad_sync, GradSync::kFsmoe);
+  EXPECT_EQ(fs.a2a, Algorithm::k2DH);
+  EXPECT_EQ(fs.chunks_bwd, 4);
+  EXPECT_EQ(named_strategy("lina").grad_sync, GradSync::kLina);
+  EXPECT_EQ(named_strategy("lina").chunks_fwd, 2);
+  EXPECT_EQ(named_strategy("hybridep").expert_transfer, ExpertTransfer::kHybrid);
+  EXPECT_EQ(named_strategy("netmoe").placement, Placement::kNetMoe);
+}
+
+TEST(Strategy, ParsesNamesAndKnobs) {
+  EXPECT_EQ(parse_strategy("monta-o2", "-"), named_strategy("monta-o2"));
+  Strategy s = parse_strategy("base=fsmoe,chunks_bwd=8,grad_partitions=3", "-");
+  EXPECT_EQ(s.name, "fsmoe-custom");
+  EXPECT_EQ(s.chunks_fwd, 4);
+  EXPECT_EQ(s.chunks_bwd, 8);
+  EXPECT_EQ(s.grad_partitions, 3);
+  EXPECT_EQ(s.grad_sync, GradSync::kFsmoe);
+  s = parse_strategy(
+      "placement=netmoe,a2a=1dh,expert_transfer=hybrid,hybrid_domain=4,"
+      "compression=0.25,chunks=3,name=mix",
+      "-");
+  EXPECT_EQ(s.name, "mix");
+  EXPECT_EQ(s.placement, Placement::kNetMoe);
+  EXPECT_EQ(s.a2a, Algorithm::k1DH);
+  EXPECT_EQ(s.hybrid_domain, 4);
+  EXPECT_DOUBLE_EQ(s.compression, 0.25);
+  EXPECT_EQ(s.chunks_fwd, 3);
+  EXPECT_EQ(s.chunks_bwd, 3);
+  EXPECT_EQ(parse_strategy("base=lina", "-").name, "lina");
+  EXPECT_EQ(parse_strategy("grad_sync=lina", "-").name, "custom");
+}
+
+TEST(Strategy, ToStringRoundTrips) {
+  for (const auto& n : strategy_names()) {
+    const Strategy s = named_strategy(n);
+    EXPECT_EQ(parse_strategy(to_string(s), "-"), s) << to_string(s);
+  }
+  Strategy s = parse_strategy("compression=0.3,hybrid_domain=4,expert_transfer=hybrid", "-");
+  EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
+}
+
+TEST(Strategy, ErrorsNameTheKnobAndListTheAccepted) {
+  EXPECT_ERROR_HAS(parse_strategy("fastest", "--strategy"), "--strategy", "unknown strategy",
+                   "\"fastest\"", "baseline", "monta-o3", "netmoe");
+  EXPECT_ERROR_HAS(parse_strategy("chunkz=4", "--strategy"), "--strategy: chunkz", "unknown knob",
+                   "chunks_fwd", "grad_sync", "base");
+  EXPECT_ERROR_HAS(parse_strategy("a2a=3dh", "-"), "a2a", "\"3dh\"", "flat, 1dh, 2dh");
+  EXPECT_ERROR_HAS(parse_strategy("grad_sync=fair", "-"), "grad_sync", "bucketed, lina, fsmoe");
+  EXPECT_ERROR_HAS(parse_strategy("tp_dispatch=drop", "-"), "replicate, drop-allgather");
+  EXPECT_ERROR_HAS(parse_strategy("placement=x", "-"), "none, netmoe");
+  EXPECT_ERROR_HAS(parse_strategy("expert_transfer=x", "-"), "none, hybrid");
+  EXPECT_ERROR_HAS(parse_strategy("copy_pipelining=yes", "-"), "true, false");
+  EXPECT_ERROR_HAS(parse_strategy("chunks=0", "-"), "chunks", "[1, 1024]", "0");
+  EXPECT_ERROR_HAS(parse_strategy("chunks=two", "-"), "chunks", "integer");
+  EXPECT_ERROR_HAS(parse_strategy("compression=0", "-"), "compression", "(0, 1]");
+  EXPECT_ERROR_HAS(parse_strategy("compression=1.5", "-"), "compression", "(0, 1]");
+  EXPECT_ERROR_HAS(parse_strategy("grad_partitions=-1", "-"), "grad_partitions");
+  EXPECT_ERROR_HAS(parse_strategy("chunks=2,base=lina", "-"), "base", "must come first");
+  EXPECT_ERROR_HAS(parse_strategy("base=best", "-"), "base", "unknown strategy \"best\"");
+  EXPECT_ERROR_HAS(parse_strategy("chunks=2,oops", "-"), "expected knob=value", "\"oops\"");
+  EXPECT_ERROR_HAS(parse_strategy("copy_pipelining=true", "-"), "copy_pipelining",
+                   "drop-allgather");
+  EXPECT_ERROR_HAS(parse_strategy("tp_dispatch=drop-allgather,copy_pipelining=true", "-"),
+                   "copy_pipelining", "pipeline_experts=false");
+  EXPECT_ERROR_HAS(named_strategy("nope"), "unknown strategy \"nope\"");
+}
+
+}  // namespace
+}  // namespace moecomm::sched

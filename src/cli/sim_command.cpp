@@ -36,6 +36,11 @@ SimCommand::SimCommand(CLI::App& app) {
                    "share of the device's peak flop/s compute ops reach")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
+  sub_->add_option("--fairness", fairness_,
+                   "how concurrent collectives share a link: per-collective (each collective an "
+                   "equal share) or per-flow (plain max-min over flows)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"per-collective", "per-flow"}));
   sub_->add_option("--trace", trace_, "write a Chrome trace (open in Perfetto) to this file");
   sub_->add_option("--svg", svg_, "write an SVG timeline to this file");
   sub_->add_flag("--json", json_,
@@ -56,6 +61,8 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   const core::Topology topology(setup.cluster);
   sim::SimOptions options;
   options.compute_efficiency = compute_efficiency_;
+  options.fairness =
+      fairness_ == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
   const sim::SimResult result = sim::simulate(schedule, topology, options);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,22 +3,18 @@
 namespace moecomm::sched {
 namespace {
 
-// Bucketed (the PyTorch DDP / Megatron baseline): one AllReduce of every layer's gradients
-// after the backward, dense over dp x cp and expert over edp, on the gradient stream.
-void bucketed_sync(BuildContext& ctx) {
-  std::vector<Frontier> dense, expert;
-  for (const LayerGrads& g : ctx.grads) {
-    dense.push_back(single(g.dense_ready));
-    expert.push_back(single(g.expert_ready));
-  }
-  const double layers = static_cast<double>(ctx.grads.size());
-  const Label base{"grad.dense.allreduce", -1, Phase::kBackward, -1, "bucketed"};
-  allreduce_parts(ctx, ctx.groups.dp_cp, layers * ctx.work.dense_grad_bytes, 1, merge(dense), base,
-                  0);
-  Label experts = base;
-  experts.name = "grad.expert.allreduce";
-  allreduce_parts(ctx, ctx.groups.edp, layers * ctx.work.expert_grad_bytes, 1, merge(expert),
-                  experts, 0);
+// Bucketed (the PyTorch DDP / Megatron baseline, Lina Fig. 7a): each layer's gradients are
+// one bucket, AllReduced on the gradient stream as soon as the layer's backward has made
+// them, at the A2A's priority, so it shares links fairly with the A2As of the layers still
+// in backward. Dense over dp x cp, expert over edp.
+void bucketed_sync_layer(BuildContext& ctx, int layer) {
+  const LayerGrads& g = ctx.grads[layer];
+  const Label expert{"grad.expert.allreduce", layer, Phase::kBackward, -1, "bucketed"};
+  allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
+                  expert, 0);
+  const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "bucketed"};
+  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.work.dense_grad_bytes, 1, single(g.dense_ready),
+                  dense, 0);
 }
 
 }  // namespace
@@ -35,7 +31,7 @@ void allreduce_parts(BuildContext& ctx, const std::vector<core::RankGroup>& grou
 void grad_sync_after_layer(BuildContext& ctx, int layer) {
   switch (ctx.strategy.grad_sync) {
     case GradSync::kBucketed:
-      return;
+      return bucketed_sync_layer(ctx, layer);
     case GradSync::kLina:
       return lina_sync_layer(ctx, layer);
     case GradSync::kFsmoe:  // the previous layer's gradients go in this layer's window
@@ -48,7 +44,6 @@ void grad_sync_after_layer(BuildContext& ctx, int layer) {
 void grad_sync_finish(BuildContext& ctx) {
   switch (ctx.strategy.grad_sync) {
     case GradSync::kBucketed:
-      return bucketed_sync(ctx);
     case GradSync::kLina:
       return;
     case GradSync::kFsmoe:  // the first layer's gradients have no later window

@@ -19,6 +19,7 @@ constexpr double kTimeFloor = 1e-6;  // s; keeps the tolerance non-zero around t
 // Capacity left after higher priorities below this share of the bandwidth is rounding: it
 // would give starved flows absurdly slow rates instead of none.
 constexpr double kCapEps = 1e-12;
+constexpr double kWeightEps = 1e-12;  // unfrozen weight below this: none left
 
 double tolerance(double t) {
   return kRelEps * std::max(std::abs(t), kTimeFloor);
@@ -70,8 +71,10 @@ void FlowNetwork::check_path(const std::vector<int>& path) const {
 }
 
 FlowId FlowNetwork::start_flow(const std::vector<int>& path, double bytes, double now,
-                               int multiplicity, int priority) {
+                               int multiplicity, int priority, double weight) {
   const std::string where = "flow network: start_flow";
+  if (!(weight > 0) || !std::isfinite(weight))
+    throw Error(where, "weight must be > 0 and finite, got " + num(weight));
   check_path(path);
   if (!(bytes >= 0) || !std::isfinite(bytes))
     throw Error(where, "bytes must be >= 0 and finite, got " + num(bytes));
@@ -93,6 +96,7 @@ FlowId FlowNetwork::start_flow(const std::vector<int>& path, double bytes, doubl
   f.ready_at = now_ + latency;
   f.multiplicity = multiplicity;
   f.priority = priority;
+  f.weight = weight;
   flows_.push_back(std::move(f));
   const FlowId id = static_cast<FlowId>(flows_.size()) - 1;
   ++active_count_;
@@ -250,7 +254,8 @@ void FlowNetwork::fill_priority(const std::vector<FlowId>& flows, std::size_t be
   for (int l : links) s.count[l] = 0;
   for (std::size_t i = begin; i < end; ++i) {
     s.rate[flows[i]] = -1;
-    for (const Hop& hop : flows_[flows[i]].hops) s.count[hop.link] += flows_[flows[i]].multiplicity;
+    const Flow& f = flows_[flows[i]];
+    for (const Hop& hop : f.hops) s.count[hop.link] += f.multiplicity * f.weight;
   }
   drain(links, s);
   for (int l : links)
@@ -262,13 +267,13 @@ void FlowNetwork::fill_priority(const std::vector<FlowId>& flows, std::size_t be
 void FlowNetwork::drain(const std::vector<int>& links, Filling& s) const {
   s.heap.clear();
   for (int l : links)
-    if (s.count[l] > 0) s.heap.push_back({s.cap[l] / s.count[l], l});
+    if (s.count[l] > kWeightEps) s.heap.push_back({s.cap[l] / s.count[l], l});
   std::make_heap(s.heap.begin(), s.heap.end(), Later());
   while (!s.heap.empty()) {
     std::pop_heap(s.heap.begin(), s.heap.end(), Later());
     const Filling::Candidate c = s.heap.back();
     s.heap.pop_back();
-    if (s.count[c.link] == 0) continue;  // all its flows froze elsewhere
+    if (s.count[c.link] <= kWeightEps) continue;  // all its flows froze elsewhere
     const double share = std::max(0.0, s.cap[c.link] / s.count[c.link]);
     if (share > c.share) {  // grew since queued: requeue instead of updating on every freeze
       s.heap.push_back({share, c.link});
@@ -283,10 +288,10 @@ void FlowNetwork::freeze_bottleneck(int link, double share, Filling& s) const {
   for (FlowId id : links_[link].flows) {
     const Flow& f = flows_[id];
     if (s.rate[id] >= 0) continue;
-    s.rate[id] = share;
+    s.rate[id] = share * f.weight;  // weighted max-min: a flow gets its weight in shares
     for (const Hop& hop : f.hops) {
-      s.cap[hop.link] -= f.multiplicity * share;
-      s.count[hop.link] -= f.multiplicity;
+      s.cap[hop.link] -= f.multiplicity * f.weight * share;
+      s.count[hop.link] -= f.multiplicity * f.weight;
     }
   }
 }

@@ -40,8 +40,10 @@ class FlowNetwork {
   // `now` must lie in [now(), next_event_time()]. Zero bytes completes after the latency.
   // Throws moecomm::Error on an empty path, an unknown or repeated link, negative or
   // non-finite bytes, multiplicity < 1 or a bad `now`.
+  // Weight (> 0): within a priority, rates are weighted max-min fair: on a bottleneck each
+  // member gets weight x the fair share (1 for every flow: plain max-min).
   FlowId start_flow(const std::vector<int>& path, double bytes, double now, int multiplicity = 1,
-                    int priority = 0);
+                    int priority = 0, double weight = 1.0);
 
   double now() const { return now_; }
   // Earliest latency expiry or completion; +inf when nothing is pending.
@@ -82,6 +84,7 @@ class FlowNetwork {
     double ready_at = 0;    // end of the latency wait
     int multiplicity = 1;
     int priority = 0;
+    double weight = 1.0;  // per member
     Phase phase = Phase::kLatency;
     std::uint32_t version = 0;  // bumped on each rate change: older queued events are stale
     std::uint64_t mark = 0;     // component search stamp
@@ -105,8 +108,8 @@ class FlowNetwork {
   };
   // Scratch of one progressive filling; per-link and per-flow arrays indexed by id.
   struct Filling {
-    std::vector<double> cap;          // capacity left for the current priority
-    std::vector<std::int64_t> count;  // unfrozen members of the current priority
+    std::vector<double> cap;    // capacity left for the current priority
+    std::vector<double> count;  // unfrozen members x weight of the current priority
     // New per-member rate by flow id; < 0 while unfrozen in the filling under way.
     std::vector<double> rate;
     struct Candidate {  // share is a lower bound: shares only grow while filling

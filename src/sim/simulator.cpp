@@ -5,6 +5,7 @@
 #include <map>
 #include <queue>
 #include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "sim/collective_flows.h"
@@ -62,6 +63,7 @@ class Run {
     int src, dst;
     double bytes;
     int multiplicity, priority;
+    double weight;
     FlowOwner owner;
     int id;
   };
@@ -233,8 +235,16 @@ void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner 
   }
   if (owner == FlowOwner::kCollective) coll_[id].flows_left = static_cast<int64_t>(groups.size());
   flows_ += static_cast<int64_t>(groups.size());
+  // Per-collective fairness: the members one collective puts on a link weigh 1 together, so
+  // an A2A with hundreds of pair flows and a ring AllReduce with one flow per link share a
+  // link evenly (each collective is one NCCL communicator; Lina Fig. 7a's fair sharing).
+  std::unordered_map<int, int> members_on_link;
+  if (options_.fairness == Fairness::kPerCollective) {
+    for (const auto& [key, g] : groups) members_on_link[model_.path(g.src, g.dst)[0]] += g.count;
+  }
   for (const auto& [key, g] : groups) {
-    PendingFlow p{g.src, g.dst, g.bytes / g.count, g.count, priority, owner, id};
+    PendingFlow p{g.src, g.dst, g.bytes / g.count, g.count, priority, 1.0, owner, id};
+    if (!members_on_link.empty()) p.weight = 1.0 / members_on_link[model_.path(g.src, g.dst)[0]];
     // A ring's later steps each pay the link latency again; the network pays the first.
     const double extra = (g.steps - 1) * model_.latency(g.src, g.dst);
     if (extra > 0) {
@@ -248,7 +258,7 @@ void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner 
 
 void Run::launch(const PendingFlow& p, double t) {
   const FlowId f =
-      net_.start_flow(model_.path(p.src, p.dst), p.bytes, t, p.multiplicity, p.priority);
+      net_.start_flow(model_.path(p.src, p.dst), p.bytes, t, p.multiplicity, p.priority, p.weight);
   if (static_cast<size_t>(f) >= flow_owner_.size()) flow_owner_.resize(f + 1);
   flow_owner_[f] = {p.owner, p.id};
 }
@@ -294,7 +304,7 @@ SimResult Run::run() {
       for (FlowId f : net_.advance_to(tn)) flow_done(f, tn);
       continue;
     }
-    net_.advance_to(tq);
+    for (FlowId f : net_.advance_to(tq)) flow_done(f, tq);  // flows within tolerance of tq
     while (!queue_.empty() && queue_.top().time == tq) {
       const Event e = queue_.top();
       queue_.pop();

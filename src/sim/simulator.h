@@ -30,7 +30,13 @@ struct SimResult {
   int64_t flows = 0;                     // flows the network carried
 };
 
+// How concurrent collectives share a link: kPerCollective (default) gives every collective on
+// a link an equal share, split evenly among its flows (weighted max-min); kPerFlow is plain
+// max-min over flows, where a collective's share grows with its flow count.
+enum class Fairness { kPerCollective, kPerFlow };
+
 struct SimOptions {
+  Fairness fairness = Fairness::kPerCollective;
   // Compute efficiency: the share of peak flop/s a compute op reaches (1 = the device's peak).
   double compute_efficiency = 1.0;
 };

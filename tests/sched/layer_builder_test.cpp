@@ -130,11 +130,15 @@ TEST(LayerBuilder, BaselineHasTwoA2AsPerLayerAndPhaseWithTheWorkloadsBytes) {
     }
   ASSERT_EQ(count.size(), 4u);
   for (const auto& [key, n] : count) EXPECT_EQ(n, 2);
-  // ep=8 on 8 ranks: dp=8 reduces dense gradients once, edp=1 has no expert AllReduce.
+  // ep=8 on 8 ranks: dp=8 reduces dense gradients once per layer (one bucket each, issued
+  // when the layer's backward made them), edp=1 has no expert AllReduce.
   const auto dense = collectives(sched, "grad.dense.allreduce");
-  ASSERT_EQ(dense.size(), 1u);
-  EXPECT_DOUBLE_EQ(dense[0]->bytes, 2 * w.dense_grad_bytes);
-  EXPECT_EQ(sched.op(dense[0]->ops[0]).stream, kGradStream);
+  ASSERT_EQ(dense.size(), 2u);
+  for (const Collective* c : dense) {
+    EXPECT_DOUBLE_EQ(c->bytes, w.dense_grad_bytes);
+    EXPECT_EQ(c->priority, 0);
+    EXPECT_EQ(sched.op(c->ops[0]).stream, kGradStream);
+  }
   EXPECT_TRUE(collectives(sched, "grad.expert.allreduce").empty());
   // Hierarchical A2A is only the algorithm tag.
   const Schedule hier = build_training_step(setup("ep=8", "hier-a2a"));
@@ -154,7 +158,7 @@ TEST(LayerBuilder, TotalsCountEveryOpOfTheStep) {
   EXPECT_EQ(t[size_t(OpKind::kCompute)].ops, 8 * 2 * 2 * 3);
   EXPECT_EQ(t[size_t(OpKind::kAllToAll)].ops, 8 * 2 * 2 * 2);
   EXPECT_DOUBLE_EQ(t[size_t(OpKind::kAllToAll)].bytes, 8 * 2 * 2 * 2 * w.a2a_bytes * 7 / 8);
-  EXPECT_EQ(t[size_t(OpKind::kAllReduce)].ops, 8);  // the bucketed dense AllReduce
+  EXPECT_EQ(t[size_t(OpKind::kAllReduce)].ops, 8 * 2);  // a dense bucket per layer
 }
 
 TEST(LayerBuilder, DropAllGatherSendsOneTpthAndGathersOverTheTpGroup) {
@@ -303,7 +307,7 @@ TEST(LayerBuilder, LinaMicroOpsHaveLowPriorityAndSumToTheBucketedAllReduce) {
       micro_bytes += c->bytes;
     }
     for (const Collective* c : bucket) bucket_bytes += c->bytes;
-    EXPECT_EQ(micro.size(), bucket.size() * 2 * 4) << name;  // 2 layers x 4 partitions
+    EXPECT_EQ(micro.size(), bucket.size() * 4) << name;  // a bucket per layer, 4 partitions
     EXPECT_DOUBLE_EQ(micro_bytes, bucket_bytes);
   }
   for (const Collective* c : collectives(lina, "moe.dispatch.a2a")) EXPECT_EQ(c->priority, 1);

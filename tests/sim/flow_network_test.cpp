@@ -57,6 +57,29 @@ TEST(FlowNetwork, TwoFlowsOnOneLinkShareItAndFinishTogether) {
   EXPECT_CLOSE(end.at(b), 2.0);
 }
 
+// Weighted max-min: weights 1 and 3 split a link 1:3; a weight-1/4 flow of multiplicity 4
+// weighs as much as one plain flow (the simulator's per-collective fairness).
+TEST(FlowNetwork, WeightsSplitALinkInProportion) {
+  FlowNetwork net;
+  const int l = net.add_link(100, 0, "l");
+  const FlowId a = net.start_flow({l}, 100, 0.0, 1, 0, 1.0);
+  const FlowId b = net.start_flow({l}, 300, 0.0, 1, 0, 3.0);
+  net.advance_to(net.next_event_time());
+  EXPECT_CLOSE(net.rate(a), 25.0);
+  EXPECT_CLOSE(net.rate(b), 75.0);
+  auto end = run_to_end(net);
+  EXPECT_CLOSE(end.at(a), 4.0);
+  EXPECT_CLOSE(end.at(b), 4.0);
+  FlowNetwork group;
+  const int g = group.add_link(100, 0, "g");
+  const FlowId many = group.start_flow({g}, 10, 0.0, 4, 0, 0.25);
+  const FlowId one = group.start_flow({g}, 50, 0.0);
+  group.advance_to(group.next_event_time());
+  EXPECT_CLOSE(group.rate(many) * 4, 50.0);  // the group of 4 together: half the link
+  EXPECT_CLOSE(group.rate(one), 50.0);
+  EXPECT_THROW(group.start_flow({g}, 1, group.now(), 1, 0, 0.0), moecomm::Error);
+}
+
 TEST(FlowNetwork, ShortFlowEndsAndLongOneSpeedsUp) {
   FlowNetwork net;
   const int l = net.add_link(100, 0, "l");

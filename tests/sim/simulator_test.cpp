@@ -125,6 +125,26 @@ TEST(Simulator, HierarchicalAllToAllRunsItsPhases) {
   EXPECT_NEAR(r.makespan_s, intra + inter, 1e-12);
 }
 
+// Per-collective fairness: an A2A's 16 node-crossing pair flows and one send share node 0's
+// link evenly; plain max-min over flows would give the send 1/17 of it.
+TEST(Simulator, CollectivesShareALinkEvenlyWhateverTheirFlowCount) {
+  for (Fairness fairness : {Fairness::kPerCollective, Fairness::kPerFlow}) {
+    Schedule s(8);
+    s.add_collective(uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e8), 0);
+    const auto p = s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0, named("p2p"));
+    SimOptions options;
+    options.fairness = fairness;
+    const SimResult r = simulate(s, cluster(2, 4), options);
+    const double share = fairness == Fairness::kPerCollective ? 0.5 : 1.0 / 17;
+    // The send runs at its share until the A2A (16 x 1e8 bytes at the rest) ends.
+    const double a2a_end = kNodeLat + 16e8 / (kNodeBw * (1 - share));
+    const double sent = (a2a_end - kNodeLat) * kNodeBw * share;
+    const double want = sent >= 1e8 ? kNodeLat + 1e8 / (kNodeBw * share)
+                                    : a2a_end + (1e8 - sent) / kNodeBw;
+    EXPECT_NEAR(r.ops[p.recv].end, want, 1e-9) << int(fairness);
+  }
+}
+
 TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {
   Schedule s(1);
   const auto a = s.add_compute(0, 0, 1e12, 0, named("a"));

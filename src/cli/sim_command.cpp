@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <ostream>
 
 #include "cli/model_setup.h"
+#include "cli/routed_dispatch.h"
+#include "core/error.h"
 #include "core/presets.h"
 #include "core/topology.h"
 #include "sched/layer_builder.h"
@@ -41,6 +44,16 @@ SimCommand::SimCommand(CLI::App& app) {
                    "equal share) or per-flow (plain max-min over flows)")
       ->capture_default_str()
       ->check(CLI::IsMember({"per-collective", "per-flow"}));
+  sub_->add_option("--routing", routing_,
+                   "token routing of the A2As: uniform, or synthetic with locality (as `moecomm "
+                   "place`; samples at home, or placed by NetMoE when the strategy says "
+                   "placement=netmoe); auto: synthetic for netmoe, else uniform")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "uniform", "synthetic"}));
+  sub_->add_option("--locality", locality_,
+                   "synthetic routing: share of a sample's tokens on its preferred experts")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   sub_->add_option("--trace", trace_, "write a Chrome trace (open in Perfetto) to this file");
   sub_->add_option("--svg", svg_, "write an SVG timeline to this file");
   sub_->add_flag("--json", json_,
@@ -56,6 +69,20 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   layer.parallel = setup.parallel;
   layer.strategy = sched::parse_strategy(strategy_, "--strategy");
   layer.layers = layers_;
+  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
+  if (netmoe && routing_ == "uniform") {
+    throw Error("--routing",
+                "placement=netmoe moves samples by their routing: use --routing "
+                "synthetic (the default for netmoe), not uniform");
+  }
+  std::optional<RoutedDispatch> routed;
+  if (routing_ == "synthetic" || (routing_ == "auto" && netmoe)) {
+    place::SyntheticRoutingSpec spec;
+    spec.locality = locality_;
+    spec.layer_correlation = 0.9;
+    routed = routed_dispatch(setup, spec, netmoe, "flow");
+    layer.a2a_pair_bytes = routed->matrices;
+  }
   const auto start = std::chrono::steady_clock::now();
   const sched::Schedule schedule = sched::build_training_step(layer);
   const core::Topology topology(setup.cluster);
@@ -83,6 +110,13 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     j["ranks"] = schedule.world_size();
     j["schedule_ops"] = schedule.num_ops();
     j["wall_s"] = wall_s;
+    if (routed) {
+      j["routing"] = {{"source", "synthetic"},
+                      {"locality", locality_},
+                      {"placement", netmoe ? "netmoe" : "home"},
+                      {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
+                      {"placement_solve_us", routed->placement_solve_us}};
+    }
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -93,6 +127,16 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
       << schedule.world_size() << " ranks), dp=" << p.dp << " tp=" << p.tp << " ep=" << p.ep
       << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layers_
       << " MoE layer(s)\n";
+  if (routed) {
+    std::snprintf(line, sizeof line,
+                  "routing: synthetic (locality %.2g), samples %s: one dispatch sends %.1f MB "
+                  "across nodes\n",
+                  locality_, netmoe ? "placed by NetMoE" : "at home",
+                  routed->inter_node_bytes / 1e6);
+    out << line;
+  } else {
+    out << "routing: uniform\n";
+  }
   std::snprintf(line, sizeof line,
                 "iteration %.3f ms: forward %.3f ms, backward %.3f ms (simulated %d ops, %lld "
                 "flows in %.2f s)\n",

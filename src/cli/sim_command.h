@@ -17,7 +17,8 @@ class SimCommand {
  private:
   CLI::App* sub_;
   std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_,
-                                           fairness_ = "per-collective";
+                                           fairness_ = "per-collective", routing_ = "auto";
+  double locality_ = 0.9;
   int layers_ = 1;
   double compute_efficiency_ = 1.0;
   bool json_ = false;

@@ -32,14 +32,14 @@ void check_parallel(const LayerSetup& setup) {
                     str(p.tp) + ", esp=" + str(p.esp));
 }
 
-// NetMoE: the given matrices, one per EP group, checked.
+// The given routed matrices (NetMoE placement or routing at home), one per EP group, checked.
 std::vector<std::vector<double>> netmoe_pairs(const LayerSetup& setup,
                                               const core::RankGroups& groups) {
   const auto& m = setup.a2a_pair_bytes;
   if (m.size() != groups.ep.size())
-    throw Error("a2a_pair_bytes", "placement=netmoe needs one matrix per EP group (" +
-                                      str(double(groups.ep.size())) + "), got " +
-                                      str(double(m.size())));
+    throw Error("a2a_pair_bytes",
+                "routed dispatch (placement=netmoe) needs one matrix per EP group (" +
+                    str(double(groups.ep.size())) + "), got " + str(double(m.size())));
   for (size_t k = 0; k < m.size(); ++k) {
     const size_t n = groups.ep[k].size();
     const std::string at = "a2a_pair_bytes[" + str(double(k)) + "]";
@@ -186,7 +186,9 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
   path.esp_allreduce = p.esp > 1 && !path.esp_gather;
   path.tp_gather = drop;
   const double bytes = work.a2a_bytes * path.a2a_fraction;
-  if (s.placement == Placement::kNetMoe) {
+  // Routed matrices when given (NetMoE's placement, or measured routing at home placement),
+  // required for placement=netmoe; uniform routing otherwise.
+  if (s.placement == Placement::kNetMoe || !setup.a2a_pair_bytes.empty()) {
     path.dispatch = scaled(netmoe_pairs(setup, groups), path.a2a_fraction);
   } else {
     for (const auto& g : groups.ep)

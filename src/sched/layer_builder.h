@@ -29,9 +29,10 @@ struct LayerSetup {
   core::Cluster cluster;
   Strategy strategy;
   int layers = 1;  // MoE transformer blocks per pipeline stage
-  // NetMoE (placement=netmoe): per EP group (RankGroups::ep order), the n x n row-major
-  // dispatch byte matrix [i * n + j]: member i -> member j, replicated TP dispatch, diagonal
-  // = bytes that stay. Required for placement=netmoe, ignored otherwise.
+  // Routed dispatch: per EP group (RankGroups::ep order), the n x n row-major dispatch byte
+  // matrix [i * n + j]: member i -> member j, replicated TP dispatch, diagonal = bytes that
+  // stay. Required for placement=netmoe (samples where NetMoE put them); when given with
+  // placement=none it is the same routing with samples at home. Empty: uniform routing.
   std::vector<std::vector<double>> a2a_pair_bytes;
 };
 

@@ -43,19 +43,37 @@ TEST(SimCommand, JsonHasIterationForwardBackwardAndPerKindTotals) {
 
 // Every named strategy builds and simulates on the FSMoE testbed preset (tp = esp = 8).
 TEST(SimCommand, EveryNamedStrategyRuns) {
-  for (const char* s : {"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3", "fsmoe",
-                        "lina", "hybridep"}) {
+  for (const char* s :
+       {"baseline", "hier-a2a", "monta-o1", "monta-o2", "monta-o3", "fsmoe", "lina", "hybridep"}) {
     Result r = run_cli({"sim", "--strategy", s, "--json"});
     ASSERT_EQ(r.code, 0) << s << ": " << r.err;
     EXPECT_GT(nlohmann::json::parse(r.out)["iteration_ms"].get<double>(), 0) << s;
   }
 }
 
+// NetMoE in the simulator: the same synthetic routing with samples at home and placed by
+// NetMoE's solver; the placed dispatch crosses nodes less and the step is shorter.
+TEST(SimCommand, NetMoePlacementShortensTheStepOnRoutedTraffic) {
+  Result home = run_cli({"sim", "--model", "netmoe-moe-gpt-s", "--routing", "synthetic", "--json"});
+  Result placed = run_cli({"sim", "--model", "netmoe-moe-gpt-s", "--strategy", "netmoe", "--json"});
+  ASSERT_EQ(home.code, 0) << home.err;
+  ASSERT_EQ(placed.code, 0) << placed.err;
+  const auto h = nlohmann::json::parse(home.out), p = nlohmann::json::parse(placed.out);
+  EXPECT_EQ(h["routing"]["placement"], "home");
+  EXPECT_EQ(p["routing"]["placement"], "netmoe");
+  EXPECT_LT(p["routing"]["dispatch_inter_node_MB"].get<double>(),
+            0.8 * h["routing"]["dispatch_inter_node_MB"].get<double>());
+  EXPECT_LT(p["iteration_ms"].get<double>(), h["iteration_ms"].get<double>());
+  Result uniform = run_cli({"sim", "--strategy", "netmoe", "--routing", "uniform"});
+  EXPECT_EQ(uniform.code, 2);
+  EXPECT_TRUE(has(uniform.err, "--routing")) << uniform.err;
+}
+
 TEST(SimCommand, WritesATraceAndAnSvg) {
   const std::string trace = ::testing::TempDir() + "/sim_trace.json";
   const std::string svg = ::testing::TempDir() + "/sim_timeline.svg";
-  Result r = run_cli({"sim", "--model", "lina-gpt2", "--strategy", "lina", "--trace", trace,
-                      "--svg", svg});
+  Result r = run_cli(
+      {"sim", "--model", "lina-gpt2", "--strategy", "lina", "--trace", trace, "--svg", svg});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "iteration")) << r.out;
   std::ifstream t(trace), v(svg);

@@ -1,0 +1,89 @@
+#include "cli/routed_dispatch.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "core/rank_groups.h"
+#include "place/sample_placer.h"
+
+namespace moecomm::cli {
+
+namespace {
+
+// The group's members as a grid of nodes x members per node: grid device d is members
+// [order[d]] of the group.
+struct GroupGrid {
+  place::DeviceGrid grid;
+  std::vector<int> order;
+};
+
+GroupGrid group_grid(const core::RankGroup& group, int devices_per_node) {
+  std::map<int, std::vector<int>> by_node;
+  for (int m = 0; m < static_cast<int>(group.size()); ++m)
+    by_node[group[m] / devices_per_node].push_back(m);
+  GroupGrid g;
+  g.grid.nodes = static_cast<int>(by_node.size());
+  g.grid.devices_per_node = static_cast<int>(by_node.begin()->second.size());
+  for (const auto& [node, members] : by_node) {
+    if (static_cast<int>(members.size()) != g.grid.devices_per_node)
+      throw Error("routed dispatch", "an EP group has different numbers of members per node");
+    g.order.insert(g.order.end(), members.begin(), members.end());
+  }
+  return g;
+}
+
+}  // namespace
+
+RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingSpec spec,
+                               bool netmoe_placement, const std::string& solver) {
+  const core::RankGroups groups = core::build_rank_groups(setup.parallel);
+  const int per_node = setup.cluster.levels.back().count;
+  const double token_bytes = static_cast<double>(setup.model.hidden) * setup.model.dtype_bytes;
+  RoutedDispatch out;
+  place::SamplePlacer placer(solver);
+  for (size_t k = 0; k < groups.ep.size(); ++k) {
+    const core::RankGroup& group = groups.ep[k];
+    const int n = static_cast<int>(group.size());
+    const GroupGrid gg = group_grid(group, per_node);
+    spec.samples = n * static_cast<int>(setup.model.micro_batch);
+    spec.tokens = static_cast<int>(setup.model.seq_len / setup.parallel.cp);
+    spec.experts = static_cast<int>(setup.model.experts);
+    spec.top_k = static_cast<int>(setup.model.top_k);
+    spec.layers = 2;
+    spec.iterations = 1;
+    const place::RoutingTrace trace = place::generate_routing_trace(spec);
+    ++spec.seed;  // each EP group its own batch
+    const place::RoutingCounts gather = place::count_routing(trace.iterations[0][0], spec.experts);
+    const place::RoutingCounts scatter = place::count_routing(trace.iterations[0][1], spec.experts);
+    // Experts in contiguous blocks over the members, samples at home on their own member
+    // (the builder's convention); the placer works on grid devices.
+    std::vector<int> grid_of(n);
+    for (int d = 0; d < n; ++d) grid_of[gg.order[d]] = d;
+    std::vector<int> expert_member = place::expert_blocks(spec.experts, n),
+                     expert_grid(spec.experts);
+    for (int e = 0; e < spec.experts; ++e) expert_grid[e] = grid_of[expert_member[e]];
+    std::vector<int> sample_member = place::home_placement(spec.samples, n);
+    if (netmoe_placement) {
+      const place::SamplePlacement p =
+          placer.place(place::add_counts(gather, scatter), expert_grid, gg.grid);
+      for (int s = 0; s < spec.samples; ++s) sample_member[s] = gg.order[p.sample_device[s]];
+      out.placement_solve_us += p.solve_us;
+    }
+    // This layer's scatter from where the samples sit, in group member order.
+    std::vector<double> m(static_cast<size_t>(n) * n, 0.0);
+    for (int s = 0; s < scatter.samples; ++s) {
+      const int from = sample_member[s];
+      for (int e = 0; e < scatter.experts; ++e) {
+        const int to = expert_member[e];
+        const double bytes = scatter.at(s, e) * token_bytes;
+        m[static_cast<size_t>(from) * n + to] += bytes;
+        if (group[from] / per_node != group[to] / per_node) out.inter_node_bytes += bytes;
+      }
+    }
+    out.matrices.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace moecomm::cli

@@ -39,7 +39,10 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
                                bool netmoe_placement, const std::string& solver) {
   const core::RankGroups groups = core::build_rank_groups(setup.parallel);
   const int per_node = setup.cluster.levels.back().count;
-  const double token_bytes = static_cast<double>(setup.model.hidden) * setup.model.dtype_bytes;
+  // A capacity factor pads every expert's buffer by the same factor (the builder's uniform
+  // dispatch carries it too), so routed and uniform runs move the same total.
+  const double token_bytes = static_cast<double>(setup.model.hidden) * setup.model.dtype_bytes *
+                             setup.model.capacity_factor.value_or(1.0);
   RoutedDispatch out;
   place::SamplePlacer placer(solver);
   for (size_t k = 0; k < groups.ep.size(); ++k) {

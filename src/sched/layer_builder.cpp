@@ -12,6 +12,29 @@
 namespace moecomm::sched {
 namespace {
 
+// A step must fit in memory: the knobs are bounded one by one, but layers x chunks x
+// partitions x ranks is not. Ops cost ~100 bytes each; every A2A keeps its n x n matrix.
+inline constexpr double kMaxStepOps = 2e7;
+inline constexpr double kMaxPairBytes = 4e9;
+
+void check_size(const LayerSetup& s) {
+  const auto& p = s.parallel;
+  const Strategy& st = s.strategy;
+  const double world = p.world(), layers = s.layers;
+  const double chunks = st.chunks_fwd + st.chunks_bwd;
+  const double ops = world * layers * (8.0 * chunks + 8.0 + 2.0 * st.grad_partitions);
+  if (ops > kMaxStepOps)
+    throw Error("setup", "the step would have about " + std::to_string(int64_t(ops)) +
+                             " ops (more than " + std::to_string(int64_t(kMaxStepOps)) +
+                             "): lower the layers, chunks or grad_partitions");
+  const double ep = p.ep, a2as = layers * 2.0 * chunks * (world / ep);
+  const double pair_bytes = a2as * ep * ep * sizeof(double);
+  if (pair_bytes > kMaxPairBytes)
+    throw Error("setup", "the step's A2A pair matrices would take " +
+                             std::to_string(int64_t(pair_bytes / 1e9)) +
+                             " GB: lower the layers or chunks, or simulate a smaller EP size");
+}
+
 void check_setup(const LayerSetup& s) {
   const auto& p = s.parallel;
   if (p.world() != p.esp * p.ep * p.edp * p.pp)
@@ -25,6 +48,7 @@ void check_setup(const LayerSetup& s) {
     throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "], got " +
                               std::to_string(s.layers));
   validate(s.strategy, "strategy");
+  check_size(s);
 }
 
 void forward_layer(BuildContext& ctx, int layer) {

@@ -6,6 +6,7 @@
 #include <queue>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "sim/collective_flows.h"
@@ -23,7 +24,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One discrete-event run. Ops become ready when their stream predecessor and events are
 // done; a collective starts when all members are ready (and, for priority < 0, when no
-// other collective is in flight on its ranks: Lina's A2A first), runs its phases of flows,
+// collective of priority >= 0 runs on its ranks: Lina's A2A first), runs its phases of flows,
 // and ends on every member at once. Send/recv is one flow between ready ends.
 class Run {
  public:
@@ -56,9 +57,11 @@ class Run {
   void op_done(OpId id, double t);
   void collective_member_ready(CollectiveId c, double t);
   bool blocked(CollectiveId c) const;
+  bool waits_on(CollectiveId p, CollectiveId d) const;
   void start_collective(CollectiveId c, double t);
   void start_phase(CollectiveId c, double t);
   void end_collective(CollectiveId c, double t);
+  bool release_deferred(double t);  // true if any started
   struct PendingFlow {
     int src, dst;
     double bytes;
@@ -84,12 +87,14 @@ class Run {
   std::vector<int> waiting_;  // unfinished predecessors per op
   std::vector<OpTiming> timing_;
   std::vector<CollectiveState> coll_;
-  std::vector<int> in_flight_;  // per rank: collectives of priority >= 0 pending or running
+  // Per rank: collectives of priority >= 0 pending (a member waits in it) or running.
+  std::vector<std::vector<CollectiveId>> in_flight_;
   std::vector<CollectiveId> deferred_;
   std::vector<std::pair<FlowOwner, int>> flow_owner_;  // by FlowId
   std::vector<char> p2p_ready_;
   std::vector<PendingFlow> pending_;
   std::vector<char> done_;
+  std::vector<char> ready_;  // per op: its predecessors are done
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   int64_t seq_ = 0;
   int64_t flows_ = 0;
@@ -124,6 +129,7 @@ double Run::compute_time(const sched::Op& op) const {
 
 void Run::op_ready(OpId id, double t) {
   const sched::Op& op = s_.op(id);
+  ready_[id] = 1;
   timing_[id].start = t;
   switch (op.kind) {
     case OpKind::kCompute:
@@ -136,6 +142,7 @@ void Run::op_ready(OpId id, double t) {
       if (!p2p_ready_[op.twin]) return;
       const OpId send = op.kind == OpKind::kSend ? id : op.twin;
       const sched::Op& sop = s_.op(send);
+      timing_[id].start = timing_[op.twin].start = t;  // the transfer starts when both are ready
       if (sop.rank == sop.peer || sop.bytes == 0) {
         op_done(id, t);
         op_done(op.twin, t);
@@ -161,10 +168,10 @@ void Run::collective_member_ready(CollectiveId c, double t) {
   const sched::Collective& col = s_.collective(c);
   CollectiveState& st = coll_[c];
   if (st.ready_members++ == 0 && col.priority >= 0) {
-    for (int r : col.group) ++in_flight_[r];
+    for (int r : col.group) in_flight_[r].push_back(c);
   }
   if (st.ready_members < col.size()) return;
-  if (col.priority < 0 && blocked(c)) {
+  if (col.priority < 0) {  // decided once every event of this instant is in: release_deferred
     deferred_.push_back(c);
     return;
   }
@@ -173,7 +180,30 @@ void Run::collective_member_ready(CollectiveId c, double t) {
 
 bool Run::blocked(CollectiveId c) const {
   for (int r : s_.collective(c).group) {
-    if (in_flight_[r] > 0) return true;
+    for (CollectiveId p : in_flight_[r]) {
+      if (coll_[p].phase >= 0 || !waits_on(p, c)) return true;
+    }
+  }
+  return false;
+}
+
+// Whether pending collective p cannot start before deferred collective d: one of p's members
+// not yet ready waits, through unfinished ops, on an op of d. Then p must not hold d back
+// (that would deadlock). The search is bounded; past the bound p is taken as blocking.
+bool Run::waits_on(CollectiveId p, CollectiveId d) const {
+  const auto& d_ops = s_.collective(d).ops;
+  std::vector<OpId> stack;
+  for (OpId op : s_.collective(p).ops) {
+    if (!ready_[op]) stack.push_back(op);
+  }
+  std::unordered_map<OpId, char> seen;
+  while (!stack.empty() && seen.size() < 4096) {
+    const OpId op = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(op, 1).second || done_[op]) continue;
+    if (std::find(d_ops.begin(), d_ops.end(), op) != d_ops.end()) return true;
+    if (s_.op(op).prev != sched::kNone) stack.push_back(s_.op(op).prev);
+    for (OpId dep : s_.deps(op)) stack.push_back(dep);
   }
   return false;
 }
@@ -200,20 +230,26 @@ void Run::end_collective(CollectiveId c, double t) {
   const sched::Collective& col = s_.collective(c);
   coll_[c].phases.clear();
   if (col.priority >= 0) {
-    for (int r : col.group) --in_flight_[r];
+    for (int r : col.group) std::erase(in_flight_[r], c);
   }
   for (OpId op : col.ops) op_done(op, t);
-  if (col.priority >= 0 && !deferred_.empty()) {  // A2A done: deferred syncs may go now
-    std::vector<CollectiveId> still;
-    for (CollectiveId d : deferred_) {
-      if (blocked(d)) {
-        still.push_back(d);
-      } else {
-        start_collective(d, t);
-      }
+}
+
+// Lina's A2A first: a deferred collective starts once no collective of priority >= 0 is
+// pending (a member waits in it) or running on its ranks. Called after all events of an
+// instant, so the outcome does not depend on the order ops became ready.
+bool Run::release_deferred(double t) {
+  bool started = false;
+  // Taken out first: a start may end at once and defer others meanwhile.
+  for (CollectiveId d : std::exchange(deferred_, {})) {
+    if (blocked(d)) {
+      deferred_.push_back(d);
+    } else {
+      start_collective(d, t);
+      started = true;
     }
-    deferred_ = std::move(still);
   }
+  return started;
 }
 
 // Flows of a phase that share their whole path and latency become one flow with a
@@ -283,15 +319,21 @@ SimResult Run::run() {
   build_successors();
   timing_.assign(s_.num_ops(), {});
   coll_.assign(s_.num_collectives(), {});
-  in_flight_.assign(s_.world_size(), 0);
+  in_flight_.assign(s_.world_size(), {});
+  ready_.assign(s_.num_ops(), 0);
   p2p_ready_.assign(s_.num_ops(), 0);
   done_.assign(s_.num_ops(), 0);
   for (OpId id = 0; id < s_.num_ops(); ++id) {
     if (waiting_[id] == 0) op_ready(id, 0.0);
   }
+  double instant = 0;  // the time whose events are being processed
   while (true) {
     const double tq = queue_.empty() ? kInf : queue_.top().time;
     const double tn = net_.next_event_time();
+    if (!deferred_.empty() && std::min(tq, tn) > instant) {  // the instant is complete
+      if (release_deferred(instant)) continue;               // something started: look again
+    }
+    instant = std::min(tq, tn);
     if (tq == kInf && tn == kInf) {
       if (deferred_.empty()) break;
       // Only deferred collectives are left and nothing can unblock them: run them.

@@ -139,8 +139,8 @@ TEST(Simulator, CollectivesShareALinkEvenlyWhateverTheirFlowCount) {
     // The send runs at its share until the A2A (16 x 1e8 bytes at the rest) ends.
     const double a2a_end = kNodeLat + 16e8 / (kNodeBw * (1 - share));
     const double sent = (a2a_end - kNodeLat) * kNodeBw * share;
-    const double want = sent >= 1e8 ? kNodeLat + 1e8 / (kNodeBw * share)
-                                    : a2a_end + (1e8 - sent) / kNodeBw;
+    const double want =
+        sent >= 1e8 ? kNodeLat + 1e8 / (kNodeBw * share) : a2a_end + (1e8 - sent) / kNodeBw;
     EXPECT_NEAR(r.ops[p.recv].end, want, 1e-9) << int(fairness);
   }
 }
@@ -179,6 +179,50 @@ TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {
   const double a2a_end = 0.01 + kNodeLat + 4 * 1e7 / kNodeBw;
   EXPECT_NEAR(r.ops[grad.ops[0]].start, a2a_end, 1e-12);
   EXPECT_NEAR(r.ops[grad.ops[0]].end, a2a_end + 2 * kNodeLat + 1e8 / kNodeBw, 1e-12);
+}
+
+// A deferred AllReduce that an A2A's missing member waits on must not wait for that A2A
+// (a deadlock), whichever order the ops were created in.
+TEST(Simulator, DeferredCollectiveAnAllToAllWaitsOnStartsAtOnce) {
+  for (bool a2a_first : {true, false}) {
+    Schedule s(4);
+    CollectiveSpec p = uniform_a2a({0, 1}, 1e6);
+    CollectiveSpec ar;
+    ar.kind = OpKind::kAllReduce;
+    ar.group = {0, 1};
+    ar.bytes = 1e6;
+    ar.priority = -1;
+    ar.label = named("grad");
+    sched::CollectiveId pid = s.declare_collective(p);
+    sched::OpId p0 = sched::kNone;
+    if (a2a_first) p0 = s.join(pid, 0, 1);
+    const auto grad = s.add_collective(ar, 2);
+    if (!a2a_first) p0 = s.join(pid, 0, 1);
+    s.join(pid, 1, 2);  // rank 1 joins the A2A after the AllReduce, on the same stream
+    s.add_compute(2, 0, 1e15, 0, named("busy"));  // 10 s elsewhere
+    const SimResult r = simulate(s, cluster(2, 2));
+    EXPECT_DOUBLE_EQ(r.ops[grad.ops[0]].start, 0.0) << a2a_first;
+    EXPECT_LT(r.ops[p0].end, 1.0) << a2a_first;
+  }
+}
+
+// A zero-byte deferred collective ends the moment it starts; what it unblocks and what gets
+// deferred meanwhile still runs.
+TEST(Simulator, DeferredCollectivesStartedInARowAllRun) {
+  Schedule s(4);
+  s.add_collective(uniform_a2a({0, 1}, 1e6), 1);
+  for (auto [group, bytes] : {std::pair{core::RankGroup{0, 1}, 0.0}, {{1, 2}, 1e6}}) {
+    CollectiveSpec ar;
+    ar.kind = OpKind::kAllReduce;
+    ar.group = group;
+    ar.bytes = bytes;
+    ar.priority = -1;
+    ar.label = named("grad");
+    s.add_collective(ar, 2);
+  }
+  const auto slow = s.add_compute(3, 0, 1e14, 0, named("slow"));
+  s.add_collective(uniform_a2a({2, 3}, 1e6), {1, 1}, {{}, {slow}});
+  EXPECT_NO_THROW(simulate(s, cluster(2, 2)));
 }
 
 TEST(Simulator, RejectsAScheduleForAnotherCluster) {

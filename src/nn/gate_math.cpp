@@ -1,0 +1,126 @@
+#include "nn/gate_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace moecomm::nn {
+
+Tensor softmax_rows(const Tensor& h) {
+  Tensor p(h.shape());
+  const int64_t n = h.cols();
+  for (int64_t r = 0; r < h.rows(); ++r) {
+    const float* in = h.row(r);
+    float* out = p.row(r);
+    const float mx = *std::max_element(in, in + n);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += out[j] = std::exp(in[j] - mx);
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(out[j] / sum);
+  }
+  return p;
+}
+
+Tensor softmax_rows_backward(const Tensor& p, const Tensor& dp) {
+  Tensor dh(p.shape());
+  const int64_t n = p.cols();
+  for (int64_t r = 0; r < p.rows(); ++r) {
+    double dot = 0;
+    for (int64_t j = 0; j < n; ++j) dot += p.at(r, j) * dp.at(r, j);
+    for (int64_t j = 0; j < n; ++j)
+      dh.at(r, j) = p.at(r, j) * (dp.at(r, j) - static_cast<float>(dot));
+  }
+  return dh;
+}
+
+std::vector<int> topk_rows(const Tensor& s, int k) {
+  const int n = static_cast<int>(s.cols());
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(s.rows() * k));
+  std::vector<int> idx(static_cast<size_t>(n));
+  for (int64_t r = 0; r < s.rows(); ++r) {
+    std::iota(idx.begin(), idx.end(), 0);
+    const float* v = s.row(r);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [v](int a, int b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    out.insert(out.end(), idx.begin(), idx.begin() + k);
+  }
+  return out;
+}
+
+namespace {
+
+float chosen_sum(const Tensor& p, const std::vector<int>& choice, int k, int64_t t) {
+  float z = 0;
+  for (int j = 0; j < k; ++j) z += p.at(t, choice[static_cast<size_t>(t * k + j)]);
+  return z;
+}
+
+}  // namespace
+
+void fill_topk_slots(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                     std::vector<int>& token, std::vector<int>& expert,
+                     std::vector<float>& weight) {
+  for (int64_t t = 0; t < p.rows(); ++t) {
+    const float z = normalize ? chosen_sum(p, choice, k, t) : 1.0f;
+    for (int j = 0; j < k; ++j) {
+      const int e = choice[static_cast<size_t>(t * k + j)];
+      token.push_back(static_cast<int>(t));
+      expert.push_back(e);
+      weight.push_back(p.at(t, e) / z);
+    }
+  }
+}
+
+void topk_slots_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                         const std::vector<float>& grad_weight, Tensor& dp) {
+  for (int64_t t = 0; t < p.rows(); ++t) {
+    const size_t s0 = static_cast<size_t>(t * k);
+    if (!normalize) {
+      for (int j = 0; j < k; ++j) dp.at(t, choice[s0 + j]) += grad_weight[s0 + j];
+      continue;
+    }
+    // w_j = p_j / Z: dp_j = (g_j - sum_i g_i w_i) / Z.
+    const float z = chosen_sum(p, choice, k, t);
+    float gw = 0;
+    for (int j = 0; j < k; ++j) gw += grad_weight[s0 + j] * p.at(t, choice[s0 + j]) / z;
+    for (int j = 0; j < k; ++j) dp.at(t, choice[s0 + j]) += (grad_weight[s0 + j] - gw) / z;
+  }
+}
+
+namespace {
+
+std::vector<float> top1_fraction(const std::vector<int>& choice, int k, int64_t tokens,
+                                 int64_t experts) {
+  std::vector<float> f(static_cast<size_t>(experts), 0.0f);
+  for (int64_t t = 0; t < tokens; ++t)
+    f[static_cast<size_t>(choice[static_cast<size_t>(t * k)])] += 1.0f;
+  for (float& x : f) x /= static_cast<float>(tokens);
+  return f;
+}
+
+}  // namespace
+
+float load_balance_loss(const Tensor& p, const std::vector<int>& choice, int k) {
+  const int64_t T = p.rows(), E = p.cols();
+  if (T == 0) return 0.0f;
+  const std::vector<float> f = top1_fraction(choice, k, T, E);
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    double m = 0;
+    for (int64_t t = 0; t < T; ++t) m += p.at(t, e);
+    aux += f[static_cast<size_t>(e)] * m / static_cast<double>(T);
+  }
+  return static_cast<float>(static_cast<double>(E) * aux);
+}
+
+void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int k, float grad_aux,
+                           Tensor& dp) {
+  const int64_t T = p.rows(), E = p.cols();
+  if (T == 0 || grad_aux == 0.0f) return;
+  const std::vector<float> f = top1_fraction(choice, k, T, E);
+  const float scale = grad_aux * static_cast<float>(E) / static_cast<float>(T);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E; ++e) dp.at(t, e) += scale * f[static_cast<size_t>(e)];
+}
+
+}  // namespace moecomm::nn

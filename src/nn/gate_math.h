@@ -1,0 +1,33 @@
+#pragma once
+// Row-wise pieces shared by the gates: softmax and its backward, top-k selection, the
+// normalised top-k combine weights and the Switch/GShard load-balancing loss.
+#include <vector>
+
+#include "nn/tensor.h"
+
+namespace moecomm::nn {
+
+// p = softmax(h) per row.
+Tensor softmax_rows(const Tensor& h);
+// dh = p * (dp - sum_j p_j dp_j) per row.
+Tensor softmax_rows_backward(const Tensor& p, const Tensor& dp);
+
+// Indices of the k largest entries of each row of s, best first (ties: lower index).
+std::vector<int> topk_rows(const Tensor& s, int k);
+
+// Token-choice slots from probabilities p [T, E] and choices [T * k]: weight of slot
+// (t, j) is p[t, e_j], divided by sum_j p[t, e_j] when normalize (GShard top-2).
+void fill_topk_slots(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                     std::vector<int>& token, std::vector<int>& expert, std::vector<float>& weight);
+// dp [T, E] from dL/d weight of the slots above (accumulated into dp).
+void topk_slots_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                         const std::vector<float>& grad_weight, Tensor& dp);
+
+// Load-balancing loss (GShard Sec. 2.2 / Switch eq. 4, Tutel's scaling):
+//   aux = E * sum_e f_e * m_e,  f_e = (1/T) #{t : top-1 choice of t is e},  m_e = mean_t p[t, e].
+// f is a count (no gradient), so d aux / d p[t, e] = E * f_e / T.
+float load_balance_loss(const Tensor& p, const std::vector<int>& choice, int k);
+void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int k, float grad_aux,
+                           Tensor& dp);
+
+}  // namespace moecomm::nn

@@ -1,0 +1,47 @@
+#include "nn/gshard_gate.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "nn/gate_math.h"
+#include "nn/gemm.h"
+
+namespace moecomm::nn {
+
+GShardGate::GShardGate(const GShardGateConfig& config)
+    : config_(config), noise_rng_(config.seed ^ 0x9e3779b97f4a7c15ull) {
+  check_gate_shape(config.hidden, config.experts, config.k, "gshard gate");
+  const float bound = 1.0f / std::sqrt(static_cast<float>(config.hidden));
+  wg_ = Tensor::uniform({config.hidden, config.experts}, config.seed, bound);
+  dwg_ = Tensor(wg_.shape());
+}
+
+GateOutput GShardGate::forward(const Tensor& x) {
+  x_ = x;
+  Tensor h = matmul(x, wg_);
+  p_ = softmax_rows(h);
+  if (config_.noise_std > 0.0f) {
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    const float scale = config_.noise_std / static_cast<float>(config_.experts);
+    for (int64_t i = 0; i < h.size(); ++i) h[i] += scale * n01(noise_rng_);
+  }
+  choice_ = topk_rows(h, config_.k);
+  GateOutput out;
+  out.tokens = static_cast<int>(x.rows());
+  out.experts = config_.experts;
+  out.per_group = config_.k;
+  fill_topk_slots(p_, choice_, config_.k, normalized(), out.token, out.expert, out.weight);
+  out.aux_loss = load_balance_loss(p_, choice_, config_.k);
+  return out;
+}
+
+Tensor GShardGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
+  Tensor dp(p_.shape());
+  topk_slots_backward(p_, choice_, config_.k, normalized(), grad_weight, dp);
+  load_balance_backward(p_, choice_, config_.k, grad_aux, dp);
+  const Tensor dh = softmax_rows_backward(p_, dp);
+  gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dh, 1.0f, dwg_);  // dWg += x^T dh
+  return matmul(dh, wg_, Trans::kNo, Trans::kYes);          // dx = dh Wg^T
+}
+
+}  // namespace moecomm::nn

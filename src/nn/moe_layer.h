@@ -1,0 +1,70 @@
+#pragma once
+// The MoE layer of FSMoE's modules (Sec. 3.1): Gate -> Order -> Dispatch -> Expert ->
+// Combine -> I-Order, with the six hooks (moe_hooks.h), forward and backward.
+//
+//   forward(x [T, M]) -> y [T, M]:
+//     y[t] = sum over kept slots s of token t of weight_s * Expert_{e_s}(x[t])
+//   backward(dy [T, M], aux_grad) -> dx [T, M], for the loss L(y) + aux_grad * aux_loss():
+//     accumulates (+=) the gradients of the gate's and this rank's experts' parameters.
+//
+// The math does not depend on where experts live: a layer on EP ranks (each holding the
+// experts [rank L, (rank + 1) L), L = E / EP, exchanged through a TokenExchange) gives on each
+// rank the outputs and input gradients of a single-process layer (LocalExchange, all experts,
+// same weights) run on that rank's tokens; expert weight gradients are the sum over ranks of
+// the single-process ones. Routing, capacity and the aux loss are per rank (on its tokens).
+#include <memory>
+#include <vector>
+
+#include "nn/expert.h"
+#include "nn/gate.h"
+#include "nn/moe_hooks.h"
+#include "nn/order.h"
+#include "nn/token_exchange.h"
+
+namespace moecomm::nn {
+
+class MoeLayer {
+ public:
+  // experts: the L = num_experts / exchange.ranks() local experts, in global order.
+  // The exchange must outlive the layer.
+  MoeLayer(std::unique_ptr<Gate> gate, std::unique_ptr<Order> order,
+           std::vector<std::unique_ptr<Expert>> experts, int num_experts, TokenExchange& exchange);
+
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& dy, float aux_grad);
+
+  MoeHooks& hooks() { return hooks_; }
+  float aux_loss() const { return routing_.aux_loss; }
+  const GateOutput& routing() const { return routing_; }
+  const OrderPlan& plan() const { return plan_; }
+  const ExchangeLayout& layout() const { return layout_; }
+  int num_experts() const { return num_experts_; }
+  int first_expert() const;  // global index of local expert 0
+  Gate& gate() { return *gate_; }
+  Expert& expert(int local) { return *experts_.at(static_cast<size_t>(local)); }
+  int local_experts() const { return static_cast<int>(experts_.size()); }
+
+  // "gate.<name>" and "expert<global e>.<name>".
+  std::vector<Param> params();
+  void zero_grad();
+
+ private:
+  Tensor run_experts(const Tensor& recv);
+  Tensor backward_experts(const Tensor& dout);
+
+  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<Order> order_;
+  std::vector<std::unique_ptr<Expert>> experts_;
+  int num_experts_;
+  TokenExchange& exchange_;
+  MoeHooks hooks_;
+  // Saved by forward.
+  GateOutput routing_;
+  OrderPlan plan_;
+  ExchangeLayout layout_;
+  std::vector<ExpertCache> caches_;
+  Tensor combined_;  // after the after-combine hook: I-Order's input
+  bool has_forward_ = false;
+};
+
+}  // namespace moecomm::nn

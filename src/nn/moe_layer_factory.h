@@ -1,0 +1,36 @@
+#pragma once
+// Builds gates and MoE layers from a small spec, with weights that depend only on the seed
+// and the global expert index, so that a layer on any EP rank holds the same experts as the
+// single-process layer (nn/moe_layer.h).
+#include <cstdint>
+#include <memory>
+
+#include "nn/expert.h"
+#include "nn/gate.h"
+#include "nn/moe_layer.h"
+
+namespace moecomm::nn {
+
+enum class GateKind { kGShard, kSigmoid, kXMoE, kExpertChoice };
+
+struct MoeLayerSpec {
+  int hidden = 0;
+  int ffn_hidden = 0;
+  int experts = 0;
+  int top_k = 2;  // token-choice gates
+  GateKind gate = GateKind::kGShard;
+  ExpertKind expert = ExpertKind::kGptFfn;
+  float capacity_factor = 0.0f;         // > 0: capacity layout; 0: dropless
+  float expert_choice_capacity = 1.0f;  // c of the expert-choice gate
+  int xmoe_dim = 8;
+  float xmoe_temperature = 0.07f;
+  float gate_noise = 0.0f;  // GShard gate only
+  uint64_t seed = 0;
+};
+
+std::unique_ptr<Gate> make_gate(const MoeLayerSpec& spec);
+
+// The layer of the exchange's rank: experts [rank L, (rank + 1) L).
+std::unique_ptr<MoeLayer> make_moe_layer(const MoeLayerSpec& spec, TokenExchange& exchange);
+
+}  // namespace moecomm::nn

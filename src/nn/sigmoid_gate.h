@@ -1,0 +1,39 @@
+#pragma once
+// Sigmoid gate (BASE Layers / StableMoE style, StableMoE Sec. 2.1 eqs. 1-3):
+//   h = x Wg                               Wg [M, E]
+//   choice = top-k of h                    (StableMoE / BASE: k = 1)
+//   weight_j = sigmoid(h[e_j])             the token's output is sigma(s) * FFN(x)
+//   aux = sum_e ((|A_e| - n) / n) * sum_{t in A_e} sigmoid(h[t, e])      (StableMoE eq. 3)
+//     A_e = slots routed to expert e, n = T k / E the balanced count; |A_e| is a count (no
+//     gradient), so d aux / d h[t, e] = ((|A_e| - n) / n) sigma'(h[t, e]) for t in A_e.
+#include <cstdint>
+
+#include "nn/gate.h"
+
+namespace moecomm::nn {
+
+struct SigmoidGateConfig {
+  int hidden = 0;
+  int experts = 0;
+  int k = 1;
+  uint64_t seed = 0;
+};
+
+class SigmoidGate : public Gate {
+ public:
+  explicit SigmoidGate(const SigmoidGateConfig& config);
+  GateOutput forward(const Tensor& x) override;
+  Tensor backward(const std::vector<float>& grad_weight, float grad_aux) override;
+  std::vector<Param> params() override { return {{"gate.wg", &wg_, &dwg_}}; }
+
+ private:
+  // (|A_e| - n) / n per expert, from the current choices.
+  std::vector<float> imbalance() const;
+
+  SigmoidGateConfig config_;
+  Tensor wg_, dwg_;
+  Tensor x_, h_;  // saved by forward
+  std::vector<int> choice_;
+};
+
+}  // namespace moecomm::nn

@@ -1,0 +1,77 @@
+#pragma once
+// Collectives on real buffers over a Comm, each issued non-blocking and polled against the
+// call's deadline (wait.h). Data types: raw bytes and any trivially copyable T for data
+// movement; fp32 for the reductions (sum).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "rt/wait.h"
+#include "sched/op.h"
+
+namespace moecomm::rt {
+
+// What an A2A-v delivered: the blocks of every source member back to back, in member order;
+// counts[i] is the number of elements that came from member i.
+template <class T>
+struct Received {
+  std::vector<T> data;
+  std::vector<int64_t> counts;
+};
+
+// A2A-v: `send` holds the blocks for members 0..n-1 back to back, send_counts[j] bytes for
+// member j. Counts are exchanged first (MPI_Alltoall), then the data (MPI_Alltoallv).
+// k1DH and k2DH route through node leaders / equal local ranks (hierarchical_a2a.h) and
+// deliver exactly what kFlat delivers. Bytes sent are counted by link level when asked.
+Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
+                                 std::span<const int64_t> send_counts, sched::Algorithm algorithm,
+                                 const CallOptions& options);
+
+template <class T>
+Received<T> all_to_all_v(const Comm& comm, std::span<const T> send,
+                         std::span<const int64_t> send_counts, sched::Algorithm algorithm,
+                         const CallOptions& options) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<int64_t> byte_counts(send_counts.begin(), send_counts.end());
+  for (int64_t& c : byte_counts) c *= static_cast<int64_t>(sizeof(T));
+  Received<std::byte> raw = all_to_all_v(comm, std::as_bytes(send),
+                                         std::span<const int64_t>(byte_counts), algorithm, options);
+  Received<T> out{std::vector<T>(raw.data.size() / sizeof(T)), std::move(raw.counts)};
+  if (!raw.data.empty()) std::memcpy(out.data.data(), raw.data.data(), raw.data.size());
+  for (int64_t& c : out.counts) c /= static_cast<int64_t>(sizeof(T));
+  return out;
+}
+
+// AllGather: every member contributes `mine` (equal sizes); `out` gets member i's block at
+// i * mine.size(). out.size() must be n * mine.size().
+void all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std::byte> out,
+                const CallOptions& options);
+
+template <class T>
+std::vector<T> all_gather(const Comm& comm, std::span<const T> mine, const CallOptions& options) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<T> out(mine.size() * comm.size());
+  all_gather(comm, std::as_bytes(mine), std::as_writable_bytes(std::span<T>(out)), options);
+  return out;
+}
+
+// ReduceScatter (sum): `in` holds n equal blocks; member i gets the sum of everyone's block i.
+std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
+                                      const CallOptions& options);
+
+// AllReduce (sum), in place.
+void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options);
+
+// Broadcast from member `root` (an index into the group), in place.
+void broadcast(const Comm& comm, std::span<std::byte> data, int root, const CallOptions& options);
+
+template <class T>
+void broadcast(const Comm& comm, std::span<T> data, int root, const CallOptions& options) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  broadcast(comm, std::as_writable_bytes(data), root, options);
+}
+
+}  // namespace moecomm::rt

@@ -1,0 +1,122 @@
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "mpi_test_util.h"
+#include "rt/collectives.h"
+#include "rt/comm_pool.h"
+
+namespace moecomm::rt {
+namespace {
+
+using sched::Algorithm;
+using test::world_rank;
+using test::world_size;
+
+class Collectives : public testing::Test {
+ protected:
+  Collectives() : pool_(MPI_COMM_WORLD, {{test::all_ranks(), 0}}) {}
+  const Comm& world() const { return pool_.at({test::all_ranks(), 0}); }
+  CallOptions options(const std::string& label) const {
+    return {.label = label, .timeout_s = test::kTimeout, .ranks_per_node = 2};
+  }
+
+  CommPool pool_;
+};
+
+TEST_F(Collectives, AllToAllVFloat) {
+  const test::SendBlocks s = test::send_blocks(world().group(), world_rank());
+  const Received<float> r =
+      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options("a2a"));
+  EXPECT_EQ(r.data, test::expected_blocks(world().group(), world_rank()));
+  for (int src = 0; src < world_size(); ++src) {
+    EXPECT_EQ(r.counts[src], test::pair_count(src, world_rank()));
+  }
+}
+
+TEST_F(Collectives, AllToAllVBytes) {
+  const int n = world_size(), me = world_rank();
+  std::vector<std::byte> send;
+  std::vector<int64_t> counts;
+  for (int dst = 0; dst < n; ++dst) {
+    counts.push_back(3 * ((me + dst) % 3));
+    for (int64_t i = 0; i < counts.back(); ++i) send.push_back(std::byte(me * 16 + dst + i));
+  }
+  const Received<std::byte> r = all_to_all_v(world(), std::span<const std::byte>(send), counts,
+                                             Algorithm::kFlat, options("a2a bytes"));
+  std::vector<std::byte> expected;
+  for (int src = 0; src < n; ++src) {
+    for (int64_t i = 0; i < 3 * ((src + me) % 3); ++i) {
+      expected.push_back(std::byte(src * 16 + me + i));
+    }
+  }
+  EXPECT_EQ(r.data, expected);
+}
+
+TEST_F(Collectives, AllToAllVCountsBytesByLevel) {
+  const int me = world_rank();
+  const test::SendBlocks s = test::send_blocks(world().group(), me, 1);
+  LinkBytes counted, expected;
+  CallOptions o = options("a2a levels");
+  o.bytes = &counted;
+  all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, o);
+  const std::vector<double> pairs = test::pair_bytes(world().group(), 1);
+  for (int dst = 0; dst < world_size(); ++dst) {
+    expected.add(me, dst, static_cast<int64_t>(pairs[size_t(me) * world_size() + dst]), 2);
+  }
+  EXPECT_EQ(counted, expected);
+  EXPECT_GT(counted[LinkLevel::kInterNode], 0);
+}
+
+TEST_F(Collectives, AllGather) {
+  const std::vector<float> mine = {1.0f * world_rank(), 2.0f, 3.0f * world_rank()};
+  const std::vector<float> all = all_gather<float>(world(), mine, options("ag"));
+  ASSERT_EQ(all.size(), 3u * world_size());
+  for (int r = 0; r < world_size(); ++r) {
+    EXPECT_EQ(all[3 * r], 1.0f * r);
+    EXPECT_EQ(all[3 * r + 1], 2.0f);
+    EXPECT_EQ(all[3 * r + 2], 3.0f * r);
+  }
+}
+
+TEST_F(Collectives, ReduceScatterSum) {
+  const int n = world_size(), me = world_rank();
+  std::vector<float> in;
+  for (int b = 0; b < n; ++b) {
+    for (int i = 0; i < 5; ++i) in.push_back(static_cast<float>(me + 10 * b + i));
+  }
+  const std::vector<float> out = reduce_scatter_sum(world(), in, options("rs"));
+  ASSERT_EQ(out.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], n * (n - 1) / 2.0f + n * (10.0f * me + i));
+}
+
+TEST_F(Collectives, AllReduceSum) {
+  const int n = world_size();
+  std::vector<float> data(7);
+  for (int i = 0; i < 7; ++i) data[i] = static_cast<float>(world_rank() * (i + 1));
+  all_reduce_sum(world(), data, options("ar"));
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(data[i], (i + 1) * n * (n - 1) / 2.0f);
+}
+
+TEST_F(Collectives, BroadcastFromEveryRoot) {
+  for (int root = 0; root < world_size(); ++root) {
+    std::vector<float> data(4, -1.0f);
+    if (world_rank() == root) data = {1.0f * root, 2, 3, 4};
+    broadcast<float>(world(), data, root, options("bcast"));
+    EXPECT_EQ(data, (std::vector<float>{1.0f * root, 2, 3, 4}));
+  }
+}
+
+TEST_F(Collectives, BadArgumentsThrowBeforeCommunicating) {
+  std::vector<float> data(3);
+  const std::vector<int64_t> short_counts(world_size() - 1, 0);
+  EXPECT_THROW(all_to_all_v<float>(world(), data, short_counts, Algorithm::kFlat, options("x")),
+               Error);
+  const std::vector<int64_t> wrong_sum(world_size(), 1);
+  EXPECT_THROW(all_to_all_v<float>(world(), data, wrong_sum, Algorithm::k2DH, options("x")), Error);
+  std::vector<float> odd(world_size() + 1);
+  EXPECT_THROW(reduce_scatter_sum(world(), odd, options("x")), Error);
+  EXPECT_THROW(broadcast<float>(world(), data, world_size(), options("x")), Error);
+}
+
+}  // namespace
+}  // namespace moecomm::rt

@@ -7,6 +7,7 @@
 #include "cli/place_command.h"
 #include "cli/plan_command.h"
 #include "cli/sim_command.h"
+#include "cli/train_command.h"
 #include "core/error.h"
 
 namespace moecomm::cli {
@@ -26,6 +27,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   PlanCommand plan(app);
   PlaceCommand place(app);
   SimCommand sim(app);
+  TrainCommand train(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
@@ -46,6 +48,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (plan.selected()) return plan.run(out);
     if (place.selected()) return place.run(out, err);
     if (sim.selected()) return sim.run(out, err);
+    if (train.selected()) return train.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,264 @@
+#include "cli/train_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+
+#include "core/error.h"
+#include "core/parallel_config.h"
+#include "core/presets.h"
+#include "place/routing_trace.h"
+#include "rt/mpi_base.h"
+#include "rt/train_loop.h"
+
+namespace moecomm::cli {
+
+TrainCommand::TrainCommand(CLI::App& app) {
+  sub_ = app.add_subcommand(
+      "train",
+      "Train a small MoE transformer language model on the ranks of mpirun (experts split\n"
+      "over EP groups, everything else data parallel): per step the loss, the step time and\n"
+      "the A2A bytes by link level. Run as: mpirun -np P moecomm train [...]");
+  sub_->add_option("--model", model_,
+                   "tiny (4 heads x 64 hidden, 2 layers, 2 experts per rank, vocab 64), or a "
+                   "model preset or JSON file (its hidden, ffn_hidden, heads, layers, experts, "
+                   "top_k, seq_len, vocab_size)")
+      ->capture_default_str();
+  sub_->add_option("--parallel", parallel_,
+                   "ep=N (EP group size, dividing the ranks; default "
+                   "all ranks); dp is the rest; tp, cp, pp, esp = 1");
+  sub_->add_option("--steps", steps_, "training steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  sub_->add_option("--batch", batch_, "sequences per rank per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub_->add_option("--seq-len", seq_len_, "tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 4096));
+  sub_->add_option("--lr", lr_, "Adam learning rate")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-7, 1.0));
+  sub_->add_option("--data", data_,
+                   "synthetic (a fixed random Markov chain; the loss floor is printed) or a file "
+                   "of whitespace-separated token ids")
+      ->capture_default_str();
+  sub_->add_option("--gate", gate_, "gate")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gshard", "sigmoid", "xmoe", "expert-choice"}));
+  sub_->add_option("--expert", expert_,
+                   "expert FFN: gpt (GELU) or mixtral (SwiGLU); default: "
+                   "the model's ffn_type")
+      ->check(CLI::IsMember({"gpt", "mixtral"}));
+  sub_->add_option("--capacity-factor", capacity_factor_, "capacity layout factor; 0: dropless")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 64.0f));
+  sub_->add_option("--a2a", a2a_, "A2A algorithm")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
+  sub_->add_option("--ranks-per-node", ranks_per_node_,
+                   "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
+                   "on one node)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
+  sub_->add_option("--routing-trace", routing_trace_,
+                   "write the routing of every step and MoE layer here ('' to skip)")
+      ->capture_default_str();
+  sub_->add_option("--log-every", log_every_, "print every N steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  sub_->add_flag("--json", json_,
+                 "print one JSON object: {steps: [{step, loss, lm_loss, step_ms, "
+                 "a2a_bytes: {same_device, intra_node, inter_node}}], ...}");
+}
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+nn::MoeTransformerConfig tiny_model(int world) {
+  nn::MoeTransformerConfig m;
+  m.vocab = 64;
+  m.max_seq = 64;
+  m.hidden = 64;
+  m.heads = 4;
+  m.layers = 2;
+  m.moe.ffn_hidden = 128;
+  m.moe.experts = 2 * world;
+  m.moe.top_k = 2;
+  return m;
+}
+
+nn::MoeTransformerConfig preset_model(const std::string& name) {
+  const core::ModelConfig c = core::load_model(name);
+  nn::MoeTransformerConfig m;
+  m.vocab = static_cast<int>(c.vocab_size > 0 ? c.vocab_size : 64);
+  m.max_seq = static_cast<int>(c.seq_len);
+  m.hidden = static_cast<int>(c.hidden);
+  m.heads = static_cast<int>(c.heads);
+  m.layers = static_cast<int>(c.layers);
+  m.moe.ffn_hidden = static_cast<int>(c.ffn_hidden);
+  m.moe.experts = static_cast<int>(c.experts);
+  m.moe.top_k = static_cast<int>(c.top_k);
+  m.moe.expert =
+      c.ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  return m;
+}
+
+std::vector<int> read_corpus(const std::string& path, int vocab) {
+  std::ifstream in(path);
+  if (!in) throw Error(path, "cannot open the token file");
+  std::vector<int> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    int id = -1;
+    try {
+      id = std::stoi(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || id < 0 || id >= vocab)
+      throw Error(path + ": token " + std::to_string(ids.size()),
+                  "'" + word + "' is not a token id in [0, " + std::to_string(vocab) + ")");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+sched::Algorithm algorithm_of(const std::string& a) {
+  if (a == "1dh") return sched::Algorithm::k1DH;
+  if (a == "2dh") return sched::Algorithm::k2DH;
+  return sched::Algorithm::kFlat;
+}
+
+nn::GateKind gate_of(const std::string& g) {
+  if (g == "sigmoid") return nn::GateKind::kSigmoid;
+  if (g == "xmoe") return nn::GateKind::kXMoE;
+  if (g == "expert-choice") return nn::GateKind::kExpertChoice;
+  return nn::GateKind::kGShard;
+}
+
+}  // namespace
+
+int TrainCommand::run(std::ostream& out, std::ostream& err) const {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  }
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int status = 0;
+  try {
+    status = train(out, err);
+  } catch (const std::exception& e) {
+    // Every rank sees the same bad input; one stalled or failed rank must end the job.
+    err << "error: rank " << world_rank() << ": " << e.what() << "\n";
+    err.flush();
+    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    status = 2;
+  }
+  if (!initialized) MPI_Finalize();
+  return status;
+}
+
+int TrainCommand::train(std::ostream& out, std::ostream& err) const {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int me = world_rank();
+  rt::TrainConfig c;
+  c.model = model_ == "tiny" ? tiny_model(world) : preset_model(model_);
+  c.model.moe.gate = gate_of(gate_);
+  if (gate_ == "sigmoid") c.model.moe.top_k = 1;
+  if (!expert_.empty())
+    c.model.moe.expert =
+        expert_ == "mixtral" ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  c.model.moe.capacity_factor = capacity_factor_;
+  c.model.max_seq = std::max(c.model.max_seq, seq_len_);
+  if (!parallel_.empty()) {
+    const core::ParallelSpec spec = core::parse_parallel_spec(parallel_, "--parallel");
+    for (const auto& [key, value] :
+         {std::pair{"tp", spec.tp}, {"cp", spec.cp}, {"pp", spec.pp}, {"esp", spec.esp}})
+      if (value && *value != 1)
+        throw Error("--parallel", std::string(key) + "=" + std::to_string(*value) +
+                                      ": train runs expert and data parallelism only");
+    if (spec.ep) c.ep = *spec.ep;
+    if (spec.dp && *spec.dp != world) {
+      throw Error("--parallel", "dp=" + std::to_string(*spec.dp) + " must be the " +
+                                    std::to_string(world) +
+                                    " ranks (dense parts are data parallel)");
+    }
+  }
+  c.batch = batch_;
+  c.seq_len = seq_len_;
+  c.steps = steps_;
+  c.lr = lr_;
+  c.data_seed = seed_;
+  c.ranks_per_node = ranks_per_node_;
+  c.timeout_s = timeout_s_;
+  c.a2a = algorithm_of(a2a_);
+  c.record_routing = !routing_trace_.empty();
+  if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
+  if (me == 0 && !json_) {
+    out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
+        << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
+        << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
+        << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n";
+    out.flush();
+  }
+  const rt::TrainResult result = rt::train(c, [&](const rt::StepReport& r) {
+    if (json_ || (r.step % log_every_ != 0 && r.step != 1 && r.step != steps_)) return;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "step %5d  loss %.4f (lm %.4f)  %.2f ms  a2a bytes: same-device %lld, "
+                  "intra-node %lld, inter-node %lld\n",
+                  r.step, r.loss, r.lm_loss, r.step_ms,
+                  static_cast<long long>(r.a2a[rt::LinkLevel::kSameDevice]),
+                  static_cast<long long>(r.a2a[rt::LinkLevel::kIntraNode]),
+                  static_cast<long long>(r.a2a[rt::LinkLevel::kInterNode]));
+    out << line;
+    out.flush();
+  });
+  if (me != 0) return 0;
+  if (c.record_routing && !result.routing.iterations.empty()) {
+    place::write_routing_trace(result.routing, routing_trace_);
+    if (!json_) out << "wrote the routing trace " << routing_trace_ << " (moecomm place --trace)\n";
+  }
+  if (json_) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const rt::StepReport& r : result.steps) {
+      steps.push_back({{"step", r.step},
+                       {"loss", r.loss},
+                       {"lm_loss", r.lm_loss},
+                       {"step_ms", r.step_ms},
+                       {"a2a_bytes",
+                        {{"same_device", r.a2a[rt::LinkLevel::kSameDevice]},
+                         {"intra_node", r.a2a[rt::LinkLevel::kIntraNode]},
+                         {"inter_node", r.a2a[rt::LinkLevel::kInterNode]}}}});
+    }
+    out << nlohmann::json{{"ranks", world},
+                          {"steps", steps},
+                          {"entropy_floor", result.entropy_floor},
+                          {"routing_trace", c.record_routing ? routing_trace_ : ""}}
+               .dump()
+        << "\n";
+  } else if (result.entropy_floor > 0) {
+    char line[128];
+    std::snprintf(line, sizeof line, "the data's entropy floor is %.4f nats per token\n",
+                  result.entropy_floor);
+    out << line;
+  }
+  (void)err;
+  return 0;
+}
+
+}  // namespace moecomm::cli

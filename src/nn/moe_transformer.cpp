@@ -1,0 +1,123 @@
+#include "nn/moe_transformer.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace moecomm::nn {
+namespace {
+
+// Seed of dense module `index` (splitmix64 of (seed, index)).
+uint64_t derive(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1) + 0x5851f42d4c957f2dull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+const MoeTransformerConfig& checked(const MoeTransformerConfig& c) {
+  if (c.vocab <= 0 || c.max_seq <= 0 || c.hidden <= 0 || c.heads <= 0 || c.layers <= 0)
+    throw Error("moe transformer", "vocab, max_seq, hidden, heads and layers must be positive");
+  return c;
+}
+
+void append(std::vector<Param>& out, const std::string& prefix, std::vector<Param> params) {
+  for (Param& p : params) {
+    p.name = prefix + p.name;
+    out.push_back(std::move(p));
+  }
+}
+
+std::vector<Param*> pointers(std::vector<Param>& params) {
+  std::vector<Param*> out;
+  for (Param& p : params) out.push_back(&p);
+  return out;
+}
+
+}  // namespace
+
+MoeTransformer::MoeTransformer(const MoeTransformerConfig& config, TokenExchange& exchange)
+    : config_(checked(config)),
+      embed_(config.vocab, config.max_seq, config.hidden, derive(config.seed, 0),
+             config.embedding_init_std),
+      ln_f_(config.hidden),
+      head_(config.hidden, config.vocab, derive(config.seed, 1), config.head_init_std) {
+  append(dense_, "embed.", embed_.params());
+  for (int l = 0; l < config.layers; ++l) {
+    MoeLayerSpec spec = config.moe;
+    spec.hidden = config.hidden;
+    spec.seed = derive(config.seed, 1000 + 2 * static_cast<uint64_t>(l));
+    auto block = std::make_unique<Block>(
+        Block{LayerNorm(config.hidden), LayerNorm(config.hidden),
+              CausalSelfAttention(config.hidden, config.heads,
+                                  derive(config.seed, 1001 + 2 * static_cast<uint64_t>(l))),
+              make_moe_layer(spec, exchange)});
+    const std::string prefix = "block" + std::to_string(l) + ".";
+    append(dense_, prefix + "ln1.", block->ln1.params());
+    append(dense_, prefix + "attn.", block->attn.params());
+    append(dense_, prefix + "ln2.", block->ln2.params());
+    append(dense_, prefix + "moe.", block->moe->gate().params());
+    MoeLayer& moe = *block->moe;
+    for (int e = 0; e < moe.local_experts(); ++e)
+      append(expert_, prefix + "moe.expert" + std::to_string(moe.first_expert() + e) + ".",
+             moe.expert(e).params());
+    blocks_.push_back(std::move(block));
+  }
+  append(dense_, "ln_f.", ln_f_.params());
+  append(dense_, "head.", head_.params());
+}
+
+float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<int>& targets,
+                              int seq_len) {
+  if (targets.size() != tokens.size())
+    throw Error("moe transformer", std::to_string(targets.size()) + " targets for " +
+                                       std::to_string(tokens.size()) + " tokens");
+  Tensor x = embed_.forward(tokens, seq_len);
+  aux_loss_ = 0.0f;
+  for (auto& b : blocks_) {
+    x.add(b->attn.forward(b->ln1.forward(x), seq_len));
+    x.add(b->moe->forward(b->ln2.forward(x)));
+    aux_loss_ += b->moe->aux_loss();
+  }
+  lm_loss_ = head_.forward(ln_f_.forward(x), targets);
+  has_forward_ = true;
+  return lm_loss_ + config_.aux_loss_weight * aux_loss_;
+}
+
+void MoeTransformer::backward() {
+  if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
+  Tensor dx = ln_f_.backward(head_.backward());
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    Block& b = **it;
+    dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
+    dx.add(b.ln1.backward(b.attn.backward(dx)));
+  }
+  embed_.backward(dx);
+}
+
+std::vector<Param*> MoeTransformer::dense_params() {
+  return pointers(dense_);
+}
+
+std::vector<Param*> MoeTransformer::expert_params() {
+  return pointers(expert_);
+}
+
+std::vector<Param*> MoeTransformer::params() {
+  std::vector<Param*> all = dense_params();
+  for (Param* p : expert_params()) all.push_back(p);
+  return all;
+}
+
+std::vector<MoeLayer*> MoeTransformer::moe_layers() {
+  std::vector<MoeLayer*> out;
+  for (auto& b : blocks_) out.push_back(b->moe.get());
+  return out;
+}
+
+void MoeTransformer::zero_grad() {
+  for (Param& p : dense_) p.grad->fill(0.0f);
+  for (Param& p : expert_) p.grad->fill(0.0f);
+}
+
+}  // namespace moecomm::nn

@@ -1,0 +1,94 @@
+#pragma once
+// A small GPT-style MoE language model for `moecomm train`:
+//   x = Embedding(tokens) (token + learned position)
+//   L blocks:  x = x + Attention(LayerNorm(x));  x = x + MoE(LayerNorm(x))
+//   loss = CrossEntropy(LmHead(LayerNorm(x)), targets) + aux_loss_weight * sum_l aux_l
+// The LM head is untied (its own W [M, V], b [V]). Tokens are B sequences of length S,
+// sequence-major [B * S]; attention is causal within each sequence.
+//
+// Parallelism: dense parameters (embedding, attention, layer norms, gates, head) are
+// initialised from config.seed alone, so they are identical on every rank; they are
+// data-parallel and the caller AllReduces (averages) their gradients across ranks. Each MoE
+// layer is built by make_moe_layer(spec, exchange): this rank holds experts
+// [rank L, (rank + 1) L) seeded by expert_seed(layer seed, global expert), so its weights equal
+// those of one process holding all experts. An expert's gradient on its rank already sums
+// the contributions of every rank's tokens (moe_layer.h); for the mean-over-ranks loss scale
+// it by 1 / DP (scale_grad in adam.h). All MoE layers share the one exchange.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/cross_entropy.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/moe_layer.h"
+#include "nn/moe_layer_factory.h"
+#include "nn/param.h"
+#include "nn/token_exchange.h"
+
+namespace moecomm::nn {
+
+struct MoeTransformerConfig {
+  int vocab = 64;
+  int max_seq = 32;  // longest sequence (positional table rows)
+  int hidden = 32;
+  int heads = 2;
+  int layers = 2;
+  // Per MoE layer: experts, ffn_hidden, top_k, gate, expert, capacity_factor, ... are used;
+  // hidden is taken from above and seed is derived per layer from config.seed.
+  MoeLayerSpec moe{.hidden = 0, .ffn_hidden = 64, .experts = 4};
+  float aux_loss_weight = 0.01f;
+  float embedding_init_std = 0.1f;
+  float head_init_std = 0.02f;
+  uint64_t seed = 0;
+};
+
+class MoeTransformer {
+ public:
+  // The exchange must outlive the model; every rank of its EP group builds the same config
+  // and calls forward and backward in step (each MoE layer exchanges tokens).
+  MoeTransformer(const MoeTransformerConfig& config, TokenExchange& exchange);
+  MoeTransformer(const MoeTransformer&) = delete;
+  MoeTransformer& operator=(const MoeTransformer&) = delete;
+
+  // tokens, targets: [B * seq_len] (targets < 0 are ignored); seq_len in [1, max_seq].
+  // Returns lm_loss() + aux_loss_weight * aux_loss().
+  float forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
+  // Accumulates (+=) the gradients of all parameters for the last forward's loss.
+  void backward();
+
+  float lm_loss() const { return lm_loss_; }    // cross-entropy of the last forward
+  float aux_loss() const { return aux_loss_; }  // sum over MoE layers of their aux losses
+  const Tensor& logits() const { return head_.logits(); }
+
+  // Names: "embed.tok", "block<l>.ln1.gamma", "block<l>.attn.wqkv", "block<l>.moe.gate.wg",
+  // "block<l>.moe.expert<e>.w1", "ln_f.gamma", "head.w", ... (pointers stay valid for the
+  // model's lifetime; the order is the same on every rank).
+  std::vector<Param*> dense_params();   // everything but experts: data-parallel
+  std::vector<Param*> expert_params();  // this rank's local experts of every layer
+  std::vector<Param*> params();         // dense then expert
+  std::vector<MoeLayer*> moe_layers();  // per block: routing(), plan(), layout()
+  void zero_grad();
+
+  const MoeTransformerConfig& config() const { return config_; }
+
+ private:
+  struct Block {
+    LayerNorm ln1, ln2;
+    CausalSelfAttention attn;
+    std::unique_ptr<MoeLayer> moe;
+  };
+
+  MoeTransformerConfig config_;
+  Embedding embed_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  LayerNorm ln_f_;
+  LmHead head_;
+  std::vector<Param> dense_, expert_;
+  float lm_loss_ = 0.0f, aux_loss_ = 0.0f;
+  bool has_forward_ = false;
+};
+
+}  // namespace moecomm::nn

@@ -1,0 +1,55 @@
+#pragma once
+// The training loop of `moecomm train` (issue 5): a small MoE transformer LM (nn) trained
+// on every rank of MPI_COMM_WORLD with expert parallelism over EP groups of consecutive ranks
+// and data parallelism for everything else. Per step: forward and backward (the MoE layers
+// exchange tokens by A2A-v), dense gradients averaged over the world, expert gradients over
+// the expert-data-parallel group, one Adam step; the loss, the step time and the A2A bytes
+// by link level are reported, and the routing can be recorded as a trace for `moecomm place`.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/moe_transformer.h"
+#include "place/routing_trace.h"
+#include "rt/link_bytes.h"
+#include "sched/op.h"
+
+namespace moecomm::rt {
+
+struct TrainConfig {
+  nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
+  int ep = 0;                      // EP group size; 0: the world
+  int batch = 4;                   // sequences per rank per step
+  int seq_len = 32;
+  int steps = 200;
+  float lr = 3e-3f;
+  uint64_t data_seed = 1;
+  std::vector<int> corpus;  // token ids to draw windows from; empty: synthetic Markov text
+  int ranks_per_node = 0;   // node = rank / ranks_per_node for byte levels; 0: one node
+  double timeout_s = 60;    // any collective that stalls longer fails the job
+  sched::Algorithm a2a = sched::Algorithm::kFlat;
+  bool record_routing = false;  // token-choice gates only
+};
+
+struct StepReport {
+  int step = 0;
+  float loss = 0;      // mean over ranks, with the auxiliary loss
+  float lm_loss = 0;   // mean over ranks, cross-entropy only
+  double step_ms = 0;  // slowest rank
+  LinkBytes a2a;       // all ranks, this step (dispatch and combine, forward and backward)
+};
+
+struct TrainResult {
+  std::vector<StepReport> steps;
+  double entropy_floor = 0;     // synthetic data: the best reachable cross-entropy (nats)
+  place::RoutingTrace routing;  // on rank 0 when recorded: one iteration per step
+};
+
+// Collective over MPI_COMM_WORLD (MPI must be initialised with MPI_THREAD_MULTIPLE or
+// less: this loop is single-threaded). Throws Error on a configuration that does not fit
+// the world; a stalled collective throws CommTimeout naming the op and rank.
+// on_step runs on rank 0 after every step.
+TrainResult train(const TrainConfig& config,
+                  const std::function<void(const StepReport&)>& on_step = {});
+
+}  // namespace moecomm::rt

@@ -56,6 +56,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
   sub_->add_option("--a2a", a2a_, "A2A algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
+  sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
                    "on one node)")
@@ -206,6 +207,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.a2a = algorithm_of(a2a_);
+  c.bf16_a2a = bf16_;
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
   if (me == 0 && !json_) {

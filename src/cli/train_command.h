@@ -25,7 +25,7 @@ class TrainCommand {
   float lr_ = 3e-3f, capacity_factor_ = 0.0f;
   double timeout_s_ = 60;
   uint64_t seed_ = 1;
-  bool json_ = false;
+  bool json_ = false, bf16_ = false;
 };
 
 }  // namespace moecomm::cli

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "nn/bf16.h"
 #include "nn/exchange_permute.h"
 #include "rt/collectives.h"
 
@@ -21,8 +22,9 @@ std::vector<int64_t> rows_per_member(const std::vector<int>& counts, int members
 
 }  // namespace
 
-MpiTokenExchange::MpiTokenExchange(const Comm& ep, CallOptions options, sched::Algorithm algorithm)
-    : ep_(ep), options_(std::move(options)), algorithm_(algorithm) {}
+MpiTokenExchange::MpiTokenExchange(const Comm& ep, CallOptions options, sched::Algorithm algorithm,
+                                   bool bf16)
+    : ep_(ep), options_(std::move(options)), algorithm_(algorithm), bf16_(bf16) {}
 
 nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& send_counts) {
   const int p = ranks();
@@ -55,6 +57,14 @@ nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::ve
   CallOptions o = options_;
   o.label = label;
   o.bytes = &bytes_;
+  if (bf16_) {
+    const std::vector<uint16_t> half = nn::to_bf16(send);
+    const Received<uint16_t> got = all_to_all_v(ep_, std::span<const uint16_t>(half),
+                                                std::span<const int64_t>(floats), algorithm_, o);
+    nn::Tensor out({static_cast<int64_t>(got.data.size()) / std::max<int64_t>(cols, 1), cols});
+    nn::from_bf16(got.data, out);
+    return out;
+  }
   const Received<float> got =
       all_to_all_v(ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
                    std::span<const int64_t>(floats), algorithm_, o);

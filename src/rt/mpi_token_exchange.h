@@ -14,8 +14,10 @@ class MpiTokenExchange final : public nn::TokenExchange {
  public:
   // options.ranks_per_node sets the link levels; options.bytes is replaced by this
   // exchange's own counter.
+  // bf16: rows travel as bfloat16 (half the bytes), rounded to nearest even; compute stays
+  // fp32.
   MpiTokenExchange(const Comm& ep, CallOptions options,
-                   sched::Algorithm algorithm = sched::Algorithm::kFlat);
+                   sched::Algorithm algorithm = sched::Algorithm::kFlat, bool bf16 = false);
 
   int ranks() const override { return ep_.size(); }
   int rank() const override { return ep_.rank(); }
@@ -34,6 +36,7 @@ class MpiTokenExchange final : public nn::TokenExchange {
   const Comm& ep_;
   CallOptions options_;
   sched::Algorithm algorithm_;
+  bool bf16_;
   LinkBytes bytes_;
 };
 

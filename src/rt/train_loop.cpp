@@ -131,7 +131,7 @@ TrainResult train(const TrainConfig& config_in,
   CallOptions options;
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
-  MpiTokenExchange exchange(pool.at({g.ep, 0}), options, c.a2a);
+  MpiTokenExchange exchange(pool.at({g.ep, 0}), options, c.a2a, c.bf16_a2a);
   nn::MoeTransformer model(c.model, exchange);
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
   const nn::SyntheticText text(

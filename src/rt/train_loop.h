@@ -28,6 +28,7 @@ struct TrainConfig {
   int ranks_per_node = 0;   // node = rank / ranks_per_node for byte levels; 0: one node
   double timeout_s = 60;    // any collective that stalls longer fails the job
   sched::Algorithm a2a = sched::Algorithm::kFlat;
+  bool bf16_a2a = false;        // token rows travel as bfloat16
   bool record_routing = false;  // token-choice gates only
 };
 

@@ -8,6 +8,7 @@
 
 #include "core/topology.h"
 #include "mpi_test_util.h"
+#include "nn/bf16.h"
 #include "nn/local_exchange.h"
 #include "nn/moe_layer_factory.h"
 #include "place/traffic.h"
@@ -138,6 +139,25 @@ TEST_F(MoeLayerMpi, AllToAllBytesEqualThePlacementTrafficAccounting) {
   EXPECT_EQ(bytes[int(LinkLevel::kIntraNode)], 2 * t.intra_node() * row);
   EXPECT_EQ(bytes[int(LinkLevel::kSameDevice)], 2 * t.same_device * row);
   EXPECT_GT(t.inter_node(), 0);
+}
+
+// bf16 on the wire: half the bytes, and each dispatched row is the sent row rounded to
+// bfloat16 (compared on the expert side through the after-dispatch hook).
+TEST_F(MoeLayerMpi, Bf16ExchangeHalvesTheBytesAndRoundsTheRows) {
+  const int p = test::world_size(), me = test::world_rank();
+  const nn::MoeLayerSpec spec = spec_of(GateKind::kGShard, 0.0f, ExpertKind::kGptFfn, 2 * p);
+  MpiTokenExchange fp32(world(), options()),
+      bf16(world(), options(), sched::Algorithm::kFlat, true);
+  auto a = nn::make_moe_layer(spec, fp32), b = nn::make_moe_layer(spec, bf16);
+  Tensor got_a, got_b;
+  a->hooks().after_dispatch = [&](Tensor& t) { got_a = t; };
+  b->hooks().after_dispatch = [&](Tensor& t) { got_b = t; };
+  a->forward(tokens_of(me, 100));
+  b->forward(tokens_of(me, 100));
+  nn::round_through_bf16(got_a);
+  EXPECT_EQ(max_abs_diff(got_a, got_b), 0.0f);
+  EXPECT_EQ(2 * bf16.bytes().total(), fp32.bytes().total());
+  EXPECT_GT(fp32.bytes().total(), 0);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "cli/train_command.h"
 
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 
@@ -12,6 +14,21 @@
 #include "rt/train_loop.h"
 
 namespace moecomm::cli {
+
+namespace {
+
+// CLI::Range lets NaN through (every comparison with it is false).
+const CLI::Validator kFinite(
+    [](std::string& text) {
+      try {
+        if (std::isfinite(std::stod(text))) return std::string();
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a finite number";
+    },
+    "FINITE");
+
+}  // namespace
 
 TrainCommand::TrainCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -37,6 +54,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
   sub_->add_option("--lr", lr_, "Adam learning rate")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(1e-7, 1.0));
   sub_->add_option("--data", data_,
@@ -51,6 +69,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "the model's ffn_type")
       ->check(CLI::IsMember({"gpt", "mixtral"}));
   sub_->add_option("--capacity-factor", capacity_factor_, "capacity layout factor; 0: dropless")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 64.0f));
   sub_->add_option("--a2a", a2a_, "A2A algorithm")
@@ -62,6 +81,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "on one node)")
       ->check(CLI::Range(0, 1 << 20));
   sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
@@ -77,6 +97,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
 }
 
 namespace {
+
+constexpr double kMaxTrainGB = 4;
 
 int world_rank() {
   int r = 0;
@@ -131,7 +153,34 @@ std::vector<int> read_corpus(const std::string& path, int vocab) {
                   "'" + word + "' is not a token id in [0, " + std::to_string(vocab) + ")");
     ids.push_back(id);
   }
+  if (ids.empty()) throw Error(path, "holds no token ids");
   return ids;
+}
+
+// Fail before training, not after it: the trace is written at the end.
+void check_writable(const std::string& path) {
+  const bool existed = std::filesystem::exists(path);
+  std::ofstream probe(path, std::ios::app);
+  if (!probe) throw Error("--routing-trace", path + ": cannot be written");
+  probe.close();
+  if (!existed) std::filesystem::remove(path);
+}
+
+// Parameters with their gradients and Adam's two moments (16 bytes each) must fit: this
+// command trains small models on CPUs.
+void check_memory(const rt::TrainConfig& c, int world) {
+  const auto& m = c.model;
+  const double h = m.hidden, layers = m.layers, experts = m.moe.experts;
+  const double ep = c.ep > 0 ? c.ep : world;
+  const double gemms = m.moe.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
+  const double dense = 2.0 * m.vocab * h + m.max_seq * h + layers * (4 * h * h + h * experts);
+  const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden;
+  const double gb = 16.0 * (dense + local_experts) / 1e9;
+  if (gb > kMaxTrainGB)
+    throw Error("--model", "needs about " + std::to_string(static_cast<int>(gb)) +
+                               " GB per rank for parameters and optimizer state (limit " +
+                               std::to_string(static_cast<int>(kMaxTrainGB)) +
+                               "): moecomm train runs small models");
 }
 
 sched::Algorithm algorithm_of(const std::string& a) {
@@ -210,6 +259,14 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.bf16_a2a = bf16_;
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
+  check_memory(c, world);
+  if (c.model.moe.gate == nn::GateKind::kExpertChoice && c.record_routing) {
+    if (sub_->count("--routing-trace"))
+      throw Error("--routing-trace", "expert-choice routing has no per-token top-k to record");
+    c.record_routing = false;
+    if (me == 0 && !json_) out << "(expert-choice routing: no routing trace is written)\n";
+  }
+  if (c.record_routing && me == 0) check_writable(routing_trace_);
   if (me == 0 && !json_) {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "

@@ -12,6 +12,7 @@
 #include "place/routing_trace.h"
 #include "rt/mpi_base.h"
 #include "rt/train_loop.h"
+#include "sched/strategy.h"
 
 namespace moecomm::cli {
 
@@ -75,6 +76,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
   sub_->add_option("--a2a", a2a_, "A2A algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
+  sub_->add_option("--strategy", strategy_,
+                   "baseline or hier-a2a, or knobs (a2a=flat|1dh|2dh); the other knobs of "
+                   "`moecomm sim` run in the simulator only for now");
   sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
@@ -183,6 +187,25 @@ void check_memory(const rt::TrainConfig& c, int world) {
                                "): moecomm train runs small models");
 }
 
+// The knobs the runtime executes so far: the A2A algorithm. Others are refused by name, so
+// that no run silently differs from what was asked.
+sched::Algorithm runnable_strategy(const std::string& text, const sched::Algorithm* a2a_flag) {
+  const sched::Strategy s = sched::parse_strategy(text, "--strategy");
+  sched::Strategy only_a2a;
+  only_a2a.a2a = s.a2a;
+  only_a2a.name = s.name;
+  if (!(s == only_a2a)) {
+    throw Error("--strategy", "'" + text + "' (" + sched::to_string(s) +
+                                  ") sets knobs the runtime does not execute yet; train runs "
+                                  "the A2A algorithm knob (baseline, hier-a2a, a2a=...), and "
+                                  "`moecomm sim` simulates every knob");
+  }
+  if (a2a_flag && *a2a_flag != s.a2a)
+    throw Error("--strategy", "says a2a=" + std::string(sched::to_string(s.a2a)) +
+                                  " but --a2a says " + std::string(sched::to_string(*a2a_flag)));
+  return s.a2a;
+}
+
 sched::Algorithm algorithm_of(const std::string& a) {
   if (a == "1dh") return sched::Algorithm::k1DH;
   if (a == "2dh") return sched::Algorithm::k2DH;
@@ -256,6 +279,8 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.a2a = algorithm_of(a2a_);
+  if (!strategy_.empty())
+    c.a2a = runnable_strategy(strategy_, sub_->count("--a2a") ? &c.a2a : nullptr);
   c.bf16_a2a = bf16_;
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);

@@ -162,6 +162,9 @@ TrainResult train(const TrainConfig& config_in,
     // Mean over ranks: dense sums over the world; an expert's gradient sums every rank's
     // tokens of its EP group (A2A backward), then its edp copies.
     nn::scale_grad(model.params(), 1.0f / static_cast<float>(world));
+    if (c.keep_gradients && step + 1 == c.steps) {
+      for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
+    }
     adam.step();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

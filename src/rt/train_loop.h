@@ -30,6 +30,7 @@ struct TrainConfig {
   sched::Algorithm a2a = sched::Algorithm::kFlat;
   bool bf16_a2a = false;        // token rows travel as bfloat16
   bool record_routing = false;  // token-choice gates only
+  bool keep_gradients = false;  // return the last step's reduced gradients (for tests)
 };
 
 struct StepReport {
@@ -44,6 +45,9 @@ struct TrainResult {
   std::vector<StepReport> steps;
   double entropy_floor = 0;     // synthetic data: the best reachable cross-entropy (nats)
   place::RoutingTrace routing;  // on rank 0 when recorded: one iteration per step
+  // With keep_gradients: this rank's parameters' gradients of the last step, after the
+  // AllReduces and the scaling to the mean over ranks, by parameter name.
+  std::vector<std::pair<std::string, nn::Tensor>> gradients;
 };
 
 // Collective over MPI_COMM_WORLD (MPI must be initialised with MPI_THREAD_MULTIPLE or

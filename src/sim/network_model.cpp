@@ -17,6 +17,14 @@ NetworkModel::NetworkModel(const core::Topology& topology, FlowNetwork& network)
       network.add_link(level.bandwidth, 0.0, name + ".in");
     }
   }
+  end_ = network.num_links();
+}
+
+int NetworkModel::egress_level(int link) const {
+  if (first_egress_.empty() || link < first_egress_.front() || link >= end_) return -1;
+  int k = static_cast<int>(first_egress_.size()) - 1;
+  while (link < first_egress_[k]) --k;
+  return (link - first_egress_[k]) % 2 == 0 ? k : -1;
 }
 
 int NetworkModel::meet_level(int a, int b) const {

@@ -23,6 +23,8 @@ class NetworkModel {
   std::vector<int> path(int a, int b) const;
   // Latency of that path: the meet level's latency (paid once, on the egress link).
   double latency(int a, int b) const;
+  // The level of an egress link; -1 for ingress links and links of other models.
+  int egress_level(int link) const;
   // Identifies the path: flows with equal keys share their whole path.
   long long path_key(int a, int b) const;
 
@@ -30,6 +32,7 @@ class NetworkModel {
   const core::Topology& topology_;
   std::vector<int> per_worker_;    // ranks per worker, per level
   std::vector<int> first_egress_;  // per level: link id of worker 0's egress
+  int end_ = 0;                    // one past the last link this model added
 };
 
 }  // namespace moecomm::sim

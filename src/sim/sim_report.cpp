@@ -56,6 +56,7 @@ nlohmann::json report_to_json(const SimReport& report, const SimResult& result) 
           {"backward_ms", report.backward_s * 1e3},
           {"ops", ops},
           {"busiest_links", links},
+          {"bytes_by_level", result.bytes_by_level},
           {"flows", result.flows}};
 }
 

@@ -378,6 +378,11 @@ SimResult Run::result() const {
     if (l.bytes > 0) r.busiest_links.push_back({l.name, l.bytes, l.busy_time});
   }
   r.flows = flows_;
+  r.bytes_by_level.assign(topo_.num_levels(), 0.0);
+  for (int l = 0; l < net_.num_links(); ++l) {
+    const int level = model_.egress_level(l);
+    if (level >= 0) r.bytes_by_level[level] += net_.link_stats(l).bytes;
+  }
   return r;
 }
 

@@ -28,6 +28,9 @@ struct SimResult {
   double makespan_s = 0;                 // max over ranks
   std::vector<LinkUsage> busiest_links;  // by bytes, most first (at most 16)
   int64_t flows = 0;                     // flows the network carried
+  // Bytes sent over each level's links (egress side), outermost level first: what the
+  // runtime's traffic counters measure by link level (all collectives, not only A2As).
+  std::vector<double> bytes_by_level;
 };
 
 // How concurrent collectives share a link: kPerCollective (default) gives every collective on

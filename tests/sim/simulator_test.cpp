@@ -110,6 +110,10 @@ TEST(Simulator, FlatAllToAllAcrossTwoNodesIsBoundByTheNodeLink) {
   const SimResult r = simulate(s, cluster(2, 4));
   EXPECT_NEAR(r.makespan_s, kNodeLat + 16 * 1e7 / kNodeBw, 1e-12);
   EXPECT_EQ(r.busiest_links[0].name.substr(0, 4), "node");
+  // 2 nodes x 16 pair messages cross nodes; 8 devices x 3 stay inside their node.
+  ASSERT_EQ(r.bytes_by_level.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.bytes_by_level[0], 2 * 16 * 1e7);
+  EXPECT_DOUBLE_EQ(r.bytes_by_level[1], 8 * 3 * 1e7);
 }
 
 // 2DH: intra-node phase (each device sends 3 messages of 2 pair loads to its peers), then

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "nn/gate.h"
+
 namespace moecomm::nn {
 
 Tensor softmax_rows(const Tensor& h) {
@@ -121,6 +123,25 @@ void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int 
   const float scale = grad_aux * static_cast<float>(E) / static_cast<float>(T);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t e = 0; e < E; ++e) dp.at(t, e) += scale * f[static_cast<size_t>(e)];
+}
+
+GateOutput softmax_topk_output(const Tensor& p, const std::vector<int>& choice, int experts, int k,
+                               bool normalize) {
+  GateOutput out;
+  out.tokens = static_cast<int>(p.rows());
+  out.experts = experts;
+  out.per_group = k;
+  fill_topk_slots(p, choice, k, normalize, out.token, out.expert, out.weight);
+  out.aux_loss = load_balance_loss(p, choice, k);
+  return out;
+}
+
+Tensor softmax_topk_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                             const std::vector<float>& grad_weight, float grad_aux) {
+  Tensor dp(p.shape());
+  topk_slots_backward(p, choice, k, normalize, grad_weight, dp);
+  load_balance_backward(p, choice, k, grad_aux, dp);
+  return softmax_rows_backward(p, dp);
 }
 
 }  // namespace moecomm::nn

@@ -30,4 +30,13 @@ float load_balance_loss(const Tensor& p, const std::vector<int>& choice, int k);
 void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int k, float grad_aux,
                            Tensor& dp);
 
+// The softmax top-k head GShard and X-MoE share: slots of the chosen experts weighted by p,
+// and the load-balancing loss.
+struct GateOutput;
+GateOutput softmax_topk_output(const Tensor& p, const std::vector<int>& choice, int experts, int k,
+                               bool normalize);
+// Its backward: d scores [T, E] from dL/d slot weight and dL/d aux.
+Tensor softmax_topk_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
+                             const std::vector<float>& grad_weight, float grad_aux);
+
 }  // namespace moecomm::nn

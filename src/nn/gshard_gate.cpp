@@ -26,20 +26,12 @@ GateOutput GShardGate::forward(const Tensor& x) {
     for (int64_t i = 0; i < h.size(); ++i) h[i] += scale * n01(noise_rng_);
   }
   choice_ = topk_rows(h, config_.k);
-  GateOutput out;
-  out.tokens = static_cast<int>(x.rows());
-  out.experts = config_.experts;
-  out.per_group = config_.k;
-  fill_topk_slots(p_, choice_, config_.k, normalized(), out.token, out.expert, out.weight);
-  out.aux_loss = load_balance_loss(p_, choice_, config_.k);
-  return out;
+  return softmax_topk_output(p_, choice_, config_.experts, config_.k, normalized());
 }
 
 Tensor GShardGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
-  Tensor dp(p_.shape());
-  topk_slots_backward(p_, choice_, config_.k, normalized(), grad_weight, dp);
-  load_balance_backward(p_, choice_, config_.k, grad_aux, dp);
-  const Tensor dh = softmax_rows_backward(p_, dp);
+  const Tensor dh =
+      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight, grad_aux);
   gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dh, 1.0f, dwg_);  // dWg += x^T dh
   return matmul(dh, wg_, Trans::kNo, Trans::kYes);          // dx = dh Wg^T
 }

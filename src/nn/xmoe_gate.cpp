@@ -59,20 +59,12 @@ GateOutput XMoEGate::forward(const Tensor& x) {
   gemm(Trans::kNo, Trans::kYes, 1.0f / config_.temperature, zhat_, ehat_, 0.0f, s);
   p_ = softmax_rows(s);
   choice_ = topk_rows(s, config_.k);
-  GateOutput out;
-  out.tokens = static_cast<int>(x.rows());
-  out.experts = config_.experts;
-  out.per_group = config_.k;
-  fill_topk_slots(p_, choice_, config_.k, normalized(), out.token, out.expert, out.weight);
-  out.aux_loss = load_balance_loss(p_, choice_, config_.k);
-  return out;
+  return softmax_topk_output(p_, choice_, config_.experts, config_.k, normalized());
 }
 
 Tensor XMoEGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
-  Tensor dp(p_.shape());
-  topk_slots_backward(p_, choice_, config_.k, normalized(), grad_weight, dp);
-  load_balance_backward(p_, choice_, config_.k, grad_aux, dp);
-  const Tensor ds = softmax_rows_backward(p_, dp);
+  const Tensor ds =
+      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight, grad_aux);
   const float inv_tau = 1.0f / config_.temperature;
   const Tensor dzhat = matmul(ds, ehat_);  // scaled by 1/tau below
   const Tensor dehat = matmul(ds, zhat_, Trans::kYes, Trans::kNo);

@@ -1,29 +1,18 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "support/cli_runner.h"
 
 namespace moecomm::cli {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run_cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int code = run(args, out, err);
-  return {code, out.str(), err.str()};
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::has;
+using testing::Result;
+using testing::run_cli;
 
 TEST(SimCommand, JsonHasIterationForwardBackwardAndPerKindTotals) {
   Result r = run_cli({"sim", "--model", "netmoe-moe-gpt-s", "--json"});

@@ -8,19 +8,6 @@
 #include "nn/gemm.h"
 
 namespace moecomm::nn {
-namespace {
-
-void add_row_vector(Tensor& m, const Tensor& v) {
-  for (int64_t r = 0; r < m.rows(); ++r)
-    for (int64_t c = 0; c < m.cols(); ++c) m.at(r, c) += v[c];
-}
-
-void add_column_sums(const Tensor& m, Tensor& v) {
-  for (int64_t r = 0; r < m.rows(); ++r)
-    for (int64_t c = 0; c < m.cols(); ++c) v[c] += m.at(r, c);
-}
-
-}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int hidden, int heads, uint64_t seed)
     : hidden_(hidden), heads_(heads), head_dim_(heads > 0 ? hidden / heads : 0) {

@@ -11,16 +11,6 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 
-void add_row_vector(Tensor& m, const Tensor& v) {
-  for (int64_t r = 0; r < m.rows(); ++r)
-    for (int64_t c = 0; c < m.cols(); ++c) m.at(r, c) += v[c];
-}
-
-void add_column_sums(const Tensor& m, Tensor& v) {
-  for (int64_t r = 0; r < m.rows(); ++r)
-    for (int64_t c = 0; c < m.cols(); ++c) v[c] += m.at(r, c);
-}
-
 }  // namespace
 
 float gelu(float a) {

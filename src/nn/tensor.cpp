@@ -89,4 +89,14 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+void add_row_vector(Tensor& m, const Tensor& v) {
+  for (int64_t r = 0; r < m.rows(); ++r)
+    for (int64_t c = 0; c < m.cols(); ++c) m.at(r, c) += v[c];
+}
+
+void add_column_sums(const Tensor& m, Tensor& v) {
+  for (int64_t r = 0; r < m.rows(); ++r)
+    for (int64_t c = 0; c < m.cols(); ++c) v[c] += m.at(r, c);
+}
+
 }  // namespace moecomm::nn

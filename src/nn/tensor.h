@@ -51,5 +51,8 @@ class Tensor {
 
 // Largest |a - b| over elements (sizes must match).
 float max_abs_diff(const Tensor& a, const Tensor& b);
+// m[r, :] += v for every row (a bias), and v += the column sums of m (its gradient).
+void add_row_vector(Tensor& m, const Tensor& v);
+void add_column_sums(const Tensor& m, Tensor& v);
 
 }  // namespace moecomm::nn

@@ -23,18 +23,32 @@ float gelu_grad(float a) {
          0.5f * a * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * a * a);
 }
 
-GptFfn::GptFfn(int hidden, int ffn_hidden, uint64_t seed) {
+// A shard draws the full expert's weights and keeps its slice, so its weights equal the
+// unsharded expert's whatever the shard count.
+GptFfn::GptFfn(int hidden, int ffn_hidden, uint64_t seed, FfnShard shard) {
   if (hidden <= 0 || ffn_hidden <= 0)
     throw Error("gpt ffn", "hidden and ffn_hidden must be positive");
-  w1_ = Tensor::uniform({hidden, ffn_hidden}, seed, 1.0f / std::sqrt(static_cast<float>(hidden)));
-  b1_ = Tensor::uniform({ffn_hidden}, seed + 1, 0.1f);
+  const int width = ffn_hidden / shard.count, first = shard.index * width;
+  w1_ = Tensor::uniform({hidden, ffn_hidden}, seed, 1.0f / std::sqrt(static_cast<float>(hidden)))
+            .slice_cols(first, width);
+  b1_ = Tensor::uniform({1, ffn_hidden}, seed + 1, 0.1f).slice_cols(first, width);
+  b1_.reshape({width});
   w2_ = Tensor::uniform({ffn_hidden, hidden}, seed + 2,
-                        1.0f / std::sqrt(static_cast<float>(ffn_hidden)));
+                        1.0f / std::sqrt(static_cast<float>(ffn_hidden)))
+            .slice_rows(first, width);
   b2_ = Tensor::uniform({hidden}, seed + 3, 0.1f);
+  output_bias_ = shard.index == 0;
+  if (!output_bias_) b2_.fill(0.0f);
   dw1_ = Tensor(w1_.shape());
   db1_ = Tensor(b1_.shape());
   dw2_ = Tensor(w2_.shape());
   db2_ = Tensor(b2_.shape());
+}
+
+std::vector<Param> GptFfn::params() {
+  std::vector<Param> p = {{"w1", &w1_, &dw1_}, {"b1", &b1_, &db1_}, {"w2", &w2_, &dw2_}};
+  if (output_bias_) p.push_back({"b2", &b2_, &db2_});
+  return p;
 }
 
 Tensor GptFfn::forward(const Tensor& x, ExpertCache& cache) const {
@@ -43,7 +57,7 @@ Tensor GptFfn::forward(const Tensor& x, ExpertCache& cache) const {
   Tensor h(a.shape());
   for (int64_t i = 0; i < a.size(); ++i) h[i] = gelu(a[i]);
   Tensor y = matmul(h, w2_);
-  add_row_vector(y, b2_);
+  if (output_bias_) add_row_vector(y, b2_);
   cache.saved = {x, std::move(a), std::move(h)};
   return y;
 }
@@ -53,7 +67,7 @@ Tensor GptFfn::backward(const Tensor& dy, const ExpertCache& cache) {
   const Tensor& a = cache.saved.at(1);
   const Tensor& h = cache.saved.at(2);
   gemm(Trans::kYes, Trans::kNo, 1.0f, h, dy, 1.0f, dw2_);  // dW2 += h^T dy
-  add_column_sums(dy, db2_);
+  if (output_bias_) add_column_sums(dy, db2_);
   Tensor da = matmul(dy, w2_, Trans::kNo, Trans::kYes);  // dh = dy W2^T
   for (int64_t i = 0; i < da.size(); ++i) da[i] *= gelu_grad(a[i]);
   gemm(Trans::kYes, Trans::kNo, 1.0f, x, da, 1.0f, dw1_);  // dW1 += x^T da

@@ -10,16 +10,15 @@ namespace moecomm::nn {
 
 class GptFfn : public Expert {
  public:
-  GptFfn(int hidden, int ffn_hidden, uint64_t seed);
+  GptFfn(int hidden, int ffn_hidden, uint64_t seed, FfnShard shard = {});
   Tensor forward(const Tensor& x, ExpertCache& cache) const override;
   Tensor backward(const Tensor& dy, const ExpertCache& cache) override;
-  std::vector<Param> params() override {
-    return {{"w1", &w1_, &dw1_}, {"b1", &b1_, &db1_}, {"w2", &w2_, &dw2_}, {"b2", &b2_, &db2_}};
-  }
+  std::vector<Param> params() override;
 
  private:
   Tensor w1_, b1_, w2_, b2_;
   Tensor dw1_, db1_, dw2_, db2_;
+  bool output_bias_ = true;  // shard 0 only: the shards' outputs are summed
 };
 
 float gelu(float a);

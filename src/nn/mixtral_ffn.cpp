@@ -14,14 +14,16 @@ float sigmoid(float a) {
 
 }  // namespace
 
-MixtralFfn::MixtralFfn(int hidden, int ffn_hidden, uint64_t seed) {
+MixtralFfn::MixtralFfn(int hidden, int ffn_hidden, uint64_t seed, FfnShard shard) {
   if (hidden <= 0 || ffn_hidden <= 0)
     throw Error("mixtral ffn", "hidden and ffn_hidden must be positive");
+  const int width = ffn_hidden / shard.count, first = shard.index * width;
   const float in_bound = 1.0f / std::sqrt(static_cast<float>(hidden));
-  w1_ = Tensor::uniform({hidden, ffn_hidden}, seed, in_bound);
-  w3_ = Tensor::uniform({hidden, ffn_hidden}, seed + 1, in_bound);
+  w1_ = Tensor::uniform({hidden, ffn_hidden}, seed, in_bound).slice_cols(first, width);
+  w3_ = Tensor::uniform({hidden, ffn_hidden}, seed + 1, in_bound).slice_cols(first, width);
   w2_ = Tensor::uniform({ffn_hidden, hidden}, seed + 2,
-                        1.0f / std::sqrt(static_cast<float>(ffn_hidden)));
+                        1.0f / std::sqrt(static_cast<float>(ffn_hidden)))
+            .slice_rows(first, width);
   dw1_ = Tensor(w1_.shape());
   dw3_ = Tensor(w3_.shape());
   dw2_ = Tensor(w2_.shape());

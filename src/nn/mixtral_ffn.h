@@ -9,7 +9,7 @@ namespace moecomm::nn {
 
 class MixtralFfn : public Expert {
  public:
-  MixtralFfn(int hidden, int ffn_hidden, uint64_t seed);
+  MixtralFfn(int hidden, int ffn_hidden, uint64_t seed, FfnShard shard = {});
   Tensor forward(const Tensor& x, ExpertCache& cache) const override;
   Tensor backward(const Tensor& dy, const ExpertCache& cache) override;
   std::vector<Param> params() override {

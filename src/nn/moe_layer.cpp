@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "nn/exchange_chunks.h"
 #include "nn/iorder.h"
 
 namespace moecomm::nn {
@@ -54,11 +55,23 @@ Tensor MoeLayer::forward(const Tensor& x) {
   Tensor send = order_rows(plan_, h);
   hooks_.run(HookPoint::kBeforeDispatch, send);
   layout_ = exchange_.exchange_counts(plan_.counts);  // Dispatch
-  Tensor recv = exchange_.dispatch(send, layout_);
-  hooks_.run(HookPoint::kAfterDispatch, recv);
-  Tensor out = run_experts(recv);  // Expert
-  hooks_.run(HookPoint::kBeforeCombine, out);
-  combined_ = exchange_.combine(out, layout_);  // Combine
+  if (chunks_fwd_ > 1) {                              // Dispatch, Expert and Combine per chunk
+    caches_.assign(experts_.size(), ExpertCache{});
+    combined_ = exchange_.pipeline(send, layout_, chunks_fwd_,
+                                   [&](int i, const ExchangeLayout& chunk, const Tensor& rows) {
+                                     Tensor recv = rows;
+                                     hooks_.run(HookPoint::kAfterDispatch, recv);
+                                     Tensor out = run_expert_chunk(i, chunks_fwd_, chunk, recv);
+                                     hooks_.run(HookPoint::kBeforeCombine, out);
+                                     return out;
+                                   });
+  } else {
+    Tensor recv = exchange_.dispatch(send, layout_);
+    hooks_.run(HookPoint::kAfterDispatch, recv);
+    Tensor out = run_experts(recv);  // Expert
+    hooks_.run(HookPoint::kBeforeCombine, out);
+    combined_ = exchange_.combine(out, layout_);  // Combine
+  }
   hooks_.run(HookPoint::kAfterCombine, combined_);
   Tensor y = iorder(plan_, combined_);  // I-Order
   hooks_.run(HookPoint::kBeforeMoeEnd, y);
@@ -80,13 +93,74 @@ Tensor MoeLayer::backward_experts(const Tensor& dout) {
 
 Tensor MoeLayer::backward(const Tensor& dy, float aux_grad) {
   if (!has_forward_) throw Error("moe layer", "backward needs a forward first");
-  IOrderGrad g = iorder_backward(plan_, combined_, dy);     // I-Order
-  const Tensor dout = exchange_.dispatch(g.dbuf, layout_);  // Combine's backward
-  const Tensor din = backward_experts(dout);                // Expert
-  const Tensor dsend = exchange_.combine(din, layout_);     // Dispatch's backward
-  Tensor dx = order_rows_backward(plan_, dsend);            // Order
-  dx.add(gate_->backward(g.grad_weight, aux_grad));         // Gate
+  IOrderGrad g = iorder_backward(plan_, combined_, dy);  // I-Order
+  Tensor dsend;
+  if (chunks_bwd_ > 1) {
+    dsend = exchange_.pipeline(g.dbuf, layout_, chunks_bwd_,
+                               [&](int i, const ExchangeLayout& chunk, const Tensor& dout) {
+                                 return backward_expert_chunk(i, chunks_bwd_, chunk, dout);
+                               });
+  } else {
+    const Tensor dout = exchange_.dispatch(g.dbuf, layout_);  // Combine's backward
+    const Tensor din = backward_experts(dout);                // Expert
+    dsend = exchange_.combine(din, layout_);                  // Dispatch's backward
+  }
+  Tensor dx = order_rows_backward(plan_, dsend);     // Order
+  dx.add(gate_->backward(g.grad_weight, aux_grad));  // Gate
   return dx;
+}
+
+void MoeLayer::set_chunks(int forward, int backward) {
+  if (forward < 1 || backward < 1)
+    throw Error("moe layer", "chunks must be >= 1, got forward " + std::to_string(forward) +
+                                 ", backward " + std::to_string(backward));
+  chunks_fwd_ = forward;
+  chunks_bwd_ = backward;
+}
+
+std::vector<int> MoeLayer::expert_chunk_rows(int l, int i, int n,
+                                             const ExchangeLayout& chunk) const {
+  const std::vector<int> all = recv_chunk_rows(layout_, i, n);
+  const int first = chunk.local_offset(l), base = layout_.local_offset(l);
+  std::vector<int> rows(static_cast<size_t>(chunk.local_rows(l)));
+  for (size_t r = 0; r < rows.size(); ++r) rows[r] = all[static_cast<size_t>(first) + r] - base;
+  return rows;
+}
+
+// The chunk's activations go into caches_ at their full-layout rows, so the backward may use
+// another pipeline degree than the forward (every saved tensor is row-aligned with the
+// expert's input rows).
+Tensor MoeLayer::run_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& rows) {
+  Tensor out(rows.shape());
+  for (int l = 0; l < local_experts(); ++l) {
+    const int count = chunk.local_rows(l), at = chunk.local_offset(l);
+    if (count == 0) continue;
+    ExpertCache part;
+    out.set_rows(at, experts_[static_cast<size_t>(l)]->forward(rows.slice_rows(at, count), part));
+    ExpertCache& full = caches_[static_cast<size_t>(l)];
+    const std::vector<int> index = expert_chunk_rows(l, i, n, chunk);
+    if (full.saved.empty())
+      for (const Tensor& t : part.saved)
+        full.saved.emplace_back(std::vector<int64_t>{layout_.local_rows(l), t.cols()});
+    for (size_t k = 0; k < part.saved.size(); ++k)
+      scatter_rows(full.saved[k], part.saved[k], index);
+  }
+  return out;
+}
+
+Tensor MoeLayer::backward_expert_chunk(int i, int n, const ExchangeLayout& chunk,
+                                       const Tensor& dout) {
+  Tensor din(dout.shape());
+  for (int l = 0; l < local_experts(); ++l) {
+    const int count = chunk.local_rows(l), at = chunk.local_offset(l);
+    if (count == 0) continue;
+    const std::vector<int> index = expert_chunk_rows(l, i, n, chunk);
+    ExpertCache part;
+    for (const Tensor& t : caches_[static_cast<size_t>(l)].saved)
+      part.saved.push_back(gather_rows(t, index));
+    din.set_rows(at, experts_[static_cast<size_t>(l)]->backward(dout.slice_rows(at, count), part));
+  }
+  return din;
 }
 
 std::vector<Param> MoeLayer::params() {

@@ -33,6 +33,12 @@ class MoeLayer {
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy, float aux_grad);
 
+  // Pipeline degrees of the token path (FSMoE's r, forward and backward chosen separately;
+  // Lina's A2A/FFN micro-ops): with n > 1 the rows go through TokenExchange::pipeline in n
+  // chunks and the experts run chunk by chunk; the after-dispatch and before-combine hooks
+  // then see one chunk at a time. 1 (the default): one dispatch, experts, one combine.
+  void set_chunks(int forward, int backward);
+
   MoeHooks& hooks() { return hooks_; }
   float aux_loss() const { return routing_.aux_loss; }
   const GateOutput& routing() const { return routing_; }
@@ -51,6 +57,12 @@ class MoeLayer {
  private:
   Tensor run_experts(const Tensor& recv);
   Tensor backward_experts(const Tensor& dout);
+  // One chunk of n (exchange_chunks.h): its rows' experts, forward (saving their activations
+  // into the full-layout caches) and backward (reading them back).
+  Tensor run_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& rows);
+  Tensor backward_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& dout);
+  // Chunk i's rows of local expert l, as rows of l's block in the full dispatched buffer.
+  std::vector<int> expert_chunk_rows(int l, int i, int n, const ExchangeLayout& chunk) const;
 
   std::unique_ptr<Gate> gate_;
   std::unique_ptr<Order> order_;
@@ -65,6 +77,7 @@ class MoeLayer {
   std::vector<ExpertCache> caches_;
   Tensor combined_;  // after the after-combine hook: I-Order's input
   bool has_forward_ = false;
+  int chunks_fwd_ = 1, chunks_bwd_ = 1;
 };
 
 }  // namespace moecomm::nn

@@ -40,10 +40,12 @@ std::unique_ptr<MoeLayer> make_moe_layer(const MoeLayerSpec& s, TokenExchange& e
   const int local = s.experts / ranks, first = exchange.rank() * local;
   std::vector<std::unique_ptr<Expert>> experts;
   for (int l = 0; l < local; ++l)
-    experts.push_back(
-        make_expert(s.expert, s.hidden, s.ffn_hidden, expert_seed(s.seed, first + l)));
-  return std::make_unique<MoeLayer>(make_gate(s), std::move(order), std::move(experts), s.experts,
-                                    exchange);
+    experts.push_back(make_expert(s.expert, s.hidden, s.ffn_hidden, expert_seed(s.seed, first + l),
+                                  s.expert_shard.index, s.expert_shard.count));
+  auto layer = std::make_unique<MoeLayer>(make_gate(s), std::move(order), std::move(experts),
+                                          s.experts, exchange);
+  layer->set_chunks(s.chunks_fwd, s.chunks_bwd);
+  return layer;
 }
 
 }  // namespace moecomm::nn

@@ -26,6 +26,10 @@ struct MoeLayerSpec {
   float xmoe_temperature = 0.07f;
   float gate_noise = 0.0f;  // GShard gate only
   uint64_t seed = 0;
+  // Expert sharding (ESP): this rank holds shard expert_shard.index of each of its experts
+  // (make_expert); the exchange sums the partial outputs over the ESP group.
+  FfnShard expert_shard{};
+  int chunks_fwd = 1, chunks_bwd = 1;  // MoeLayer::set_chunks
 };
 
 std::unique_ptr<Gate> make_gate(const MoeLayerSpec& spec);

@@ -60,6 +60,14 @@ Tensor Tensor::slice_rows(int64_t first, int64_t count) const {
   return Tensor(std::move(shape), std::vector<float>(begin, begin + count * cols()));
 }
 
+Tensor Tensor::slice_cols(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0 || first + count > cols())
+    throw Error("tensor slice_cols", "columns out of range");
+  Tensor out({rows(), count});
+  for (int64_t r = 0; r < rows(); ++r) std::copy_n(row(r) + first, count, out.row(r));
+  return out;
+}
+
 void Tensor::set_rows(int64_t first, const Tensor& block) {
   if (block.cols() != cols() || first < 0 || first + block.rows() > rows())
     throw Error("tensor set_rows", "block does not fit");

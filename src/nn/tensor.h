@@ -38,6 +38,8 @@ class Tensor {
   void add(const Tensor& other);  // elementwise +=, same size
   // Rows [first, first + count) as a new [count, cols] tensor, and the reverse.
   Tensor slice_rows(int64_t first, int64_t count) const;
+  // Columns [first, first + count) of a 2-D view, as a new [rows, count] tensor.
+  Tensor slice_cols(int64_t first, int64_t count) const;
   void set_rows(int64_t first, const Tensor& block);
 
   // Deterministic initialisers: N(0, std^2) and U(-bound, bound) from a seeded mt19937_64.

@@ -27,6 +27,7 @@
 //     an implementation may carry them as bf16 (nn/bf16.h), which rounds them.
 //   * With the capacity layout, send_counts[e] = C for every e (padding rows are sent too,
 //     as GShard does); with the dropless layout they vary.
+#include <functional>
 #include <vector>
 
 #include "nn/tensor.h"
@@ -56,6 +57,17 @@ class TokenExchange {
   virtual ExchangeLayout exchange_counts(const std::vector<int>& send_counts) = 0;
   virtual Tensor dispatch(const Tensor& send, const ExchangeLayout& layout) = 0;
   virtual Tensor combine(const Tensor& expert_rows, const ExchangeLayout& layout) = 0;
+
+  // Dispatch -> experts -> combine of `send` in `chunks` pieces (exchange_chunks.h: FSMoE's
+  // pipeline degree r, Lina's A2A/FFN micro-ops). `experts(i, chunk_layout, rows)` gets
+  // chunk i's dispatched rows (local-expert-major in chunk i's layout) and returns their
+  // outputs in the same layout. Returns exactly what combine(experts(all rows)) returns.
+  // The default runs the chunks one after another; implementations overlap chunk i's
+  // experts with the other chunks' communication. Chunks are called in order 0..n-1.
+  using ChunkExperts =
+      std::function<Tensor(int chunk, const ExchangeLayout& chunk_layout, const Tensor& rows)>;
+  virtual Tensor pipeline(const Tensor& send, const ExchangeLayout& layout, int chunks,
+                          const ChunkExperts& experts);
 };
 
 }  // namespace moecomm::nn

@@ -61,6 +61,60 @@ TEST(GptFfn, GeluAndEmptyBlocks) {
   EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 0, 4, 1), "gpt ffn", "positive");
 }
 
+// ESP: the shards' partial outputs and input gradients sum to the full expert's, and each
+// shard's weight gradients are the full expert's, sliced along the FFN dimension.
+void check_shards(ExpertKind kind, int shards) {
+  SCOPED_TRACE(std::to_string(shards) + " shards");
+  constexpr int kHidden = 4, kFfn = 12;
+  auto full = make_expert(kind, kHidden, kFfn, 23);
+  const Tensor x = Tensor::randn({6, kHidden}, 3), dy = Tensor::randn({6, kHidden}, 4);
+  ExpertCache cache;
+  const Tensor y = full->forward(x, cache);
+  full->zero_grad();
+  const Tensor dx = full->backward(dy, cache);
+  Tensor y_sum(y.shape()), dx_sum(dx.shape());
+  const int width = kFfn / shards;
+  for (int s = 0; s < shards; ++s) {
+    auto part = make_expert(kind, kHidden, kFfn, 23, s, shards);
+    ExpertCache c;
+    y_sum.add(part->forward(x, c));
+    part->zero_grad();
+    dx_sum.add(part->backward(dy, c));
+    for (const Param& p : part->params())
+      for (const Param& q : full->params()) {
+        if (q.name != p.name) continue;
+        // Input projections are [M, F] (columns sliced), the output one [F, M] (rows), b1 [F].
+        Tensor want = *q.grad;
+        if (p.name == "w2")
+          want = want.slice_rows(s * width, width);
+        else if (p.name == "b1") {
+          want.reshape({1, kFfn});
+          want = want.slice_cols(s * width, width);
+          want.reshape({width});
+        } else if (p.name != "b2")
+          want = want.slice_cols(s * width, width);
+        EXPECT_LE(max_abs_diff(*p.grad, want), 1e-5f) << p.name << " shard " << s;
+      }
+    bool has_b2 = false;
+    for (const Param& p : part->params()) has_b2 = has_b2 || p.name == "b2";
+    if (kind == ExpertKind::kGptFfn) {
+      EXPECT_EQ(has_b2, s == 0) << "the output bias is shard 0's";
+    }
+  }
+  EXPECT_LE(max_abs_diff(y_sum, y), 1e-5f);
+  EXPECT_LE(max_abs_diff(dx_sum, dx), 1e-5f);
+}
+
+TEST(Experts, ShardsSumToTheFullExpert) {
+  for (ExpertKind kind : {ExpertKind::kGptFfn, ExpertKind::kMixtralFfn})
+    for (int shards : {1, 2, 3, 4}) check_shards(kind, shards);
+}
+
+TEST(Experts, BadShardsAreAnError) {
+  EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 4, 6, 1, 0, 4), "dividing ffn_hidden 6");
+  EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 4, 6, 1, 2, 2), "shard 2 of 2");
+}
+
 TEST(Experts, SeedsDependOnlyOnTheGlobalIndex) {
   EXPECT_EQ(expert_seed(5, 3), expert_seed(5, 3));
   EXPECT_NE(expert_seed(5, 3), expert_seed(5, 4));

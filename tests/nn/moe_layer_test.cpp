@@ -195,8 +195,11 @@ TEST(MoeLayer, BadConstructionIsAnError) {
 
 // EP ranks as threads, each with its own tokens, against one process holding all experts
 // run on each rank's tokens (DESIGN: the layer's math is independent of placement).
-void check_expert_parallel(const Combo& c, int ranks, int experts) {
-  SCOPED_TRACE(name_of(c) + " EP=" + std::to_string(ranks));
+// With chunks, the EP layers run the pipelined path (FSMoE's r, forward and backward apart).
+void check_expert_parallel(const Combo& c, int ranks, int experts, int chunks_fwd = 1,
+                           int chunks_bwd = 1) {
+  SCOPED_TRACE(name_of(c) + " EP=" + std::to_string(ranks) + " chunks " +
+               std::to_string(chunks_fwd) + "/" + std::to_string(chunks_bwd));
   const MoeLayerSpec spec = spec_of(c, experts);
   std::vector<Tensor> xs, dys;
   for (int r = 0; r < ranks; ++r) {
@@ -227,6 +230,7 @@ void check_expert_parallel(const Combo& c, int ranks, int experts) {
     threads.emplace_back([&, r] {
       const size_t i = static_cast<size_t>(r);
       layers[i] = make_moe_layer(spec, *exchanges[i]);
+      layers[i]->set_chunks(chunks_fwd, chunks_bwd);
       layers[i]->zero_grad();
       y[i] = layers[i]->forward(xs[i]);
       dx[i] = layers[i]->backward(dys[i], kAuxCoef);
@@ -256,6 +260,24 @@ TEST(MoeLayer, ExpertParallelRanksEqualOneProcess) {
     check_expert_parallel(c, 2, 4);
     check_expert_parallel(c, 4, 8);
   }
+}
+
+// Chunking changes when rows travel, not the math: every pipeline degree, including more
+// chunks than some blocks have rows and different degrees forward and backward, gives the
+// one-process layer's outputs and gradients.
+TEST(MoeLayer, PipelinedChunksEqualOneProcess) {
+  for (const Combo& c : all_combos()) {
+    check_expert_parallel(c, 4, 8, 2, 2);
+    check_expert_parallel(c, 4, 8, 3, 1);
+    check_expert_parallel(c, 2, 4, 1, 4);
+    check_expert_parallel(c, 2, 4, 5, 3);
+  }
+}
+
+TEST(MoeLayer, BadChunksAreAnError) {
+  LocalExchange ex;
+  auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, ExpertKind::kGptFfn}, 4), ex);
+  EXPECT_ERROR_HAS(layer->set_chunks(0, 1), "chunks must be >= 1");
 }
 
 }  // namespace

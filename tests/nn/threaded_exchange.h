@@ -44,8 +44,9 @@ class ThreadedExchange : public TokenExchange {
     return layout;
   }
 
+  // Each call posts its layout too: a pipelined layer exchanges chunks with their own counts.
   Tensor dispatch(const Tensor& send, const ExchangeLayout& layout) override {
-    post(send);
+    post(send, layout);
     Tensor recv({layout.recv_rows(), send.cols()});
     int at = 0;
     for (int src = 0; src < board_.ranks; ++src) {  // A2A-v: source-major
@@ -60,7 +61,7 @@ class ThreadedExchange : public TokenExchange {
   }
 
   Tensor combine(const Tensor& expert_rows, const ExchangeLayout& layout) override {
-    post(expert_to_source_major(expert_rows, layout));
+    post(expert_to_source_major(expert_rows, layout), layout);
     Tensor back({layout.send_rows(), expert_rows.cols()});
     for (int dst = 0; dst < board_.ranks; ++dst) {
       const ExchangeLayout& d = board_.layouts[static_cast<size_t>(dst)];
@@ -74,8 +75,9 @@ class ThreadedExchange : public TokenExchange {
   }
 
  private:
-  void post(const Tensor& t) {
+  void post(const Tensor& t, const ExchangeLayout& layout) {
     board_.buffers[static_cast<size_t>(rank_)] = t;
+    board_.layouts[static_cast<size_t>(rank_)] = layout;
     board_.sync.arrive_and_wait();
   }
   static int block_start(const std::vector<int>& counts, int upto) {

@@ -65,6 +65,29 @@ MoeTransformer::MoeTransformer(const MoeTransformerConfig& config, TokenExchange
   }
   append(dense_, "ln_f.", ln_f_.params());
   append(dense_, "head.", head_.params());
+  group_block_params();
+}
+
+// Names tell the block: "block<l>." prefixes; ln_f and head join the last block, embed block 0.
+void MoeTransformer::group_block_params() {
+  const int last = config_.layers - 1;
+  auto block_of = [&](const std::string& name) {
+    if (name.rfind("embed.", 0) == 0) return 0;
+    if (name.rfind("block", 0) != 0) return last;
+    return std::stoi(name.substr(5, name.find('.') - 5));
+  };
+  block_dense_.assign(static_cast<size_t>(config_.layers), {});
+  block_expert_.assign(static_cast<size_t>(config_.layers), {});
+  for (Param& p : dense_) block_dense_[static_cast<size_t>(block_of(p.name))].push_back(&p);
+  for (Param& p : expert_) block_expert_[static_cast<size_t>(block_of(p.name))].push_back(&p);
+}
+
+std::vector<Param*> MoeTransformer::block_dense_params(int block) {
+  return block_dense_.at(static_cast<size_t>(block));
+}
+
+std::vector<Param*> MoeTransformer::block_expert_params(int block) {
+  return block_expert_.at(static_cast<size_t>(block));
 }
 
 float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<int>& targets,
@@ -84,15 +107,16 @@ float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<
   return lm_loss_ + config_.aux_loss_weight * aux_loss_;
 }
 
-void MoeTransformer::backward() {
+void MoeTransformer::backward(const std::function<void(int block)>& block_done) {
   if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
   Tensor dx = ln_f_.backward(head_.backward());
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    Block& b = **it;
+  for (int l = config_.layers - 1; l >= 0; --l) {
+    Block& b = *blocks_[static_cast<size_t>(l)];
     dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
     dx.add(b.ln1.backward(b.attn.backward(dx)));
+    if (l == 0) embed_.backward(dx);
+    if (block_done) block_done(l);
   }
-  embed_.backward(dx);
 }
 
 std::vector<Param*> MoeTransformer::dense_params() {

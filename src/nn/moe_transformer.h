@@ -15,6 +15,7 @@
 // the contributions of every rank's tokens (moe_layer.h); for the mean-over-ranks loss scale
 // it by 1 / DP (scale_grad in adam.h). All MoE layers share the one exchange.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,9 @@ class MoeTransformer {
   // Returns lm_loss() + aux_loss_weight * aux_loss().
   float forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   // Accumulates (+=) the gradients of all parameters for the last forward's loss.
-  void backward();
+  // block_done(l) runs as soon as block l's gradients are final (blocks from last to first),
+  // so their AllReduce can start while earlier blocks are still in backward (Lina, FSMoE).
+  void backward(const std::function<void(int block)>& block_done = {});
 
   float lm_loss() const { return lm_loss_; }    // cross-entropy of the last forward
   float aux_loss() const { return aux_loss_; }  // sum over MoE layers of their aux losses
@@ -70,11 +73,18 @@ class MoeTransformer {
   std::vector<Param*> expert_params();  // this rank's local experts of every layer
   std::vector<Param*> params();         // dense then expert
   std::vector<MoeLayer*> moe_layers();  // per block: routing(), plan(), layout()
+  // The parameters whose gradients are final at block_done(l): block l's, plus the final
+  // layer norm and head for the last block and the embedding for block 0. Over all blocks
+  // they are dense_params() and expert_params(), each once.
+  std::vector<Param*> block_dense_params(int block);
+  std::vector<Param*> block_expert_params(int block);
   void zero_grad();
 
   const MoeTransformerConfig& config() const { return config_; }
 
  private:
+  void group_block_params();
+
   struct Block {
     LayerNorm ln1, ln2;
     CausalSelfAttention attn;
@@ -87,6 +97,7 @@ class MoeTransformer {
   LayerNorm ln_f_;
   LmHead head_;
   std::vector<Param> dense_, expert_;
+  std::vector<std::vector<Param*>> block_dense_, block_expert_;
   float lm_loss_ = 0.0f, aux_loss_ = 0.0f;
   bool has_forward_ = false;
 };

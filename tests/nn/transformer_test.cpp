@@ -296,6 +296,26 @@ TEST(Transformer, GradientsMatchFiniteDifferences) {
   EXPECT_GT(2 * checked, total);
 }
 
+// block_done(l) runs when block l's gradients (block_*_params(l)) are final, last block first.
+TEST(Transformer, BlockDoneSeesFinalGradients) {
+  LocalExchange ex;
+  MoeTransformerConfig c = tiny_config();
+  c.layers = 3;
+  MoeTransformer model(c, ex);
+  model.forward({1, 3, 0, 6, 2, 2, 5, 4}, {3, 0, 6, 2, 2, 5, 4, 1}, 4);
+  model.zero_grad();
+  std::vector<int> order;
+  std::vector<std::pair<Param*, Tensor>> seen;
+  model.backward([&](int l) {
+    order.push_back(l);
+    for (Param* p : model.block_dense_params(l)) seen.emplace_back(p, *p->grad);
+    for (Param* p : model.block_expert_params(l)) seen.emplace_back(p, *p->grad);
+  });
+  EXPECT_EQ(order, (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(seen.size(), model.params().size());
+  for (const auto& [p, g] : seen) EXPECT_EQ(max_abs_diff(*p->grad, g), 0.0f) << p->name;
+}
+
 TEST(Transformer, ParamsSplitIntoDenseAndExperts) {
   LocalExchange ex;
   MoeTransformerConfig c = tiny_config();
@@ -311,39 +331,19 @@ TEST(Transformer, ParamsSplitIntoDenseAndExperts) {
   for (Param* p : model.dense_params()) EXPECT_EQ(p->name.find(".expert"), std::string::npos);
   EXPECT_EQ(model.moe_layers().size(), 2u);
   EXPECT_ERROR_HAS(model.backward(), "backward needs a forward");
+  // Per block: every parameter once, ln_f/head with the last block, embed with block 0.
+  std::map<std::string, int> grouped;
+  for (int l = 0; l < 2; ++l) {
+    for (Param* p : model.block_dense_params(l)) grouped[p->name] += 1 + 10 * l;
+    for (Param* p : model.block_expert_params(l)) grouped[p->name] += 1 + 10 * l;
+  }
+  EXPECT_EQ(grouped.size(), names.size());
+  EXPECT_EQ(grouped["embed.tok"], 1);
+  EXPECT_EQ(grouped["head.w"], 11);
+  EXPECT_EQ(grouped["block1.moe.expert3.w1"], 11);
+  EXPECT_EQ(grouped["block0.attn.wqkv"], 1);
   EXPECT_ERROR_HAS(model.forward({1, 2}, {1}, 2), "1 targets for 2 tokens");
 }
-
-// ThreadedExchange reads the peers' layouts from the board, where exchange_counts leaves the
-// latest; with several MoE layers, layer 0's backward runs after layer 1's exchange_counts.
-// This wrapper republishes the layout of each call first (an MPI A2A-v passes its counts).
-class RepublishingExchange : public TokenExchange {
- public:
-  RepublishingExchange(testing::ExchangeBoard& board, int rank)
-      : board_(board), inner_(board, rank), rank_(rank) {}
-  int ranks() const override { return inner_.ranks(); }
-  int rank() const override { return rank_; }
-  ExchangeLayout exchange_counts(const std::vector<int>& send_counts) override {
-    return inner_.exchange_counts(send_counts);
-  }
-  Tensor dispatch(const Tensor& send, const ExchangeLayout& layout) override {
-    publish(layout);
-    return inner_.dispatch(send, layout);
-  }
-  Tensor combine(const Tensor& expert_rows, const ExchangeLayout& layout) override {
-    publish(layout);
-    return inner_.combine(expert_rows, layout);
-  }
-
- private:
-  void publish(const ExchangeLayout& layout) {
-    board_.layouts[static_cast<size_t>(rank_)] = layout;
-    board_.sync.arrive_and_wait();
-  }
-  testing::ExchangeBoard& board_;
-  testing::ThreadedExchange inner_;
-  int rank_;
-};
 
 // EP ranks as threads with their own tokens against one process holding all experts: the
 // same initial weights, the same loss per rank, dense gradients per rank, and expert
@@ -373,11 +373,11 @@ TEST(Transformer, ExpertParallelRanksEqualOneProcess) {
   for (Param* p : ref.params()) ref_by_name[p->name] = p;
 
   testing::ExchangeBoard board(ranks);
-  std::vector<std::unique_ptr<RepublishingExchange>> exchanges;
+  std::vector<std::unique_ptr<testing::ThreadedExchange>> exchanges;
   std::vector<std::unique_ptr<MoeTransformer>> models(ranks);
   std::vector<float> loss(ranks);
   for (int r = 0; r < ranks; ++r)
-    exchanges.push_back(std::make_unique<RepublishingExchange>(board, r));
+    exchanges.push_back(std::make_unique<testing::ThreadedExchange>(board, r));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {

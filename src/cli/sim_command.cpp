@@ -4,17 +4,41 @@
 #include <cstdio>
 #include <optional>
 #include <ostream>
+#include <sstream>
+#include <vector>
 
 #include "cli/model_setup.h"
 #include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/presets.h"
 #include "core/topology.h"
+#include "plan/planned_strategy.h"
 #include "sched/layer_builder.h"
 #include "sim/sim_report.h"
 #include "sim/trace_export.h"
 
 namespace moecomm::cli {
+
+namespace {
+
+// The strategy of --strategy with the knobs it leaves open chosen by the planner for this
+// model, cluster and parallel configuration (`moecomm plan`'s defaults for the rest), so
+// `--strategy monta-o2` simulates the N that `moecomm plan` shows. Returns the notes, one a knob.
+std::vector<std::string> planned_knobs(const ModelSetup& setup, const std::string& text,
+                                       sched::Strategy& strategy) {
+  plan::PlanInput in;
+  in.model = setup.model;
+  in.cluster = setup.cluster;
+  in.parallel = setup.parallel;
+  std::string notes;
+  strategy = plan::planned_strategy(sched::parse_strategy_knobs(text, "--strategy"), in, &notes);
+  std::vector<std::string> lines;
+  std::istringstream in_lines(notes);
+  for (std::string line; std::getline(in_lines, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
 
 SimCommand::SimCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -30,7 +54,9 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--parallel", parallel_, "parallel sizes, e.g. dp=2,tp=8,ep=2");
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
-                   "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...")
+                   "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...; the "
+                   "tunable knobs not given (chunks, grad_partitions, hybrid_domain, "
+                   "compression) come from the planner's estimate of the method")
       ->capture_default_str();
   sub_->add_option("--layers", layers_, "MoE transformer blocks to simulate")
       ->capture_default_str()
@@ -58,7 +84,7 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--svg", svg_, "write an SVG timeline to this file");
   sub_->add_flag("--json", json_,
                  "print {iteration_ms, forward_ms, backward_ms, ops: {kind: {count, flops, "
-                 "bytes, busy_ms_per_rank}}, busiest_links, flows}");
+                 "bytes, busy_ms_per_rank}}, busiest_links, flows, strategy, strategy_notes}");
 }
 
 int SimCommand::run(std::ostream& out, std::ostream& err) const {
@@ -67,7 +93,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   layer.model = setup.model;
   layer.cluster = setup.cluster;
   layer.parallel = setup.parallel;
-  layer.strategy = sched::parse_strategy(strategy_, "--strategy");
+  const std::vector<std::string> notes = planned_knobs(setup, strategy_, layer.strategy);
   layer.layers = layers_;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && routing_ == "uniform") {
@@ -105,6 +131,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   nlohmann::json j = sim::report_to_json(report, result);
   if (json_) {
     j["strategy"] = sched::to_string(layer.strategy);
+    j["strategy_notes"] = notes;
     j["model"] = setup.model.name;
     j["cluster"] = setup.cluster.name;
     j["ranks"] = schedule.world_size();
@@ -127,6 +154,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
       << schedule.world_size() << " ranks), dp=" << p.dp << " tp=" << p.tp << " ep=" << p.ep
       << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layers_
       << " MoE layer(s)\n";
+  for (const auto& n : notes) out << "  planned: " << n << "\n";
   if (routed) {
     std::snprintf(line, sizeof line,
                   "routing: synthetic (locality %.2g), samples %s: one dispatch sends %.1f MB "

@@ -43,8 +43,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "top_k, seq_len, vocab_size)")
       ->capture_default_str();
   sub_->add_option("--parallel", parallel_,
-                   "ep=N (EP group size, dividing the ranks; default "
-                   "all ranks); dp is the rest; tp, cp, pp, esp = 1");
+                   "tp=T,ep=N: TP group size (consecutive ranks, default 1; the experts are "
+                   "sharded over it, esp = tp) and EP group size (default: the ranks / tp); "
+                   "dp is the rest; cp, pp = 1");
   sub_->add_option("--steps", steps_, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -77,8 +78,11 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
   sub_->add_option("--strategy", strategy_,
-                   "baseline or hier-a2a, or knobs (a2a=flat|1dh|2dh); the other knobs of "
-                   "`moecomm sim` run in the simulator only for now");
+                   "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
+                   "lina) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); knobs not "
+                   "given come from the planner (`moecomm plan`) for --cluster. "
+                   "placement=netmoe and expert_transfer=hybrid run in `moecomm sim` only")
+      ->capture_default_str();
   sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
@@ -175,10 +179,10 @@ void check_writable(const std::string& path) {
 void check_memory(const rt::TrainConfig& c, int world) {
   const auto& m = c.model;
   const double h = m.hidden, layers = m.layers, experts = m.moe.experts;
-  const double ep = c.ep > 0 ? c.ep : world;
+  const double tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
   const double gemms = m.moe.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
   const double dense = 2.0 * m.vocab * h + m.max_seq * h + layers * (4 * h * h + h * experts);
-  const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden;
+  const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden / tp;
   const double gb = 16.0 * (dense + local_experts) / 1e9;
   if (gb > kMaxTrainGB)
     throw Error("--model", "needs about " + std::to_string(static_cast<int>(gb)) +
@@ -187,23 +191,17 @@ void check_memory(const rt::TrainConfig& c, int world) {
                                "): moecomm train runs small models");
 }
 
-// The knobs the runtime executes so far: the A2A algorithm. Others are refused by name, so
-// that no run silently differs from what was asked.
-sched::Algorithm runnable_strategy(const std::string& text, const sched::Algorithm* a2a_flag) {
-  const sched::Strategy s = sched::parse_strategy(text, "--strategy");
-  sched::Strategy only_a2a;
-  only_a2a.a2a = s.a2a;
-  only_a2a.name = s.name;
-  if (!(s == only_a2a)) {
-    throw Error("--strategy", "'" + text + "' (" + sched::to_string(s) +
-                                  ") sets knobs the runtime does not execute yet; train runs "
-                                  "the A2A algorithm knob (baseline, hier-a2a, a2a=...), and "
-                                  "`moecomm sim` simulates every knob");
-  }
-  if (a2a_flag && *a2a_flag != s.a2a)
-    throw Error("--strategy", "says a2a=" + std::string(sched::to_string(s.a2a)) +
-                                  " but --a2a says " + std::string(sched::to_string(*a2a_flag)));
-  return s.a2a;
+sched::Algorithm algorithm_of(const std::string& a);
+
+// --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree).
+sched::Strategy strategy_of(const std::string& text, const std::string& a2a, bool a2a_given) {
+  sched::Strategy s = sched::parse_strategy(text.empty() ? "baseline" : text, "--strategy");
+  const sched::Algorithm flag = algorithm_of(a2a);
+  if (a2a_given && !text.empty() && s.a2a != flag && s.a2a != sched::Algorithm::kFlat)
+    throw Error("--strategy",
+                "says a2a=" + std::string(sched::to_string(s.a2a)) + " but --a2a says " + a2a);
+  if (a2a_given) s.a2a = flag;
+  return s;
 }
 
 sched::Algorithm algorithm_of(const std::string& a) {
@@ -217,6 +215,12 @@ nn::GateKind gate_of(const std::string& g) {
   if (g == "xmoe") return nn::GateKind::kXMoE;
   if (g == "expert-choice") return nn::GateKind::kExpertChoice;
   return nn::GateKind::kGShard;
+}
+
+nlohmann::json bytes_json(const rt::LinkBytes& b) {
+  return {{"same_device", b[rt::LinkLevel::kSameDevice]},
+          {"intra_node", b[rt::LinkLevel::kIntraNode]},
+          {"inter_node", b[rt::LinkLevel::kInterNode]}};
 }
 
 }  // namespace
@@ -259,16 +263,19 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.model.max_seq = std::max(c.model.max_seq, seq_len_);
   if (!parallel_.empty()) {
     const core::ParallelSpec spec = core::parse_parallel_spec(parallel_, "--parallel");
-    for (const auto& [key, value] :
-         {std::pair{"tp", spec.tp}, {"cp", spec.cp}, {"pp", spec.pp}, {"esp", spec.esp}})
+    for (const auto& [key, value] : {std::pair{"cp", spec.cp}, {"pp", spec.pp}})
       if (value && *value != 1)
         throw Error("--parallel", std::string(key) + "=" + std::to_string(*value) +
-                                      ": train runs expert and data parallelism only");
+                                      ": train runs tensor, expert and data parallelism only");
+    if (spec.tp) c.tp = *spec.tp;
+    if (spec.esp && *spec.esp != c.tp)
+      throw Error("--parallel", "esp=" + std::to_string(*spec.esp) +
+                                    ": train shards the experts over the TP group (esp = tp = " +
+                                    std::to_string(c.tp) + ")");
     if (spec.ep) c.ep = *spec.ep;
-    if (spec.dp && *spec.dp != world) {
+    if (spec.dp && *spec.dp * c.tp != world) {
       throw Error("--parallel", "dp=" + std::to_string(*spec.dp) + " must be the " +
-                                    std::to_string(world) +
-                                    " ranks (dense parts are data parallel)");
+                                    std::to_string(world) + " ranks / tp " + std::to_string(c.tp));
     }
   }
   c.batch = batch_;
@@ -278,9 +285,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.data_seed = seed_;
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
-  c.a2a = algorithm_of(a2a_);
-  if (!strategy_.empty())
-    c.a2a = runnable_strategy(strategy_, sub_->count("--a2a") ? &c.a2a : nullptr);
+  c.strategy = strategy_of(strategy_, a2a_, sub_->count("--a2a") > 0);
   c.bf16_a2a = bf16_;
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
@@ -296,14 +301,15 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
         << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
-        << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n";
+        << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n"
+        << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << ")\n";
     out.flush();
   }
   const rt::TrainResult result = rt::train(c, [&](const rt::StepReport& r) {
     if (json_ || (r.step % log_every_ != 0 && r.step != 1 && r.step != steps_)) return;
     char line[256];
     std::snprintf(line, sizeof line,
-                  "step %5d  loss %.4f (lm %.4f)  %.2f ms  a2a bytes: same-device %lld, "
+                  "step %5d  loss %.4f (lm %.4f)  %.2f ms  token-path bytes: same-device %lld, "
                   "intra-node %lld, inter-node %lld\n",
                   r.step, r.loss, r.lm_loss, r.step_ms,
                   static_cast<long long>(r.a2a[rt::LinkLevel::kSameDevice]),
@@ -324,12 +330,16 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
                        {"loss", r.loss},
                        {"lm_loss", r.lm_loss},
                        {"step_ms", r.step_ms},
-                       {"a2a_bytes",
-                        {{"same_device", r.a2a[rt::LinkLevel::kSameDevice]},
-                         {"intra_node", r.a2a[rt::LinkLevel::kIntraNode]},
-                         {"inter_node", r.a2a[rt::LinkLevel::kInterNode]}}}});
+                       {"a2a_bytes", bytes_json(r.a2a)},
+                       {"grad_bytes", bytes_json(r.grad)},
+                       {"grad_sync",
+                        {{"micro_ops", r.grad_sync.micro_ops},
+                         {"allreduce_s", r.grad_sync.allreduce_s},
+                         {"overlap_with_a2a_s", r.grad_sync.overlap_s},
+                         {"held_s", r.grad_sync.held_s}}}});
     }
     out << nlohmann::json{{"ranks", world},
+                          {"strategy", sched::to_string(c.strategy)},
                           {"steps", steps},
                           {"entropy_floor", result.entropy_floor},
                           {"routing_trace", c.record_routing ? routing_trace_ : ""}}

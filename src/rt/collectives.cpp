@@ -69,6 +69,34 @@ Received<std::byte> flat_all_to_all(const Comm& comm, std::span<const std::byte>
   return out;
 }
 
+// Counts of a -v collective: one per member, each a valid MPI count; returns them as int.
+std::vector<int> member_counts(const Comm& comm, std::span<const int64_t> counts,
+                               const std::string& what, const std::string& label) {
+  if (counts.size() != static_cast<size_t>(comm.size())) {
+    throw Error(label, what + " needs " + std::to_string(comm.size()) + " counts, got " +
+                           std::to_string(counts.size()));
+  }
+  std::vector<int> out;
+  for (int64_t c : counts) out.push_back(as_count(c, label));
+  return out;
+}
+
+// Logical bytes (header comment of collectives.h): `bytes_to(j)` to each other member j.
+template <class F>
+void count_to_others(const Comm& comm, const CallOptions& options, F bytes_to) {
+  if (!options.bytes) return;
+  for (int j = 0; j < comm.size(); ++j) {
+    if (j == comm.rank()) continue;
+    options.bytes->add(comm.my_global_rank(), comm.global_rank(j), bytes_to(j),
+                       options.ranks_per_node);
+  }
+}
+
+// Floats of block j of n equal blocks of `count` (the AllReduce's logical blocks).
+int64_t even_block(int64_t count, int j, int n) {
+  return count * (j + 1) / n - count * j / n;
+}
+
 }  // namespace
 
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
@@ -98,6 +126,27 @@ void all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std
                            &req),
             "MPI_Iallgather");
   wait_all({&req, 1}, comm, "all_gather", options);
+  count_to_others(comm, options, [&](int) { return static_cast<int64_t>(mine.size()); });
+}
+
+void all_gather_v(const Comm& comm, std::span<const std::byte> mine,
+                  std::span<const int64_t> counts, std::span<std::byte> out,
+                  const CallOptions& options) {
+  const std::vector<int> rc = member_counts(comm, counts, "all_gather_v", options.label);
+  if (mine.size() != static_cast<size_t>(rc[comm.rank()])) {
+    throw Error(options.label, "all_gather_v: this member gives " + std::to_string(mine.size()) +
+                                   " bytes but its count is " + std::to_string(rc[comm.rank()]));
+  }
+  const std::vector<int> displs = displacements(rc, options.label);
+  if (out.size() != static_cast<size_t>(displs.back()) + rc.back()) {
+    throw Error(options.label, "all_gather_v output must hold the sum of the counts");
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgatherv(mine.data(), rc[comm.rank()], MPI_BYTE, out.data(), rc.data(),
+                            displs.data(), MPI_BYTE, comm.handle(), &req),
+            "MPI_Iallgatherv");
+  wait_all({&req, 1}, comm, "all_gather_v", options);
+  count_to_others(comm, options, [&](int) { return static_cast<int64_t>(mine.size()); });
 }
 
 std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
@@ -115,6 +164,28 @@ std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> i
                                       comm.handle(), &req),
             "MPI_Ireduce_scatter_block");
   wait_all({&req, 1}, comm, "reduce_scatter", options);
+  count_to_others(comm, options,
+                  [&](int) { return static_cast<int64_t>(out.size() * sizeof(float)); });
+  return out;
+}
+
+std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,
+                                    std::span<const int64_t> counts, const CallOptions& options) {
+  const std::vector<int> rc = member_counts(comm, counts, "reduce_scatter_v", options.label);
+  const std::vector<int> displs = displacements(rc, options.label);
+  if (in.size() != static_cast<size_t>(displs.back()) + rc.back()) {
+    throw Error(options.label, "reduce_scatter_v input of " + std::to_string(in.size()) +
+                                   " floats differs from the sum of the counts");
+  }
+  std::vector<float> out(static_cast<size_t>(rc[comm.rank()]));
+  float none = 0;  // a valid address for empty buffers
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ireduce_scatter(in.empty() ? &none : in.data(), out.empty() ? &none : out.data(),
+                                rc.data(), MPI_FLOAT, MPI_SUM, comm.handle(), &req),
+            "MPI_Ireduce_scatter");
+  wait_all({&req, 1}, comm, "reduce_scatter_v", options);
+  count_to_others(comm, options,
+                  [&](int j) { return static_cast<int64_t>(rc[j]) * int64_t{sizeof(float)}; });
   return out;
 }
 
@@ -125,6 +196,10 @@ void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& 
       MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, comm.handle(), &req),
       "MPI_Iallreduce");
   wait_all({&req, 1}, comm, "all_reduce", options);
+  const int n = comm.size(), me = comm.rank();
+  count_to_others(comm, options, [&](int j) {  // ReduceScatter's block j, AllGather's own block
+    return (even_block(count, j, n) + even_block(count, me, n)) * int64_t{sizeof(float)};
+  });
 }
 
 void broadcast(const Comm& comm, std::span<std::byte> data, int root, const CallOptions& options) {

@@ -2,6 +2,17 @@
 // Collectives on real buffers over a Comm, each issued non-blocking and polled against the
 // call's deadline (wait.h). Data types: raw bytes and any trivially copyable T for data
 // movement; fp32 for the reductions (sum).
+//
+// Bytes sent (CallOptions::bytes, by link level of the pair of global ranks) are the logical
+// bytes each member must send whatever MPI's algorithm, so that runs compare with the
+// simulator's per-level traffic:
+//   A2A-v: block j to member j, every j (the diagonal counts as same-device).
+//   AllGather(-v): this member's block to each of the n - 1 other members.
+//   ReduceScatter(-v): block j to member j, for every j != me.
+//   AllReduce: as ReduceScatter + AllGather of n equal blocks (block j: floats
+//     [floor(c j / n), floor(c (j + 1) / n)) of c): block j to member j, then this member's
+//     block to every other member; 2 (n - 1) / n of the buffer, even over the other members.
+//   Broadcast: not counted.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,9 +69,36 @@ std::vector<T> all_gather(const Comm& comm, std::span<const T> mine, const CallO
   return out;
 }
 
+// AllGather-v: member i contributes counts[i] bytes (every member passes the same counts and
+// mine.size() == counts[comm.rank()]); `out` gets the blocks member-major, sum(counts) bytes.
+void all_gather_v(const Comm& comm, std::span<const std::byte> mine,
+                  std::span<const int64_t> counts, std::span<std::byte> out,
+                  const CallOptions& options);
+
+template <class T>
+std::vector<T> all_gather_v(const Comm& comm, std::span<const T> mine,
+                            std::span<const int64_t> counts, const CallOptions& options) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<int64_t> byte_counts(counts.begin(), counts.end());
+  int64_t total = 0;
+  for (int64_t& c : byte_counts) {
+    total += c;
+    c *= static_cast<int64_t>(sizeof(T));
+  }
+  std::vector<T> out(static_cast<size_t>(total > 0 ? total : 0));
+  all_gather_v(comm, std::as_bytes(mine), std::span<const int64_t>(byte_counts),
+               std::as_writable_bytes(std::span<T>(out)), options);
+  return out;
+}
+
 // ReduceScatter (sum): `in` holds n equal blocks; member i gets the sum of everyone's block i.
 std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
                                       const CallOptions& options);
+
+// ReduceScatter-v (fp32 sum): `in` holds n blocks back to back, counts[j] floats for member j
+// (the same counts on every member); member i gets the sum of everyone's block i.
+std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,
+                                    std::span<const int64_t> counts, const CallOptions& options);
 
 // AllReduce (sum), in place.
 void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options);

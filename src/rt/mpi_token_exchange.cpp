@@ -7,6 +7,7 @@
 #include "nn/bf16.h"
 #include "nn/exchange_permute.h"
 #include "rt/collectives.h"
+#include "rt/tp_chunk_pipeline.h"
 
 namespace moecomm::rt {
 
@@ -50,13 +51,14 @@ nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& sen
 }
 
 nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                                           const char* label) {
+                                           const char* label, const StreamContext& ctx) {
   const int64_t cols = send.cols();
   std::vector<int64_t> floats(rows.size());
   for (size_t j = 0; j < rows.size(); ++j) floats[j] = rows[j] * cols;
   CallOptions o = options_;
   o.label = label;
-  o.bytes = &bytes_;
+  o.bytes = ctx.bytes;
+  o.cancel = ctx.cancel;
   if (bf16_) {
     const std::vector<uint16_t> half = nn::to_bf16(send);
     const Received<uint16_t> got = all_to_all_v(ep_, std::span<const uint16_t>(half),
@@ -73,17 +75,38 @@ nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::ve
 }
 
 nn::Tensor MpiTokenExchange::dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) {
-  if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
-  const nn::Tensor source_major =
-      exchange_rows(send, rows_per_member(layout.send_counts, ranks()), "moe.dispatch.a2a");
-  return nn::source_to_expert_major(source_major, layout);
+  return dispatch_in(send, layout, {&bytes_, options_.cancel});
 }
 
 nn::Tensor MpiTokenExchange::combine(const nn::Tensor& expert_rows,
                                      const nn::ExchangeLayout& layout) {
+  return combine_in(expert_rows, layout, {&bytes_, options_.cancel});
+}
+
+nn::Tensor MpiTokenExchange::dispatch_in(const nn::Tensor& send, const nn::ExchangeLayout& layout,
+                                         const StreamContext& ctx) {
+  if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
+  const nn::Tensor source_major =
+      exchange_rows(send, rows_per_member(layout.send_counts, ranks()), "moe.dispatch.a2a", ctx);
+  return nn::source_to_expert_major(source_major, layout);
+}
+
+nn::Tensor MpiTokenExchange::combine_in(const nn::Tensor& expert_rows,
+                                        const nn::ExchangeLayout& layout,
+                                        const StreamContext& ctx) {
   if (expert_rows.rows() != layout.recv_rows()) throw Error("combine", "rows differ from counts");
   return exchange_rows(nn::expert_to_source_major(expert_rows, layout),
-                       rows_per_member(layout.recv_counts, ranks()), "moe.combine.a2a");
+                       rows_per_member(layout.recv_counts, ranks()), "moe.combine.a2a", ctx);
+}
+
+nn::Tensor MpiTokenExchange::pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout,
+                                      int chunks, const ChunkExperts& experts) {
+  const auto dispatch = [this](const nn::Tensor& rows, const nn::ExchangeLayout& cl,
+                               const StreamContext& ctx) { return dispatch_in(rows, cl, ctx); };
+  const auto combine = [this](const nn::Tensor& rows, const nn::ExchangeLayout& cl,
+                              const StreamContext& ctx) { return combine_in(rows, cl, ctx); };
+  return pipeline_chunks(send, layout, chunks, experts, dispatch, combine,
+                         {&bytes_, options_.cancel});
 }
 
 }  // namespace moecomm::rt

@@ -1,5 +1,6 @@
 #include "rt/train_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 
@@ -9,7 +10,8 @@
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_base.h"
-#include "rt/mpi_token_exchange.h"
+#include "rt/train_exchange.h"
+#include "rt/train_groups.h"
 
 namespace moecomm::rt {
 
@@ -26,38 +28,20 @@ int world_size() {
   return n;
 }
 
-// EP groups: consecutive ranks; expert-data-parallel groups: equal positions in them.
-struct Groups {
-  core::RankGroup world, ep, edp;
-};
-
-Groups groups_of(int world, int ep, int me) {
-  Groups g;
-  g.world.resize(static_cast<size_t>(world));
-  std::iota(g.world.begin(), g.world.end(), 0);
-  const int first = me / ep * ep;
-  for (int r = first; r < first + ep; ++r) g.ep.push_back(r);
-  for (int r = me % ep; r < world; r += ep) g.edp.push_back(r);
-  return g;
+// The knobs the runtime does not run yet are refused by name: no run silently differs from
+// what was asked.
+void check_strategy(const sched::Strategy& s) {
+  sched::validate(s, "strategy");
+  if (s.placement != sched::Placement::kNone)
+    throw Error("strategy: placement",
+                "placement=netmoe (NetMoE's sample movement) runs in `moecomm sim` only for now");
+  if (s.expert_transfer != sched::ExpertTransfer::kNone)
+    throw Error("strategy: expert_transfer",
+                "expert_transfer=hybrid (HybridEP) runs in `moecomm sim` only for now");
 }
 
-std::vector<CommKey> comm_keys(int world, int ep) {
-  std::vector<CommKey> keys{{groups_of(world, ep, 0).world, 0}};
-  for (int first = 0; first < world; first += ep)
-    keys.push_back({groups_of(world, ep, first).ep, 0});
-  for (int pos = 0; pos < ep && world / ep > 1; ++pos)
-    keys.push_back({groups_of(world, ep, pos).edp, 0});
-  return keys;
-}
-
-void check(const TrainConfig& c, int world) {
-  const int ep = c.ep;
-  if (ep < 1 || world % ep != 0)
-    throw Error("--parallel", "ep=" + std::to_string(ep) + " must divide the " +
-                                  std::to_string(world) + " ranks");
-  if (c.model.moe.experts % ep != 0)
-    throw Error("model", std::to_string(c.model.moe.experts) +
-                             " experts do not split over ep=" + std::to_string(ep));
+void check(const TrainConfig& c) {
+  check_strategy(c.strategy);
   if (c.seq_len < 2 || c.seq_len > c.model.max_seq)
     throw Error("seq_len", "must be in [2, " + std::to_string(c.model.max_seq) + "]");
   if (c.batch < 1 || c.steps < 1) throw Error("train", "batch and steps must be >= 1");
@@ -87,7 +71,8 @@ nn::TextBatch corpus_batch(const std::vector<int>& corpus, int batch, int seq_le
 }
 
 // This rank's routing of one MoE layer as [batch][seq][k], gathered to rank 0.
-void record(const nn::MoeLayer& layer, int batch, int seq_len, int world, int me,
+// Under TP the members of a TP group hold the same samples: only TP index 0's are kept.
+void record(const nn::MoeLayer& layer, int batch, int seq_len, int world, int tp, int me,
             place::LayerRouting& out) {
   const nn::GateOutput& g = layer.routing();
   const int k = g.per_group;
@@ -102,19 +87,46 @@ void record(const nn::MoeLayer& layer, int batch, int seq_len, int world, int me
   MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
              static_cast<int>(mine.size()), MPI_INT32_T, 0, MPI_COMM_WORLD);
   if (me != 0) return;
-  out = place::LayerRouting(batch * world, seq_len, k);
+  out = place::LayerRouting(batch * world / tp, seq_len, k);
   for (size_t i = 0; i < all.size(); ++i) {
     const int t = static_cast<int>(i / k), sample = t / seq_len;
-    out.at(sample, t % seq_len, static_cast<int>(i % k)) = all[i];
+    const int rank = sample / batch;
+    if (rank % tp != 0) continue;
+    out.at(rank / tp * batch + sample % batch, t % seq_len, static_cast<int>(i % k)) = all[i];
   }
 }
 
-void all_reduce_grads(const Comm& comm, const std::vector<nn::Param*>& params,
-                      const CallOptions& options) {
-  for (nn::Param* p : params) {
-    all_reduce_sum(comm, std::span<float>(p->grad->data(), static_cast<size_t>(p->grad->size())),
-                   options);
-  }
+// What every rank adds up after a step.
+StepReport step_report(int step, float loss, float lm_loss, double ms, const LinkBytes& token,
+                       const LinkBytes& grad, const GradSyncStats& stats, int world) {
+  StepReport r;
+  r.step = step;
+  float sums[2] = {loss, lm_loss};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  r.loss = sums[0] / world;
+  r.lm_loss = sums[1] / world;
+  MPI_Allreduce(&ms, &r.step_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(token.bytes.data(), r.a2a.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(grad.bytes.data(), r.grad.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  int64_t counts[3] = {stats.micro_ops, stats.bytes, stats.votes};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  double secs[3] = {stats.allreduce_s, stats.overlap_s, stats.held_s};
+  MPI_Allreduce(MPI_IN_PLACE, secs, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  r.grad_sync = {counts[0], counts[1], secs[0], secs[1], secs[2], counts[2]};
+  return r;
+}
+
+// Per step, the statistics of this step only (GradSync's are cumulative).
+GradSyncStats minus(GradSyncStats a, const GradSyncStats& b) {
+  a.micro_ops -= b.micro_ops;
+  a.bytes -= b.bytes;
+  a.allreduce_s -= b.allreduce_s;
+  a.overlap_s -= b.overlap_s;
+  a.held_s -= b.held_s;
+  a.votes -= b.votes;
+  return a;
 }
 
 }  // namespace
@@ -123,17 +135,33 @@ TrainResult train(const TrainConfig& config_in,
                   const std::function<void(const StepReport&)>& on_step) {
   const int world = world_size(), me = world_rank();
   TrainConfig c = config_in;
-  if (c.ep == 0) c.ep = world;
+  if (c.ep == 0) c.ep = world / std::max(c.tp, 1);
   if (c.ranks_per_node == 0) c.ranks_per_node = world;
-  check(c, world);
-  const Groups g = groups_of(world, c.ep, me);
-  CommPool pool(MPI_COMM_WORLD, comm_keys(world, c.ep));
+  check(c);
+  const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
+  // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
+  // gradient AllReduce thread.
+  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 2));
   CallOptions options;
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
-  MpiTokenExchange exchange(pool.at({g.ep, 0}), options, c.a2a, c.bf16_a2a);
-  nn::MoeTransformer model(c.model, exchange);
+  A2AActivity activity;
+  TokenPath path(g, pool, {c.strategy, c.bf16_a2a, options}, activity);
+  nn::MoeTransformerConfig model_config = c.model;
+  model_config.moe.expert_shard = {g.tp_index, c.tp};
+  if (c.strategy.pipeline_experts) {
+    model_config.moe.chunks_fwd = c.strategy.chunks_fwd;
+    model_config.moe.chunks_bwd = c.strategy.chunks_bwd;
+  }
+  nn::MoeTransformer model(model_config, path.exchange());
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
+  LinkBytes grad_bytes;
+  CallOptions grad_options = options;
+  grad_options.label = "grad";
+  grad_options.bytes = &grad_bytes;
+  const Comm* edp = g.edp.size() > 1 ? &pool.at({g.edp, 1}) : nullptr;
+  GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.world, 1}), edp,
+                grad_options, activity);
   const nn::SyntheticText text(
       nn::SyntheticTextConfig{.vocab = c.model.vocab, .seed = c.data_seed});
   TrainResult result;
@@ -144,44 +172,41 @@ TrainResult train(const TrainConfig& config_in,
     result.routing.experts = c.model.moe.experts;
     result.routing.top_k = c.model.moe.top_k;
   }
+  // Means over the distinct batches: dense gradients sum every rank's (TP members' equal
+  // copies included) over the world; an expert shard's sums its EP group's batches (A2A
+  // backward), then its EDP copies: every batch once.
+  const float dense_scale = 1.0f / static_cast<float>(world);
+  const float expert_scale = 1.0f / static_cast<float>(g.data_ranks);
   for (int step = 0; step < c.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const nn::TextBatch batch =
-        c.corpus.empty() ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), me)
-                         : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, me);
-    exchange.reset_bytes();
+        c.corpus.empty()
+            ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
+            : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
+    path.reset_bytes();
+    grad_bytes = {};
+    const GradSyncStats before = sync.stats();
     adam.zero_grad();
     const float loss = model.forward(batch.tokens, batch.targets, c.seq_len);
-    model.backward();
-    options.label = "grad.dense.allreduce";
-    all_reduce_grads(pool.at({g.world, 0}), model.dense_params(), options);
-    if (g.edp.size() > 1) {
-      options.label = "grad.expert.allreduce";
-      all_reduce_grads(pool.at({g.edp, 0}), model.expert_params(), options);
-    }
-    // Mean over ranks: dense sums over the world; an expert's gradient sums every rank's
-    // tokens of its EP group (A2A backward), then its edp copies.
-    nn::scale_grad(model.params(), 1.0f / static_cast<float>(world));
+    model.backward([&](int block) {
+      sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
+    });
+    sync.finish();
+    nn::scale_grad(model.dense_params(), dense_scale);
+    nn::scale_grad(model.expert_params(), expert_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
     }
     adam.step();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    StepReport r;
-    r.step = step + 1;
-    float sums[2] = {loss, model.lm_loss()};
-    MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    r.loss = sums[0] / world;
-    r.lm_loss = sums[1] / world;
-    MPI_Allreduce(&ms, &r.step_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(exchange.bytes().bytes.data(), r.a2a.bytes.data(), kNumLinkLevels, MPI_INT64_T,
-                  MPI_SUM, MPI_COMM_WORLD);
+    StepReport r = step_report(step + 1, loss, model.lm_loss(), ms, path.bytes(), grad_bytes,
+                               minus(sync.stats(), before), world);
     if (routing) {
       std::vector<place::LayerRouting> layers;
       for (nn::MoeLayer* layer : model.moe_layers()) {
         layers.emplace_back();
-        record(*layer, c.batch, c.seq_len, world, me, layers.back());
+        record(*layer, c.batch, c.seq_len, world, c.tp, me, layers.back());
       }
       if (me == 0) result.routing.iterations.push_back(std::move(layers));
     }

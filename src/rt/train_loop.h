@@ -11,23 +11,29 @@
 
 #include "nn/moe_transformer.h"
 #include "place/routing_trace.h"
+#include "rt/grad_sync.h"
 #include "rt/link_bytes.h"
 #include "sched/op.h"
+#include "sched/strategy.h"
 
 namespace moecomm::rt {
 
 struct TrainConfig {
   nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
-  int ep = 0;                      // EP group size; 0: the world
-  int batch = 4;                   // sequences per rank per step
+  int ep = 0;                      // EP group size; 0: the world / tp
+  int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts
+  // The knobs the runtime runs: a2a, tp_dispatch, chunks_fwd/bwd, pipeline_experts,
+  // copy_pipelining, grad_sync, grad_partitions. placement=netmoe and expert_transfer=hybrid
+  // are refused by name (the simulator runs them).
+  sched::Strategy strategy;
+  int batch = 4;  // sequences per rank per step
   int seq_len = 32;
   int steps = 200;
   float lr = 3e-3f;
   uint64_t data_seed = 1;
-  std::vector<int> corpus;  // token ids to draw windows from; empty: synthetic Markov text
-  int ranks_per_node = 0;   // node = rank / ranks_per_node for byte levels; 0: one node
-  double timeout_s = 60;    // any collective that stalls longer fails the job
-  sched::Algorithm a2a = sched::Algorithm::kFlat;
+  std::vector<int> corpus;      // token ids to draw windows from; empty: synthetic Markov text
+  int ranks_per_node = 0;       // node = rank / ranks_per_node for byte levels; 0: one node
+  double timeout_s = 60;        // any collective that stalls longer fails the job
   bool bf16_a2a = false;        // token rows travel as bfloat16
   bool record_routing = false;  // token-choice gates only
   bool keep_gradients = false;  // return the last step's reduced gradients (for tests)
@@ -38,7 +44,12 @@ struct StepReport {
   float loss = 0;      // mean over ranks, with the auxiliary loss
   float lm_loss = 0;   // mean over ranks, cross-entropy only
   double step_ms = 0;  // slowest rank
-  LinkBytes a2a;       // all ranks, this step (dispatch and combine, forward and backward)
+  // All ranks, this step: the token path (A2As, and under TP the ESP/TP AllGather,
+  // ReduceScatter, AllReduce; dispatch and combine, forward and backward), and the gradient
+  // AllReduces.
+  LinkBytes a2a;
+  LinkBytes grad;
+  GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
 };
 
 struct TrainResult {
@@ -50,10 +61,10 @@ struct TrainResult {
   std::vector<std::pair<std::string, nn::Tensor>> gradients;
 };
 
-// Collective over MPI_COMM_WORLD (MPI must be initialised with MPI_THREAD_MULTIPLE or
-// less: this loop is single-threaded). Throws Error on a configuration that does not fit
-// the world; a stalled collective throws CommTimeout naming the op and rank.
-// on_step runs on rank 0 after every step.
+// Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE
+// (the gradient AllReduces and the chunked token path run on threads of their own). Throws Error on
+// a configuration that does not fit the world; a stalled collective throws CommTimeout naming the
+// op and rank. on_step runs on rank 0 after every step.
 TrainResult train(const TrainConfig& config,
                   const std::function<void(const StepReport&)>& on_step = {});
 

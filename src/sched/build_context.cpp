@@ -44,10 +44,18 @@ Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& lab
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     double bytes, int stream, const Label& label, const Frontier& in,
                     int priority) {
+  return group_step(ctx, groups, kind, std::vector<double>(groups.size(), bytes), stream, label, in,
+                    priority);
+}
+
+Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
+                    const std::vector<double>& bytes, int stream, const Label& label,
+                    const Frontier& in, int priority) {
   Frontier out = in;
-  for (const auto& g : groups) {
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const auto& g = groups[k];
     if (g.size() < 2) continue;
-    CollectiveSpec spec{kind, g, bytes, {}, Algorithm::kDefault, kNone, label, priority};
+    CollectiveSpec spec{kind, g, bytes.at(k), {}, Algorithm::kDefault, kNone, label, priority};
     std::vector<std::vector<OpId>> deps;
     for (int r : g) deps.push_back(in[r]);
     const auto issued = ctx.schedule.add_collective(std::move(spec), stream, deps);

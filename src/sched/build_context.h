@@ -62,6 +62,10 @@ Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& lab
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     double bytes, int stream, const Label& label, const Frontier& in,
                     int priority = 0);
+// The same with bytes per group (bytes[k] for groups[k]).
+Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
+                    const std::vector<double>& bytes, int stream, const Label& label,
+                    const Frontier& in, int priority = 0);
 // A2A over every EP group with per-group pair matrices (n x n).
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
                   const Label& label, const Frontier& in, int priority);

@@ -4,6 +4,7 @@
 // Lina (A2A/FFN micro-ops). NetMoE and HybridEP shape the A2A's pair matrices.
 #include "sched/build_dispatch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -103,24 +104,54 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
                     priority);
 }
 
-// Per chunk, an AllGather over `groups` of `bytes` (output) on the intra-node stream. When the
-// experts wait for every chunk (MoNTA), the chunks arrive interleaved and a D2D copy of the
-// chunk restores the layout (MoNTA Fig. 8): after the AllGather on its stream (O2,
-// Algorithm 1: AG_j + D2D_j in series) or on the copy stream beside the next AllGather (O3,
-// Algorithm 2).
+// Bytes of the ESP/TP collectives per group, from the dispatch matrices (routed or uniform):
+// what each rank receives (its column) or sends (its row) in the EP A2A.
+std::vector<double> per_rank_a2a(const BuildContext& ctx, bool received) {
+  std::vector<double> bytes(ctx.world(), 0.0);
+  for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
+    const auto& g = ctx.groups.ep[k];
+    const size_t n = g.size();
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) bytes[g[received ? j : i]] += ctx.path.dispatch[k][i * n + j];
+  }
+  return bytes;
+}
+
+// Per group, the sum over its members (an AllGather's output) or its first member's bytes
+// (an AllReduce of rows every member holds alike).
+std::vector<double> per_group(const std::vector<core::RankGroup>& groups,
+                              const std::vector<double>& rank_bytes, bool sum) {
+  std::vector<double> out;
+  for (const auto& g : groups) {
+    double b = 0;
+    for (int r : g) b += rank_bytes[r];
+    out.push_back(sum ? b : rank_bytes[g.front()]);
+  }
+  return out;
+}
+
+std::vector<double> divided(std::vector<double> v, double n) {
+  for (double& x : v) x /= n;
+  return v;
+}
+
+// Per chunk, an AllGather over `groups` of `bytes` (output, per group) on the intra-node stream.
+// When the experts wait for every chunk (MoNTA), the chunks arrive interleaved and a D2D copy of
+// the chunk restores the layout (MoNTA Fig. 8): after the AllGather on its stream (O2, Algorithm 1:
+// AG_j + D2D_j in series) or on the copy stream beside the next AllGather (O3, Algorithm 2).
 void gather_chunks(BuildContext& ctx, std::vector<Frontier>& c,
-                   const std::vector<core::RankGroup>& groups, double bytes,
+                   const std::vector<core::RankGroup>& groups, const std::vector<double>& bytes,
                    const std::string& name, bool pipelined) {
   const int n = static_cast<int>(c.size());
   const bool copies = !pipelined && n > 1;
   const int copy_stream = ctx.strategy.copy_pipelining ? kCopyStream : kIntraStream;
   const std::string knob = ctx.path.tp_gather ? "drop-allgather" : "esp";
   for (int i = 0; i < n; ++i) {
-    c[i] = group_step(ctx, groups, OpKind::kAllGather, bytes / n, kIntraStream,
+    c[i] = group_step(ctx, groups, OpKind::kAllGather, divided(bytes, n), kIntraStream,
                       ctx.label(name, knob, chunk_label(i, n)), c[i]);
-    if (copies)
+    if (copies)  // every member copies the whole gathered chunk; groups are equal-sized
       c[i] =
-          copy_step(ctx, bytes / n, copy_stream,
+          copy_step(ctx, *std::max_element(bytes.begin(), bytes.end()) / n, copy_stream,
                     ctx.label(name + ".copy", ctx.strategy.copy_pipelining ? "o3" : "o2", i), c[i]);
   }
 }
@@ -149,14 +180,15 @@ void expert_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool pipelined) 
 // AllReduce of the replicated rows' (Megatron's row-parallel expert output).
 void reduce_chunks(BuildContext& ctx, std::vector<Frontier>& c) {
   const int n = static_cast<int>(c.size());
-  const double rows = ctx.work.a2a_bytes * ctx.path.a2a_fraction;
+  const std::vector<double> recv = per_rank_a2a(ctx, true);
+  const auto gathered = divided(per_group(ctx.groups.esp, recv, true), n);
+  const auto replicated = divided(per_group(ctx.groups.esp, recv, false), n);
   for (int i = 0; i < n; ++i) {
     if (ctx.path.esp_gather)
-      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kReduceScatter,
-                        rows * ctx.setup.parallel.esp / n, kIntraStream,
+      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kReduceScatter, gathered, kIntraStream,
                         ctx.label("moe.combine.esp_reducescatter", "esp", chunk_label(i, n)), c[i]);
     else if (ctx.path.esp_allreduce)
-      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kAllReduce, rows / n, kIntraStream,
+      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kAllReduce, replicated, kIntraStream,
                         ctx.label("moe.combine.esp_allreduce", "esp", chunk_label(i, n)), c[i]);
   }
 }
@@ -210,12 +242,11 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
 void build_moe(BuildContext& ctx) {
   const int n = ctx.chunks();
   const bool pipelined = ctx.strategy.pipeline_experts || n == 1;
-  const double rows = ctx.work.a2a_bytes * ctx.path.a2a_fraction;  // one rank's A2A
   std::vector<Frontier> c(n, ctx.ready);
   a2a_chunks(ctx, c, false);
   const std::vector<OpId> window = last_of(c.back());
   if (ctx.path.esp_gather)
-    gather_chunks(ctx, c, ctx.groups.esp, rows * ctx.setup.parallel.esp,
+    gather_chunks(ctx, c, ctx.groups.esp, per_group(ctx.groups.esp, per_rank_a2a(ctx, true), true),
                   "moe.dispatch.esp_allgather", pipelined);
   expert_chunks(ctx, c, pipelined);
   if (ctx.phase == Phase::kBackward) {
@@ -228,8 +259,8 @@ void build_moe(BuildContext& ctx) {
   reduce_chunks(ctx, c);
   a2a_chunks(ctx, c, true);
   if (ctx.path.tp_gather)  // the TP ranks' slices back to the full (replicated) tokens
-    gather_chunks(ctx, c, ctx.groups.tp, rows * ctx.setup.parallel.tp, "moe.combine.tp_allgather",
-                  pipelined);
+    gather_chunks(ctx, c, ctx.groups.tp, per_group(ctx.groups.tp, per_rank_a2a(ctx, false), true),
+                  "moe.combine.tp_allgather", pipelined);
   ctx.ready = merge(c);
 }
 

@@ -208,19 +208,19 @@ void validate(const Strategy& s, const std::string& where) {
                 "experts read, MoNTA Fig. 8)");
 }
 
-Strategy parse_strategy(const std::string& text, const std::string& where) {
+ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& where) {
   if (text.find('=') == std::string::npos) {
     auto s = find_named(text);
     if (!s) throw Error(where, unknown_name(text));
-    return *s;
+    return {*s, text, {}};
   }
   std::vector<std::string> items;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) items.push_back(item);
-  Strategy s;
+  ParsedStrategy out;
+  Strategy& s = out.strategy;
   s.name = "custom";
-  bool named = false;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto eq = items[i].find('=');
     if (eq == std::string::npos)
@@ -234,16 +234,24 @@ Strategy parse_strategy(const std::string& text, const std::string& where) {
       if (!base) throw Error(at, unknown_name(value));
       s = *base;
       s.name = value + "-custom";
+      out.method = value;
       continue;
     }
     const auto it = setters().find(knob);
     if (it == setters().end()) throw Error(at, "unknown knob (accepted: " + knob_list() + ")");
     it->second(s, value, at);
-    named = named || knob == "name";
+    if (knob == "chunks")
+      out.explicit_knobs.insert({"chunks_fwd", "chunks_bwd"});
+    else
+      out.explicit_knobs.insert(knob);
   }
-  if (!named && items.size() == 1 && items[0].rfind("base=", 0) == 0) s.name = items[0].substr(5);
+  if (!out.is_explicit("name") && items.size() == 1 && !out.method.empty()) s.name = out.method;
   validate(s, where);
-  return s;
+  return out;
+}
+
+Strategy parse_strategy(const std::string& text, const std::string& where) {
+  return parse_strategy_knobs(text, where).strategy;
 }
 
 std::string_view to_string(Placement p) {

@@ -2,6 +2,7 @@
 // A Strategy: one value per knob of DESIGN.md "The one idea: techniques are knobs of one
 // schedule". The papers' methods are named settings (named_strategy); knobs compose, and
 // build_training_step (layer_builder.h) turns any combination into one schedule.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,20 @@ std::vector<std::string> strategy_names();
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, compression. `where` names the
 // source (e.g. "--strategy"); errors name the knob and list what is accepted.
 Strategy parse_strategy(const std::string& text, const std::string& where);
+
+// parse_strategy's result with what the text said: the planner fills only the knobs the user
+// left to it (DESIGN.md: "Planners choose knob values from the papers' analytical models").
+struct ParsedStrategy {
+  Strategy strategy;
+  // The paper method the knobs start from: the plain name or the base=NAME value; empty for
+  // bare knobs (no method, nothing for a planner to tune).
+  std::string method;
+  // Knobs the text set, by their to_string names ("chunks" sets chunks_fwd and chunks_bwd);
+  // a plain name sets none. Includes "name" when set.
+  std::set<std::string> explicit_knobs;
+  bool is_explicit(const std::string& knob) const { return explicit_knobs.count(knob) > 0; }
+};
+ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& where);
 // Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.
 void validate(const Strategy& strategy, const std::string& where);
 // "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips).

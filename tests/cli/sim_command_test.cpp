@@ -73,6 +73,35 @@ TEST(SimCommand, WritesATraceAndAnSvg) {
   EXPECT_TRUE(has(first, "<svg")) << first;
 }
 
+// Issue 6: a named method's open knobs are the planner's (MoNTA's N as `moecomm plan`
+// shows it); explicit knobs stay, and the output says where each value came from.
+TEST(SimCommand, NamedMethodsSimulateThePlannersKnobs) {
+  Result plan = run_cli({"plan", "--json"});
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  int n = 0;
+  for (const auto& s : nlohmann::json::parse(plan.out)["strategies"])
+    if (s["name"] == "monta-o2") n = s["params"]["chunks"];
+  ASSERT_GT(n, 0);
+  Result r = run_cli({"sim", "--strategy", "monta-o2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const std::string chunks = "chunks_fwd=" + std::to_string(n);
+  EXPECT_TRUE(has(j["strategy"].get<std::string>(), chunks + ",chunks_bwd=" + std::to_string(n)))
+      << j["strategy"];
+  ASSERT_EQ(j["strategy_notes"].size(), 2u) << j["strategy_notes"];
+  EXPECT_TRUE(has(j["strategy_notes"][0].get<std::string>(), chunks + " from MoNTA Algorithm 1"));
+
+  r = run_cli({"sim", "--strategy", "monta-o2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "planned: " + chunks + " from MoNTA")) << r.out;
+
+  r = run_cli({"sim", "--strategy", "base=monta-o2,chunks=2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has(j["strategy"].get<std::string>(), "chunks_fwd=2,chunks_bwd=2")) << j["strategy"];
+  EXPECT_TRUE(j["strategy_notes"].empty()) << j["strategy_notes"];
+}
+
 TEST(SimCommand, BadInputIsAClearError) {
   Result r = run_cli({"sim", "--strategy", "chunks=0"});
   EXPECT_EQ(r.code, 2);

@@ -97,6 +97,76 @@ TEST_F(Collectives, AllReduceSum) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ(data[i], (i + 1) * n * (n - 1) / 2.0f);
 }
 
+// Logical bytes of the block collectives (collectives.h): block j to member j, own block to
+// every other member; nothing to itself.
+LinkBytes to_others(const std::vector<int64_t>& bytes_to) {
+  LinkBytes b;
+  for (int j = 0; j < world_size(); ++j)
+    if (j != world_rank()) b.add(world_rank(), j, bytes_to[size_t(j)], 2);
+  return b;
+}
+
+TEST_F(Collectives, AllGatherVDeliversMemberMajorBlocksAndCountsBytes) {
+  const int n = world_size(), me = world_rank();
+  std::vector<int64_t> counts;
+  for (int i = 0; i < n; ++i) counts.push_back((i * 3) % 4);  // members 0 and 4 give nothing
+  std::vector<float> mine;
+  for (int64_t k = 0; k < counts[size_t(me)]; ++k) mine.push_back(100.0f * me + k);
+  LinkBytes counted;
+  CallOptions o = options("agv");
+  o.bytes = &counted;
+  const std::vector<float> all = all_gather_v<float>(world(), mine, counts, o);
+  std::vector<float> expected;
+  for (int i = 0; i < n; ++i)
+    for (int64_t k = 0; k < counts[size_t(i)]; ++k) expected.push_back(100.0f * i + k);
+  EXPECT_EQ(all, expected);
+  EXPECT_EQ(counted, to_others(std::vector<int64_t>(n, 4 * counts[size_t(me)])));
+  if (counts[size_t(me)] > 0) {
+    EXPECT_GT(counted[LinkLevel::kInterNode], 0);
+  }
+}
+
+TEST_F(Collectives, ReduceScatterVSumsBlocksOfGivenSizesAndCountsBytes) {
+  const int n = world_size(), me = world_rank();
+  std::vector<int64_t> counts;
+  for (int j = 0; j < n; ++j) counts.push_back(j % 3);  // member 0 gets nothing
+  std::vector<float> in;
+  for (int j = 0; j < n; ++j)
+    for (int64_t k = 0; k < counts[size_t(j)]; ++k)
+      in.push_back(static_cast<float>(me + 10 * j + k));
+  LinkBytes counted;
+  CallOptions o = options("rsv");
+  o.bytes = &counted;
+  const std::vector<float> out = reduce_scatter_v(world(), in, counts, o);
+  ASSERT_EQ(out.size(), static_cast<size_t>(counts[size_t(me)]));
+  for (size_t k = 0; k < out.size(); ++k)
+    EXPECT_EQ(out[k], n * (n - 1) / 2.0f + n * (10.0f * me + static_cast<float>(k)));
+  std::vector<int64_t> bytes;
+  for (int64_t c : counts) bytes.push_back(4 * c);
+  EXPECT_EQ(counted, to_others(bytes));
+}
+
+TEST_F(Collectives, BlockCollectivesCountBytesByLevel) {
+  const int n = world_size(), me = world_rank();
+  LinkBytes ag, rs, ar;
+  CallOptions o = options("bytes");
+  o.bytes = &ag;
+  all_gather<float>(world(), std::vector<float>(3, 1.0f), o);
+  EXPECT_EQ(ag, to_others(std::vector<int64_t>(n, 12)));
+  o.bytes = &rs;
+  reduce_scatter_sum(world(), std::vector<float>(5 * n, 1.0f), o);
+  EXPECT_EQ(rs, to_others(std::vector<int64_t>(n, 20)));
+  // AllReduce of 7 floats = ReduceScatter + AllGather of the blocks [7 j / n, 7 (j + 1) / n).
+  o.bytes = &ar;
+  std::vector<float> data(7, 1.0f);
+  all_reduce_sum(world(), data, o);
+  const auto block = [n](int j) { return int64_t{7} * (j + 1) / n - int64_t{7} * j / n; };
+  std::vector<int64_t> bytes;
+  for (int j = 0; j < n; ++j) bytes.push_back(4 * (block(j) + block(me)));
+  EXPECT_EQ(ar, to_others(bytes));
+  EXPECT_EQ(ar.total(), 4 * (7 - block(me)) + 4 * (n - 1) * block(me));
+}
+
 TEST_F(Collectives, BroadcastFromEveryRoot) {
   for (int root = 0; root < world_size(); ++root) {
     std::vector<float> data(4, -1.0f);
@@ -116,6 +186,11 @@ TEST_F(Collectives, BadArgumentsThrowBeforeCommunicating) {
   std::vector<float> odd(world_size() + 1);
   EXPECT_THROW(reduce_scatter_sum(world(), odd, options("x")), Error);
   EXPECT_THROW(broadcast<float>(world(), data, world_size(), options("x")), Error);
+  const std::vector<int64_t> ones(world_size(), 1);
+  EXPECT_THROW(all_gather_v<float>(world(), data, ones, options("x")), Error);  // 3 != 1
+  EXPECT_THROW(all_gather_v<float>(world(), data, short_counts, options("x")), Error);
+  EXPECT_THROW(reduce_scatter_v(world(), data, ones, options("x")), Error);  // 3 != n
+  EXPECT_THROW(reduce_scatter_v(world(), data, short_counts, options("x")), Error);
 }
 
 }  // namespace

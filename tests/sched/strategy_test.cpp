@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "support/expect_error.h"
 
 namespace moecomm::sched {
@@ -64,6 +66,34 @@ TEST(Strategy, ToStringRoundTrips) {
   }
   Strategy s = parse_strategy("compression=0.3,hybrid_domain=4,expert_transfer=hybrid", "-");
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
+}
+
+// What the text set explicitly is what a planner must leave alone (issue 6).
+TEST(Strategy, ParsedKnobsRecordWhatTheTextSet) {
+  ParsedStrategy named = parse_strategy_knobs("monta-o2", "-");
+  EXPECT_EQ(named.strategy, named_strategy("monta-o2"));
+  EXPECT_EQ(named.method, "monta-o2");
+  EXPECT_TRUE(named.explicit_knobs.empty());
+
+  ParsedStrategy based = parse_strategy_knobs("base=fsmoe,chunks_fwd=2", "-");
+  EXPECT_EQ(based.method, "fsmoe");
+  EXPECT_EQ(based.explicit_knobs, (std::set<std::string>{"chunks_fwd"}));
+  EXPECT_EQ(based.strategy.chunks_fwd, 2);
+  EXPECT_EQ(based.strategy.chunks_bwd, named_strategy("fsmoe").chunks_bwd);
+  EXPECT_EQ(based.strategy, parse_strategy("base=fsmoe,chunks_fwd=2", "-"));
+
+  ParsedStrategy both = parse_strategy_knobs("base=lina,chunks=3,grad_partitions=7,name=x", "-");
+  EXPECT_EQ(both.explicit_knobs,
+            (std::set<std::string>{"chunks_fwd", "chunks_bwd", "grad_partitions", "name"}));
+  EXPECT_TRUE(both.is_explicit("chunks_bwd"));
+  EXPECT_FALSE(both.is_explicit("hybrid_domain"));
+
+  EXPECT_EQ(parse_strategy_knobs("base=hybridep", "-").strategy.name, "hybridep");
+  EXPECT_TRUE(parse_strategy_knobs("base=hybridep", "-").explicit_knobs.empty());
+  ParsedStrategy bare = parse_strategy_knobs("a2a=2dh", "-");
+  EXPECT_TRUE(bare.method.empty());
+  EXPECT_EQ(bare.explicit_knobs, (std::set<std::string>{"a2a"}));
+  EXPECT_ERROR_HAS(parse_strategy_knobs("base=lina,chunks=0", "--strategy"), "--strategy: chunks");
 }
 
 TEST(Strategy, ErrorsNameTheKnobAndListTheAccepted) {

@@ -1,0 +1,246 @@
+#include "plan/planned_strategy.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/topology.h"
+#include "cost/collective_model.h"
+#include "plan/estimates.h"
+#include "plan/lina_planner.h"
+#include "plan/moe_workload.h"
+
+namespace moecomm::plan {
+
+namespace {
+
+using sched::Strategy;
+
+// The knobs each paper method's estimate tunes; other methods have nothing to plan.
+const std::map<std::string, std::vector<std::string>>& tuned_knobs() {
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"monta-o2", {"chunks_fwd", "chunks_bwd"}},
+      {"monta-o3", {"chunks_fwd", "chunks_bwd"}},
+      {"fsmoe", {"chunks_fwd", "chunks_bwd", "grad_partitions"}},
+      {"lina", {"grad_partitions", "chunks_fwd", "chunks_bwd"}},
+      {"hybridep", {"hybrid_domain", "compression"}},
+  };
+  return table;
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", v);
+  return text;
+}
+
+// The knob value of `knob` in `s`, as to_string prints it.
+std::string value_of(const Strategy& s, const std::string& knob) {
+  if (knob == "chunks_fwd") return std::to_string(s.chunks_fwd);
+  if (knob == "chunks_bwd") return std::to_string(s.chunks_bwd);
+  if (knob == "grad_partitions") return std::to_string(s.grad_partitions);
+  if (knob == "hybrid_domain") return std::to_string(s.hybrid_domain);
+  return number(s.compression);
+}
+
+// Writes planned values into the knobs the user left open, one note line each.
+struct Filler {
+  Strategy s;
+  const sched::ParsedStrategy& parsed;
+  std::string* notes;
+
+  bool open(const std::string& knob) const { return !parsed.is_explicit(knob); }
+  void note(const std::string& line) {
+    if (notes) *notes += line + "\n";
+  }
+  void set(const std::string& knob, int& field, long long value, int cap,
+           const std::string& source) {
+    if (!open(knob)) return;
+    const long long v = std::clamp<long long>(value, 1, cap);
+    field = static_cast<int>(v);
+    note(knob + "=" + std::to_string(v) + " from " + source +
+         (v != value ? " (planned " + std::to_string(value) + ", clamped)" : ""));
+  }
+  void set(const std::string& knob, double& field, double value, const std::string& source) {
+    if (!open(knob)) return;
+    field = value;
+    note(knob + "=" + number(value) + " from " + source);
+  }
+  void keep(const std::string& knob, const std::string& why) {
+    if (open(knob)) note(knob + "=" + value_of(s, knob) + " kept (the named default): " + why);
+  }
+};
+
+const StrategyEstimate* find_estimate(const Plan& plan, const std::string& name) {
+  for (const auto& e : plan.strategies)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string skip_reason(const Plan& plan, const std::string& name) {
+  for (const auto& s : plan.skipped)
+    if (s.name == name) return s.reason;
+  return "no estimate";
+}
+
+// The estimate's own workload (the gradient bytes and groups its micro-ops are cut from).
+MoeWorkload workload_of(const PlanInput& in) {
+  const core::Topology topo(in.cluster);
+  const cost::CollectiveModel comm(topo);
+  return derive_workload(in, comm);
+}
+
+// MoNTA O2 runs Algorithm 1, O3 Algorithm 2 (the copy pipelined); both pick one N for both
+// A2As of the layer, forward and backward.
+void fill_monta(Filler& f, const StrategyEstimate& e) {
+  const long long n = e.params.at("chunks").get<long long>();
+  const std::string source = std::string("MoNTA Algorithm ") + (e.name == "monta-o3" ? "2" : "1") +
+                             " (N, " + e.name + " estimate)";
+  f.set("chunks_fwd", f.s.chunks_fwd, n, sched::kMaxChunks, source);
+  f.set("chunks_bwd", f.s.chunks_bwd, n, sched::kMaxChunks, source);
+}
+
+void fill_fsmoe(Filler& f, const StrategyEstimate& e) {
+  f.set("chunks_fwd", f.s.chunks_fwd, e.params.at("r_forward").get<long long>(), sched::kMaxChunks,
+        "FSMoE Sec. 4 (optimal forward pipeline degree r)");
+  // With data parallelism the backward degree is re-chosen per layer for the AllReduce time
+  // the gradient partition gives it (Sec. 5, Eq. 5); the knob is one degree for every layer.
+  const bool partitioned = e.params.contains("grad_sync");
+  f.set("chunks_bwd", f.s.chunks_bwd, e.params.at("r_backward").get<long long>(), sched::kMaxChunks,
+        partitioned ? "FSMoE Sec. 5 (the backward degree r most layers take with the gradient "
+                      "AllReduce partitioned into their windows)"
+                    : "FSMoE Sec. 4 (optimal backward pipeline degree r)");
+  if (e.params.contains("grad_partitions"))
+    f.set("grad_partitions", f.s.grad_partitions, e.params["grad_partitions"].get<long long>(),
+          sched::kMaxGradPartitions, "FSMoE Sec. 5 (gradient partition)");
+  else
+    f.keep("grad_partitions",
+           "the FSMoE estimate assigns gradient bytes to each layer's window (Sec. 5, Eq. 5), "
+           "not a piece count");
+}
+
+// Lina Sec. 4.2 cuts each gradient tensor into equal micro-ops of at most microop_bytes
+// (lina_partition, as the estimate does); the knob cuts both of a layer's tensors (dense over
+// dp x cp, expert over edp) into the same count, so the larger synchronized tensor sets it.
+void fill_lina(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
+  const double microop = e.params.at("microop_bytes").get<double>();
+  if (f.open("grad_partitions")) {
+    const MoeWorkload w = workload_of(in);
+    const std::pair<double, size_t> tensors[] = {
+        {w.dense_grad_bytes, w.groups.dp_cp.front().size()},
+        {w.expert_grad_bytes, w.groups.edp.front().size()}};
+    long long count = 0;
+    double largest = 0;
+    for (const auto& [bytes, ranks] : tensors) {
+      if (ranks < 2) continue;  // nothing to AllReduce
+      count = std::max(count, lina_partition(bytes, microop).count);
+      largest = std::max(largest, bytes);
+    }
+    if (count == 0)
+      f.keep("grad_partitions", "no data-parallel gradient sync here (dp x cp = edp = 1)");
+    else
+      f.set("grad_partitions", f.s.grad_partitions, count, sched::kMaxGradPartitions,
+            "Lina Sec. 4.2 (" + number(microop / 1e6) + " MB micro-ops on the " +
+                number(largest / 1e6) + " MB layer gradient)");
+  }
+  if (e.params.contains("chunks")) {
+    const long long n = e.params["chunks"].get<long long>();
+    f.set("chunks_fwd", f.s.chunks_fwd, n, sched::kMaxChunks, "the Lina estimate");
+    f.set("chunks_bwd", f.s.chunks_bwd, n, sched::kMaxChunks, "the Lina estimate");
+  } else {
+    for (const char* knob : {"chunks_fwd", "chunks_bwd"})
+      f.keep(knob, "the Lina estimate gives no A2A/FFN micro-op count");
+  }
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) {
+    if (!out.empty()) out += 'x';
+    out += std::to_string(x);
+  }
+  return out;
+}
+
+// HybridEP plans a domain size per level of the EP group; the knob is one size, so the
+// sizes map to it by hybrid_domain_of (consecutive EP ranks, innermost level first).
+void fill_hybridep(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
+  if (f.open("hybrid_domain")) {
+    const auto sizes = e.params.at("domain_sizes").get<std::vector<int>>();
+    const core::Topology topo(in.cluster);
+    const auto span = group_span(topo, workload_of(in).groups.ep.front());
+    bool dropped = false;
+    const int domain = span ? hybrid_domain_of(sizes, span->counts, &dropped) : 1;
+    std::string source = "HybridEP Sec. IV-A (" + e.name + " estimate: domain sizes " +
+                         join(sizes) + " per level, outermost first";
+    if (dropped) source += "; the outer sizes do not fit one block of consecutive ranks";
+    f.set("hybrid_domain", f.s.hybrid_domain, domain, 1'000'000, source + ")");
+  }
+  // The estimate divides the expert bytes by SR (HybridEP Sec. III-D); the knob is the bytes
+  // sent per parameter byte, 1 / SR.
+  const double sr = e.params.at("compression").get<double>();
+  f.set("compression", f.s.compression, 1.0 / sr,
+        "HybridEP Sec. III-D (SR " + number(sr) + ", " + e.name + " estimate)");
+}
+
+// The user who compressed the experts gets the domains the planner chose for compressed
+// experts (the hybridep-sr row, SR = kHybridEpCompression).
+std::string hybridep_row(const sched::ParsedStrategy& parsed, const Plan& plan) {
+  const bool compressed = parsed.is_explicit("compression") && parsed.strategy.compression < 1;
+  return compressed && find_estimate(plan, "hybridep-sr") ? "hybridep-sr" : "hybridep";
+}
+
+}  // namespace
+
+// EP members are in rank order, innermost level fastest (HybridEP Eq. 13), and the knob's
+// domains are blocks of consecutive members (build_hybridep.cpp); such a block is a per-level
+// sub-grid only while every level inside it is whole. So the knob is the product of the
+// sizes from the innermost level out, through the first level whose domain is smaller than
+// the level; the sizes of the levels beyond it cannot be expressed and are dropped.
+int hybrid_domain_of(const std::vector<int>& sizes, const std::vector<int>& counts, bool* dropped) {
+  if (sizes.size() != counts.size())
+    throw Error("hybrid domains", "one size per level: got " + std::to_string(sizes.size()) +
+                                      " sizes for " + std::to_string(counts.size()) + " levels");
+  int domain = 1;
+  int i = static_cast<int>(sizes.size()) - 1;
+  for (; i >= 0; --i) {
+    domain *= sizes[i];
+    if (sizes[i] < counts[i]) break;
+  }
+  bool lost = false;
+  for (int j = 0; j < i; ++j) lost = lost || sizes[j] > 1;
+  if (dropped) *dropped = lost;
+  return domain;
+}
+
+Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
+                          std::string* notes) {
+  const auto tuned = tuned_knobs().find(parsed.method);
+  if (tuned == tuned_knobs().end()) return parsed.strategy;
+  Filler f{parsed.strategy, parsed, notes};
+  if (std::none_of(tuned->second.begin(), tuned->second.end(),
+                   [&](const std::string& k) { return f.open(k); }))
+    return parsed.strategy;
+  const Plan plan = make_plan(input);
+  const std::string row = parsed.method == "hybridep" ? hybridep_row(parsed, plan) : parsed.method;
+  const StrategyEstimate* e = find_estimate(plan, row);
+  if (!e) {
+    for (const auto& knob : tuned->second)
+      f.keep(knob, "the planner skipped " + row + " (" + skip_reason(plan, row) + ")");
+    return f.s;
+  }
+  if (row.rfind("monta-", 0) == 0)
+    fill_monta(f, *e);
+  else if (row == "fsmoe")
+    fill_fsmoe(f, *e);
+  else if (row == "lina")
+    fill_lina(f, *e, input);
+  else
+    fill_hybridep(f, *e, input);
+  sched::validate(f.s, "planned strategy " + f.s.name);
+  return f.s;
+}
+
+}  // namespace moecomm::plan

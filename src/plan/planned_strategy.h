@@ -1,0 +1,35 @@
+#pragma once
+// A strategy whose tunable knobs come from its paper's analytical model (DESIGN.md "The one
+// idea": "Planners choose knob values from the papers' analytical models"): `moecomm sim
+// --strategy monta-o2` simulates the N that `moecomm plan` computes, not a fixed default.
+#include <string>
+#include <vector>
+
+#include "plan/strategy_table.h"
+#include "sched/strategy.h"
+
+namespace moecomm::plan {
+
+// Runs make_plan(input) when the parsed strategy's method (its name or base) has knobs the
+// text left unset, and fills them from that method's estimate:
+// - monta-o2, monta-o3: chunks_fwd = chunks_bwd = N (MoNTA Algorithms 1-2);
+// - fsmoe: chunks_fwd = r_forward, chunks_bwd = r_backward (FSMoE Sec. 4-5); grad_partitions
+//   stays the named default (the estimate gives per-layer bytes, not a piece count);
+// - lina: grad_partitions = the micro-ops of the largest synchronized gradient tensor at the
+//   estimate's micro-op size (Lina Sec. 4.2), capped at sched::kMaxGradPartitions;
+// - hybridep: hybrid_domain from the per-level domain sizes, compression from SR (HybridEP).
+// Knobs in parsed.explicit_knobs are never changed; a method the planner skipped keeps its
+// named defaults. `notes` (when given) gets one line per knob, each ending in '\n', saying
+// where the value came from or why the default stayed. Other methods and bare knobs are
+// returned unchanged without running the planner. Throws what make_plan throws.
+sched::Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
+                                 std::string* notes = nullptr);
+
+// HybridEP Sec. IV-A plans one expert-domain size per level the EP group spans (outermost
+// first, dividing level_counts); the knob is one size: hybrid_domain consecutive EP members.
+// Returns the largest block of consecutive members the per-level domains agree with; sets
+// *dropped when outer levels' sizes above 1 cannot be expressed (see the .cpp).
+int hybrid_domain_of(const std::vector<int>& domain_sizes, const std::vector<int>& level_counts,
+                     bool* dropped = nullptr);
+
+}  // namespace moecomm::plan

@@ -1,0 +1,99 @@
+#include "rt/train_exchange.h"
+
+#include <utility>
+
+#include "core/error.h"
+
+namespace moecomm::rt {
+namespace {
+
+// Pairs begin(phase) with end(phase) also when the A2A throws.
+class Active {
+ public:
+  Active(A2AActivity& a, A2APhase phase) : a_(&a), phase_(phase) { a.begin(phase); }
+  ~Active() {
+    if (a_) a_->end(phase_);
+  }
+  Active(const Active&) = delete;
+  Active& operator=(const Active&) = delete;
+  // Begins `next`, then ends this phase: no instant without a pending A2A, so no gradient
+  // micro-op slips in between (the pipeline's communication thread is not gated itself).
+  void switch_to(A2APhase next) {
+    a_->begin(next);
+    a_->end(std::exchange(phase_, next));
+  }
+
+ private:
+  A2AActivity* a_;
+  A2APhase phase_;
+};
+
+bool needs_tp_exchange(const TrainGroups& g, const sched::Strategy& s) {
+  const bool comm_chunks = !s.pipeline_experts && (s.chunks_fwd > 1 || s.chunks_bwd > 1);
+  return g.parallel.tp > 1 || s.tp_dispatch == sched::TpDispatch::kDropAllGather || comm_chunks;
+}
+
+}  // namespace
+
+nn::ExchangeLayout ActivityExchange::exchange_counts(const std::vector<int>& send_counts) {
+  Active a(activity_, A2APhase::kDispatch);
+  return inner_.exchange_counts(send_counts);
+}
+
+nn::Tensor ActivityExchange::dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) {
+  Active a(activity_, A2APhase::kDispatch);
+  return inner_.dispatch(send, layout);
+}
+
+nn::Tensor ActivityExchange::combine(const nn::Tensor& expert_rows,
+                                     const nn::ExchangeLayout& layout) {
+  Active a(activity_, A2APhase::kCombine);
+  return inner_.combine(expert_rows, layout);
+}
+
+nn::Tensor ActivityExchange::pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout,
+                                      int chunks, const ChunkExperts& experts) {
+  Active a(activity_, A2APhase::kDispatch);
+  return inner_.pipeline(send, layout, chunks,
+                         [&](int i, const nn::ExchangeLayout& chunk, const nn::Tensor& rows) {
+                           if (i == chunks - 1) a.switch_to(A2APhase::kCombine);
+                           return experts(i, chunk, rows);
+                         });
+}
+
+TokenPath::TokenPath(const TrainGroups& g, const CommPool& comms, const TokenPathOptions& o,
+                     A2AActivity& activity) {
+  const sched::Strategy& s = o.strategy;
+  const Comm& ep = comms.at({g.ep, 0});
+  if (!needs_tp_exchange(g, s)) {
+    mpi_ = std::make_unique<MpiTokenExchange>(ep, o.call, s.a2a, o.bf16);
+    tracked_ = std::make_unique<ActivityExchange>(*mpi_, activity);
+    return;
+  }
+  if (o.bf16)
+    throw Error("--bf16-a2a",
+                "bf16 rows run on the plain EP A2A only (tp=1, tp_dispatch=replicate)");
+  if (!s.pipeline_experts && s.chunks_fwd != s.chunks_bwd)
+    throw Error("strategy: chunks",
+                "MoNTA's chunked dispatch (pipeline_experts=false) takes one N for both A2As "
+                "of the layer, got chunks_fwd=" +
+                    std::to_string(s.chunks_fwd) + ", chunks_bwd=" + std::to_string(s.chunks_bwd));
+  TpExchangeOptions t;
+  t.dispatch = s.tp_dispatch;
+  t.algorithm = s.a2a;
+  t.chunks = s.pipeline_experts ? 1 : s.chunks_fwd;
+  t.copy_pipelining = s.copy_pipelining;
+  tp_ = std::make_unique<TpTokenExchange>(ep, comms.at({g.tp, 0}), o.call, t);
+  tracked_ = std::make_unique<ActivityExchange>(*tp_, activity);
+}
+
+LinkBytes TokenPath::bytes() const {
+  return mpi_ ? mpi_->bytes() : tp_->bytes();
+}
+
+void TokenPath::reset_bytes() {
+  if (mpi_) mpi_->reset_bytes();
+  if (tp_) tp_->reset_bytes();
+}
+
+}  // namespace moecomm::rt

@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/parallel_config.h"
 #include "core/presets.h"
 #include "place/routing_trace.h"
+#include "plan/planned_strategy.h"
 #include "rt/mpi_base.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
@@ -83,6 +85,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "given come from the planner (`moecomm plan`) for --cluster. "
                    "placement=netmoe and expert_transfer=hybrid run in `moecomm sim` only")
       ->capture_default_str();
+  sub_->add_option("--cluster", cluster_,
+                   "the machine the ranks run on (a cluster preset or JSON file with as many "
+                   "devices as ranks): the planner chooses the knobs --strategy leaves unset "
+                   "for it; without it they keep the named strategy's defaults");
   sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
@@ -193,15 +199,59 @@ void check_memory(const rt::TrainConfig& c, int world) {
 
 sched::Algorithm algorithm_of(const std::string& a);
 
-// --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree).
-sched::Strategy strategy_of(const std::string& text, const std::string& a2a, bool a2a_given) {
-  sched::Strategy s = sched::parse_strategy(text.empty() ? "baseline" : text, "--strategy");
+// The model as the planner sees it (core::ModelConfig) for one rank's batch.
+core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
+  core::ModelConfig m;
+  m.name = name;
+  m.hidden = c.model.hidden;
+  m.ffn_hidden = c.model.moe.ffn_hidden;
+  m.experts = c.model.moe.experts;
+  m.top_k = c.model.moe.top_k;
+  m.layers = c.model.layers;
+  m.heads = c.model.heads;
+  m.seq_len = c.seq_len;
+  m.micro_batch = c.batch;
+  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
+  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
+  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
+                                                                   : core::FfnType::kGelu;
+  m.vocab_size = c.model.vocab;
+  return m;
+}
+
+// --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree), and the
+// knobs it leaves unset chosen by the planner for --cluster (issue 6). Returns the notes.
+std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string& text,
+                                          const std::string& a2a, bool a2a_given,
+                                          const std::string& cluster, const std::string& model,
+                                          int world) {
+  const sched::ParsedStrategy parsed =
+      sched::parse_strategy_knobs(text.empty() ? "baseline" : text, "--strategy");
   const sched::Algorithm flag = algorithm_of(a2a);
-  if (a2a_given && !text.empty() && s.a2a != flag && s.a2a != sched::Algorithm::kFlat)
-    throw Error("--strategy",
-                "says a2a=" + std::string(sched::to_string(s.a2a)) + " but --a2a says " + a2a);
-  if (a2a_given) s.a2a = flag;
-  return s;
+  if (a2a_given && parsed.explicit_knobs.count("a2a") && parsed.strategy.a2a != flag)
+    throw Error("--strategy", "says a2a=" + std::string(sched::to_string(parsed.strategy.a2a)) +
+                                  " but --a2a says " + a2a);
+  std::vector<std::string> notes;
+  c.strategy = parsed.strategy;
+  if (!cluster.empty()) {
+    plan::PlanInput in;
+    in.model = planner_model(c, model);
+    in.cluster = core::load_cluster(cluster);
+    if (in.cluster.world_size() != world)
+      throw Error("--cluster", cluster + " has " + std::to_string(in.cluster.world_size()) +
+                                   " devices, the job " + std::to_string(world) + " ranks");
+    const int tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
+    in.parallel.tp = in.parallel.esp = tp;
+    in.parallel.dp = world / tp;
+    in.parallel.ep = ep;
+    in.parallel.edp = world / (tp * ep);
+    std::string text_notes;
+    c.strategy = plan::planned_strategy(parsed, in, &text_notes);
+    std::istringstream lines(text_notes);
+    for (std::string line; std::getline(lines, line);) notes.push_back(line);
+  }
+  if (a2a_given) c.strategy.a2a = flag;
+  return notes;
 }
 
 sched::Algorithm algorithm_of(const std::string& a) {
@@ -285,8 +335,9 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.data_seed = seed_;
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
-  c.strategy = strategy_of(strategy_, a2a_, sub_->count("--a2a") > 0);
   c.bf16_a2a = bf16_;
+  const std::vector<std::string> notes = resolve_strategy(
+      c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
   check_memory(c, world);
@@ -303,6 +354,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
         << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
         << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n"
         << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << ")\n";
+    for (const std::string& n : notes) out << "  planned: " << n << "\n";
     out.flush();
   }
   const rt::TrainResult result = rt::train(c, [&](const rt::StepReport& r) {
@@ -340,6 +392,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     }
     out << nlohmann::json{{"ranks", world},
                           {"strategy", sched::to_string(c.strategy)},
+                          {"strategy_notes", notes},
                           {"steps", steps},
                           {"entropy_floor", result.entropy_floor},
                           {"routing_trace", c.record_routing ? routing_trace_ : ""}}

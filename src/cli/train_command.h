@@ -19,7 +19,7 @@ class TrainCommand {
   int train(std::ostream& out, std::ostream& err) const;
 
   CLI::App* sub_;
-  std::string model_ = "tiny", parallel_, data_ = "synthetic", gate_ = "gshard", expert_,
+  std::string model_ = "tiny", parallel_, cluster_, data_ = "synthetic", gate_ = "gshard", expert_,
               a2a_ = "flat", strategy_, routing_trace_ = "routing-trace.json";
   int steps_ = 200, batch_ = 4, seq_len_ = 32, ranks_per_node_ = 0, log_every_ = 10;
   float lr_ = 3e-3f, capacity_factor_ = 0.0f;

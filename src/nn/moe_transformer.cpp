@@ -38,6 +38,7 @@ std::vector<Param*> pointers(std::vector<Param>& params) {
 
 MoeTransformer::MoeTransformer(const MoeTransformerConfig& config, TokenExchange& exchange)
     : config_(checked(config)),
+      exchange_(exchange),
       embed_(config.vocab, config.max_seq, config.hidden, derive(config.seed, 0),
              config.embedding_init_std),
       ln_f_(config.hidden),
@@ -96,13 +97,24 @@ float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<
     throw Error("moe transformer", std::to_string(targets.size()) + " targets for " +
                                        std::to_string(tokens.size()) + " tokens");
   Tensor x = embed_.forward(tokens, seq_len);
+  const int batch = static_cast<int>(tokens.size()) / seq_len;
+  samples_.resize(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) samples_[static_cast<size_t>(b)] = exchange_.rank() * batch + b;
+  seq_len_ = seq_len;
   aux_loss_ = 0.0f;
-  for (auto& b : blocks_) {
-    x.add(b->attn.forward(b->ln1.forward(x), seq_len));
-    x.add(b->moe->forward(b->ln2.forward(x)));
-    aux_loss_ += b->moe->aux_loss();
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    Block& b = *blocks_[l];
+    x.add(b.attn.forward(b.ln1.forward(x), seq_len));
+    if (moving_exchange_) {  // NetMoE: the residual is inlined, x moves to the new samples
+      x = moving_[l]->forward(x, seq_len, samples_);
+      aux_loss_ += moving_[l]->aux_loss();
+    } else {
+      x.add(b.moe->forward(b.ln2.forward(x)));
+      aux_loss_ += b.moe->aux_loss();
+    }
   }
-  lm_loss_ = head_.forward(ln_f_.forward(x), targets);
+  targets_ = moving_exchange_ ? moved_targets(targets, seq_len) : targets;
+  lm_loss_ = head_.forward(ln_f_.forward(x), targets_);
   has_forward_ = true;
   return lm_loss_ + config_.aux_loss_weight * aux_loss_;
 }
@@ -112,11 +124,48 @@ void MoeTransformer::backward(const std::function<void(int block)>& block_done) 
   Tensor dx = ln_f_.backward(head_.backward());
   for (int l = config_.layers - 1; l >= 0; --l) {
     Block& b = *blocks_[static_cast<size_t>(l)];
-    dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
+    if (moving_exchange_)
+      dx = moving_[static_cast<size_t>(l)]->backward(dx, config_.aux_loss_weight);
+    else
+      dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
     dx.add(b.ln1.backward(b.attn.backward(dx)));
     if (l == 0) embed_.backward(dx);
     if (block_done) block_done(l);
   }
+}
+
+void MoeTransformer::move_samples(SampleExchange& exchange) {
+  if (config_.moe.gate == GateKind::kExpertChoice)
+    throw Error("placement=netmoe", "needs a token-choice gate, not expert choice");
+  moving_.clear();
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    moving_.push_back(
+        std::make_unique<SampleMovingMoe>(*blocks_[l]->moe, blocks_[l]->ln2, static_cast<int>(l),
+                                          config_.moe.capacity_factor <= 0.0f, exchange));
+  moving_exchange_ = &exchange;
+}
+
+// The targets follow their samples once, at the end of the forward (the group's targets are
+// small: B * S ints per rank).
+std::vector<int> MoeTransformer::moved_targets(const std::vector<int>& targets, int seq_len) const {
+  const std::vector<int> all = moving_exchange_->all_gather(targets);
+  std::vector<int> out;
+  out.reserve(targets.size());
+  for (int i : samples_)
+    out.insert(out.end(), all.begin() + static_cast<int64_t>(i) * seq_len,
+               all.begin() + static_cast<int64_t>(i + 1) * seq_len);
+  return out;
+}
+
+std::vector<float> MoeTransformer::sample_lm_losses() const {
+  if (!has_forward_) throw Error("moe transformer", "sample losses need a forward first");
+  std::vector<float> out;
+  for (size_t b = 0; b < samples_.size(); ++b) {
+    const int first = static_cast<int>(b) * seq_len_;
+    const std::vector<int> t(targets_.begin() + first, targets_.begin() + first + seq_len_);
+    out.push_back(cross_entropy(head_.logits().slice_rows(first, seq_len_), t).loss);
+  }
+  return out;
 }
 
 std::vector<Param*> MoeTransformer::dense_params() {

@@ -27,6 +27,7 @@
 #include "nn/moe_layer.h"
 #include "nn/moe_layer_factory.h"
 #include "nn/param.h"
+#include "nn/sample_moving_moe.h"
 #include "nn/token_exchange.h"
 
 namespace moecomm::nn {
@@ -62,6 +63,17 @@ class MoeTransformer {
   // so their AllReduce can start while earlier blocks are still in backward (Lina, FSMoE).
   void backward(const std::function<void(int block)>& block_done = {});
 
+  // NetMoE (placement=netmoe): from now on every MoE sublayer moves the samples to the
+  // placement's ranks (sample_moving_moe.h) and the rest of the model follows them; the
+  // targets move once, before the head. Throws Error unless the layers are dropless
+  // token-choice. `exchange` is over the same EP group and must outlive the model.
+  void move_samples(SampleExchange& exchange);
+  // Global ids (home EP rank * B + b) of this rank's samples after the last forward, one per
+  // sequence of logits(); without move_samples always this rank's own.
+  const std::vector<int>& sample_ids() const { return samples_; }
+  // Mean cross-entropy of each of those samples (the last forward's logits and targets).
+  std::vector<float> sample_lm_losses() const;
+
   float lm_loss() const { return lm_loss_; }    // cross-entropy of the last forward
   float aux_loss() const { return aux_loss_; }  // sum over MoE layers of their aux losses
   const Tensor& logits() const { return head_.logits(); }
@@ -84,6 +96,7 @@ class MoeTransformer {
 
  private:
   void group_block_params();
+  std::vector<int> moved_targets(const std::vector<int>& targets, int seq_len) const;
 
   struct Block {
     LayerNorm ln1, ln2;
@@ -92,6 +105,11 @@ class MoeTransformer {
   };
 
   MoeTransformerConfig config_;
+  TokenExchange& exchange_;
+  SampleExchange* moving_exchange_ = nullptr;
+  std::vector<std::unique_ptr<SampleMovingMoe>> moving_;  // per block, with move_samples
+  std::vector<int> samples_, targets_;                    // of the last forward
+  int seq_len_ = 0;
   Embedding embed_;
   std::vector<std::unique_ptr<Block>> blocks_;
   LayerNorm ln_f_;

@@ -1,10 +1,14 @@
 #include "rt/a2a_activity.h"
 
+#include <stdexcept>
+
 namespace moecomm::rt {
 
 namespace {
 
-double seconds(A2AActivity::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(A2AActivity::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 }  // namespace
 
@@ -46,6 +50,7 @@ void A2AActivity::begin(A2APhase phase) {
 void A2AActivity::end(A2APhase phase) {
   {
     std::lock_guard lock(mu_);
+    if (running_ == 0) throw std::logic_error("A2AActivity::end without a matching begin");
     const Clock::time_point now = Clock::now();
     --pending_;
     set_running(-1, now);

@@ -8,7 +8,9 @@
 // becomes pending while a hold exists waits in begin() until the running micro-op ends
 // ("subsequent operations have to wait until the running one finish"), so an AllReduce and
 // an A2A never share the network on this rank. Without a hold (bucketed, fsmoe) begin() never
-// waits.
+// waits. Every rank must make its begin/end calls in the same program order as its peers
+// (SPMD): the lina scheduler's freedom from deadlock rests on it (grad_sync.cpp). A timeout
+// on the A2A itself should start after begin() returns.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -30,7 +32,7 @@ class A2AActivity {
     int pending = 0;  // begun and not ended (waiting at the gate included)
     int64_t dispatch_ends = 0;
     std::optional<Clock::time_point> combine_due;  // when the next combine A2A is expected
-    double running_s = 0;  // time so far with an A2A running (past the gate) on this rank
+    double running_s = 0;    // time so far with an A2A running (past the gate) on this rank
     double gate_wait_s = 0;  // time A2As waited in begin() for a gradient micro-op
   };
 

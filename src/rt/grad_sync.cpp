@@ -13,7 +13,9 @@ namespace {
 
 using Clock = A2AActivity::Clock;
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 Clock::duration duration(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -23,7 +25,9 @@ Clock::duration duration(double s) {
 constexpr double kMinBackoffS = 0.5e-3, kMaxBackoffS = 8e-3;
 constexpr double kEmaWeight = 0.5;  // of the newest micro-op in the seconds-per-byte estimate
 
-bool reduces(const Comm* comm) { return comm != nullptr && comm->size() > 1; }
+bool reduces(const Comm* comm) {
+  return comm != nullptr && comm->size() > 1;
+}
 
 }  // namespace
 
@@ -93,8 +97,7 @@ void GradSync::layer_ready(int layer, std::vector<nn::Param*> dense,
   add_group(layer, false, &dense_, std::move(dense));
 }
 
-void GradSync::add_group(int layer, bool expert, const Comm* comm,
-                         std::vector<nn::Param*> params) {
+void GradSync::add_group(int layer, bool expert, const Comm* comm, std::vector<nn::Param*> params) {
   int64_t total = 0;
   for (const nn::Param* p : params) total += p->grad->size();
   if (!reduces(comm) || total == 0) return;
@@ -220,7 +223,9 @@ bool GradSync::lina_agree(const MicroOp& op, std::optional<A2AActivity::Hold>& h
 
 bool GradSync::vote(bool clear, const MicroOp& op) {
   *vote_buf_ = clear ? 1.0f : 0.0f;
-  all_reduce_sum(*vote_comm_, std::span<float>(vote_buf_.get(), 1), options_for("vote", op));
+  CallOptions o = options_for("vote", op);
+  o.bytes = nullptr;  // not gradient traffic
+  all_reduce_sum(*vote_comm_, std::span<float>(vote_buf_.get(), 1), o);
   {
     std::lock_guard lock(mu_);
     ++stats_.votes;
@@ -232,7 +237,8 @@ void GradSync::execute(const MicroOp& op, Clock::time_point head) {
   Group& g = *op.group;
   const double a2a_before = activity_.snapshot().running_s;
   const Clock::time_point start = Clock::now();
-  all_reduce_sum(*g.comm, std::span<float>(g.data.data() + op.offset, static_cast<size_t>(op.count)),
+  all_reduce_sum(*g.comm,
+                 std::span<float>(g.data.data() + op.offset, static_cast<size_t>(op.count)),
                  options_for("allreduce", op));
   const Clock::time_point end = Clock::now();
   const double overlap = activity_.snapshot().running_s - a2a_before;
@@ -240,7 +246,7 @@ void GradSync::execute(const MicroOp& op, Clock::time_point head) {
   const double rate = seconds(end - start) / bytes;
   s_per_byte_ = s_per_byte_ == 0 ? rate : kEmaWeight * rate + (1 - kEmaWeight) * s_per_byte_;
   if (--g.left == 0) {
-    for (int64_t at = 0; nn::Param* p : g.params) {
+    for (int64_t at = 0; nn::Param * p : g.params) {
       std::copy_n(g.data.data() + at, p->grad->size(), p->grad->data());
       at += p->grad->size();
     }

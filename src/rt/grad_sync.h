@@ -34,8 +34,8 @@
 namespace moecomm::rt {
 
 struct GradSyncStats {
-  int64_t micro_ops = 0;  // AllReduces of gradients run (empty pieces are skipped)
-  int64_t bytes = 0;      // gradient bytes this rank AllReduced
+  int64_t micro_ops = 0;   // AllReduces of gradients run (empty pieces are skipped)
+  int64_t bytes = 0;       // gradient bytes this rank AllReduced
   double allreduce_s = 0;  // time inside those AllReduces
   double overlap_s = 0;    // of which an A2A was running on this rank (lina: 0)
   double held_s = 0;       // a micro-op at the head of the queue held back by the policy
@@ -120,7 +120,7 @@ class GradSync {
   // Background thread only.
   std::unique_ptr<float> vote_buf_ = std::make_unique<float>(0.0f);
   int64_t agreed_group_ = -1;  // lina: the last group whose readiness all ranks agreed on
-  double s_per_byte_ = 0;                // EMA of measured micro-ops; 0: none yet
+  double s_per_byte_ = 0;      // EMA of measured micro-ops; 0: none yet
 
   std::thread thread_;  // last: starts after everything above exists
 };

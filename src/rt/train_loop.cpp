@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <numeric>
 
 #include "core/error.h"
@@ -10,6 +11,7 @@
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_base.h"
+#include "rt/netmoe_exchange.h"
 #include "rt/train_exchange.h"
 #include "rt/train_groups.h"
 
@@ -32,16 +34,38 @@ int world_size() {
 // what was asked.
 void check_strategy(const sched::Strategy& s) {
   sched::validate(s, "strategy");
-  if (s.placement != sched::Placement::kNone)
-    throw Error("strategy: placement",
-                "placement=netmoe (NetMoE's sample movement) runs in `moecomm sim` only for now");
   if (s.expert_transfer != sched::ExpertTransfer::kNone)
     throw Error("strategy: expert_transfer",
                 "expert_transfer=hybrid (HybridEP) runs in `moecomm sim` only for now");
 }
 
+// NetMoE moves samples on its own token path (rt/netmoe_exchange.h): the token-path knobs
+// that would change it are refused until they compose with it; gradient sync is independent.
+void check_netmoe(const TrainConfig& c) {
+  const sched::Strategy& s = c.strategy;
+  auto refuse = [](const std::string& knob, const std::string& why) {
+    throw Error("strategy: " + knob, "placement=netmoe " + why);
+  };
+  if (c.tp != 1) refuse("tp", "runs with tp=1 only for now, got tp=" + std::to_string(c.tp));
+  if (s.a2a != sched::Algorithm::kFlat) refuse("a2a", "runs on the flat A2A only for now");
+  if (s.tp_dispatch != sched::TpDispatch::kReplicate)
+    refuse("tp_dispatch", "runs without tensor parallelism only");
+  if (s.chunks_fwd != 1 || s.chunks_bwd != 1 || s.copy_pipelining)
+    refuse("chunks", "runs unchunked only for now (chunks=1)");
+  if (c.model.moe.capacity_factor > 0.0f)
+    refuse("placement",
+           "inlines the expert residual, which needs the dropless layout "
+           "(capacity_factor 0, got " +
+               std::to_string(c.model.moe.capacity_factor) + ")");
+  if (c.model.moe.gate == nn::GateKind::kExpertChoice)
+    refuse("placement", "needs a token-choice gate, not expert choice");
+  if (c.bf16_a2a) refuse("--bf16-a2a", "sends fp32 rows only for now");
+  if (c.record_routing) refuse("--record-routing", "does not record routing yet");
+}
+
 void check(const TrainConfig& c) {
   check_strategy(c.strategy);
+  if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
   if (c.seq_len < 2 || c.seq_len > c.model.max_seq)
     throw Error("seq_len", "must be in [2, " + std::to_string(c.model.max_seq) + "]");
   if (c.batch < 1 || c.steps < 1) throw Error("train", "batch and steps must be >= 1");
@@ -93,6 +117,46 @@ void record(const nn::MoeLayer& layer, int batch, int seq_len, int world, int tp
     const int rank = sample / batch;
     if (rank % tp != 0) continue;
     out.at(rank / tp * batch + sample % batch, t % seq_len, static_cast<int>(i % k)) = all[i];
+  }
+}
+
+// placement=netmoe's metadata bytes and solver times (zero without it), summed or maxed.
+void add_placement(const NetMoeExchange* netmoe, StepReport& r) {
+  LinkBytes meta;
+  double ms[2] = {0, 0};
+  if (netmoe) {
+    meta = netmoe->meta_bytes();
+    ms[0] = netmoe->stats().solve_us / 1e3;
+    ms[1] = netmoe->stats().wait_us / 1e3;
+  }
+  MPI_Allreduce(meta.bytes.data(), r.a2a_meta.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, ms, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  r.placement_solve_ms = ms[0];
+  r.placement_wait_ms = ms[1];
+}
+
+// Every sample's loss and holder, by global sample id, on every rank.
+void gather_samples(const nn::MoeTransformer& model, const TrainGroups& g, bool moved, int batch,
+                    int world, TrainResult& out) {
+  const std::vector<float> loss = model.sample_lm_losses();
+  std::vector<int> ids;
+  for (size_t b = 0; b < loss.size(); ++b) {
+    const int id = model.sample_ids()[b];
+    ids.push_back(moved ? g.ep[static_cast<size_t>(id / batch)] * batch + id % batch
+                        : g.data_rank * batch + static_cast<int>(b));
+  }
+  const int n = static_cast<int>(loss.size());
+  std::vector<float> all_loss(static_cast<size_t>(n * world));
+  std::vector<int> all_ids(static_cast<size_t>(n * world));
+  MPI_Allgather(loss.data(), n, MPI_FLOAT, all_loss.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
+  MPI_Allgather(ids.data(), n, MPI_INT, all_ids.data(), n, MPI_INT, MPI_COMM_WORLD);
+  const int samples = *std::max_element(all_ids.begin(), all_ids.end()) + 1;
+  out.sample_losses.assign(static_cast<size_t>(samples), 0.0f);
+  out.sample_rank.assign(static_cast<size_t>(samples), -1);
+  for (size_t i = 0; i < all_ids.size(); ++i) {
+    out.sample_losses[static_cast<size_t>(all_ids[i])] = all_loss[i];
+    out.sample_rank[static_cast<size_t>(all_ids[i])] = static_cast<int>(i) / n;
   }
 }
 
@@ -154,6 +218,12 @@ TrainResult train(const TrainConfig& config_in,
     model_config.moe.chunks_bwd = c.strategy.chunks_bwd;
   }
   nn::MoeTransformer model(model_config, path.exchange());
+  std::unique_ptr<NetMoeExchange> netmoe;  // NetMoE: samples move on its own token path
+  if (c.strategy.placement == sched::Placement::kNetMoe) {
+    netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), options, c.model.layers,
+                                              c.model.moe.experts, &activity);
+    model.move_samples(*netmoe);
+  }
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
   LinkBytes grad_bytes;
   CallOptions grad_options = options;
@@ -184,6 +254,7 @@ TrainResult train(const TrainConfig& config_in,
             ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
             : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
     path.reset_bytes();
+    if (netmoe) netmoe->reset_stats();
     grad_bytes = {};
     const GradSyncStats before = sync.stats();
     adam.zero_grad();
@@ -196,12 +267,15 @@ TrainResult train(const TrainConfig& config_in,
     nn::scale_grad(model.expert_params(), expert_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
+      gather_samples(model, g, netmoe != nullptr, c.batch, world, result);
     }
     adam.step();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    StepReport r = step_report(step + 1, loss, model.lm_loss(), ms, path.bytes(), grad_bytes,
+    StepReport r = step_report(step + 1, loss, model.lm_loss(), ms,
+                               netmoe ? netmoe->row_bytes() : path.bytes(), grad_bytes,
                                minus(sync.stats(), before), world);
+    add_placement(netmoe.get(), r);
     if (routing) {
       std::vector<place::LayerRouting> layers;
       for (nn::MoeLayer* layer : model.moe_layers()) {

@@ -23,8 +23,9 @@ struct TrainConfig {
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts
   // The knobs the runtime runs: a2a, tp_dispatch, chunks_fwd/bwd, pipeline_experts,
-  // copy_pipelining, grad_sync, grad_partitions. placement=netmoe and expert_transfer=hybrid
-  // are refused by name (the simulator runs them).
+  // copy_pipelining, grad_sync, grad_partitions, placement (netmoe: tp = 1, flat A2A, one
+  // chunk, dropless token-choice layers; rt/netmoe_exchange.h). expert_transfer=hybrid is
+  // refused by name (the simulator runs it).
   sched::Strategy strategy;
   int batch = 4;  // sequences per rank per step
   int seq_len = 32;
@@ -50,6 +51,11 @@ struct StepReport {
   LinkBytes a2a;
   LinkBytes grad;
   GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
+  // placement=netmoe, all ranks, this step: the scatter/gather metadata (expert, token,
+  // weight), per-sample counts and moved targets; a2a above holds the token rows only.
+  LinkBytes a2a_meta;
+  double placement_solve_ms = 0;  // slowest rank, summed over layers: solver time
+  double placement_wait_ms = 0;   // slowest rank: time collect() blocked (not hidden)
 };
 
 struct TrainResult {
@@ -59,6 +65,11 @@ struct TrainResult {
   // With keep_gradients: this rank's parameters' gradients of the last step, after the
   // AllReduces and the scaling to the mean over ranks, by parameter name.
   std::vector<std::pair<std::string, nn::Tensor>> gradients;
+  // With keep_gradients, on every rank, by global sample id (home rank * batch + b): the last
+  // step's cross-entropy of each sample and the rank that held it at the LM head (its home
+  // rank unless placement=netmoe moved it).
+  std::vector<float> sample_losses;
+  std::vector<int> sample_rank;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE

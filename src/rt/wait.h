@@ -28,7 +28,7 @@ struct CallOptions {
   std::string label = "collective";  // names the op in errors, e.g. "moe.dispatch.a2a"
   double timeout_s = 60;
   int ranks_per_node = 1;      // node = global rank / ranks_per_node (byte levels, 1DH and 2DH)
-  LinkBytes* bytes = nullptr;  // A2A and send: bytes this rank sends are added by level
+  LinkBytes* bytes = nullptr;  // bytes this rank sends, added by level (collectives.h)
   const std::atomic<bool>* cancel = nullptr;
 };
 

@@ -1,6 +1,7 @@
 // GradSync (rt/grad_sync.h) under mpirun: every policy gives a plain AllReduce's gradients;
 // lina never runs an AllReduce beside an A2A; fsmoe holds a layer until the next dispatch ends;
-// a stalled peer ends in CommTimeout. A2As are simulated on the activity by begin/sleep/end.
+// a stalled peer ends in CommTimeout. A2As are begin/sleep/end on the activity, or real A2A-v
+// on the token path's communicator beside the gradient thread.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,13 +32,16 @@ core::RankGroup edp_group(int pos) {
   return g;
 }
 
-std::vector<CommKey> grad_keys() {  // channel 1: the gradient thread's own communicators
-  std::vector<CommKey> keys{{test::all_ranks(), 1, "dense grads"}};
+// Channel 1: the gradient thread's own communicators; channel 0: the token path's.
+std::vector<CommKey> grad_keys() {
+  std::vector<CommKey> keys{{test::all_ranks(), 1, "dense grads"}, {test::all_ranks(), 0, "ep"}};
   for (int pos = 0; pos < kEp; ++pos) keys.push_back({edp_group(pos), 1, "expert grads"});
   return keys;
 }
 
-void sleep_ms(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
+void sleep_ms(double ms) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
 
 // Three layers of dense and expert parameters of odd sizes (one layer without experts),
 // holding random per-rank gradients that are multiples of 1/4: sums are exact in any order.
@@ -46,6 +50,8 @@ struct Grads {
   std::vector<nn::Param> params;
   std::vector<std::vector<nn::Param*>> dense, expert;  // [layer]
 
+  Grads(const Grads&) = delete;  // params point into the vectors
+  Grads& operator=(const Grads&) = delete;
   explicit Grads(int scale, uint64_t seed) {
     const std::vector<std::vector<int>> dense_sizes = {{7, 33, 1}, {129, 3}, {2}};
     const std::vector<std::vector<int>> expert_sizes = {{5, 17}, {31}, {}};
@@ -75,6 +81,7 @@ class GradSyncTest : public testing::Test {
   GradSyncTest() : pool_(MPI_COMM_WORLD, grad_keys()) {}
   const Comm& dense() const { return pool_.at({test::all_ranks(), 1}); }
   const Comm& expert() const { return pool_.at({edp_group(world_rank() % kEp), 1}); }
+  const Comm& a2a() const { return pool_.at({test::all_ranks(), 0}); }  // the token path's
   CallOptions options(double timeout_s = test::kTimeout) const {
     return {.label = "grad", .timeout_s = timeout_s, .ranks_per_node = 2};
   }
@@ -83,7 +90,8 @@ class GradSyncTest : public testing::Test {
   std::vector<std::vector<float>> reference(const Grads& g) const {
     std::vector<std::vector<float>> out(g.params.size());
     for (int l = 0; l < 3; ++l) {
-      for (const auto& [params, comm] : {std::pair{&g.dense[l], &dense()}, {&g.expert[l], &expert()}}) {
+      for (const auto& [params, comm] :
+           {std::pair{&g.dense[l], &dense()}, {&g.expert[l], &expert()}}) {
         for (const nn::Param* p : *params) {
           std::vector<float>& v = out[static_cast<size_t>(p - g.params.data())];
           v.assign(p->grad->data(), p->grad->data() + p->grad->size());
@@ -102,30 +110,38 @@ struct Interval {
 };
 
 // One backward over layers 2, 1, 0: per MoE layer the dispatch A2A, the experts, the combine
-// A2A, then the layer's gradients are final. Returns the A2As' running intervals and the times
-// just before each dispatch ended.
+// A2A, then the layer's gradients are final. An A2A sleeps a2a_ms, or is a real A2A-v over
+// `a2a_comm` when given; ranks compute for different times when `skew`. Returns the A2As'
+// running intervals and the times just before each dispatch ended.
 struct Backward {
   std::vector<Interval> a2as;
   std::vector<Clock::time_point> dispatch_end;  // [layer]
 };
-Backward backward(A2AActivity& activity, GradSync& sync, Grads& g, double a2a_ms, double expert_ms) {
+Backward backward(A2AActivity& activity, GradSync& sync, Grads& g, double a2a_ms, double expert_ms,
+                  const Comm* a2a_comm = nullptr, bool skew = false) {
   Backward b;
   b.dispatch_end.resize(3);
+  auto a2a = [&](A2APhase phase) {
+    activity.begin(phase);
+    const Clock::time_point start = Clock::now();
+    if (a2a_comm) {
+      const test::SendBlocks s = test::send_blocks(a2a_comm->group(), world_rank());
+      CallOptions o{.label = "test.a2a", .timeout_s = test::kTimeout, .ranks_per_node = 2};
+      all_to_all_v<float>(*a2a_comm, s.data, s.counts, sched::Algorithm::kFlat, o);
+    } else {
+      sleep_ms(a2a_ms);
+    }
+    b.a2as.push_back({start, Clock::now()});
+    activity.end(phase);
+  };
   for (int l = 2; l >= 0; --l) {
-    activity.begin(A2APhase::kDispatch);
-    const Clock::time_point d = Clock::now();
-    sleep_ms(a2a_ms);
-    b.dispatch_end[l] = Clock::now();
-    b.a2as.push_back({d, b.dispatch_end[l]});
-    activity.end(A2APhase::kDispatch);
-    sleep_ms(expert_ms);
-    activity.begin(A2APhase::kCombine);
-    const Clock::time_point c = Clock::now();
-    sleep_ms(a2a_ms);
-    b.a2as.push_back({c, Clock::now()});
-    activity.end(A2APhase::kCombine);
+    const double compute_ms = expert_ms * (skew ? 1 + (world_rank() + l) % 3 : 1);
+    a2a(A2APhase::kDispatch);
+    b.dispatch_end[l] = b.a2as.back().end;
+    sleep_ms(compute_ms);
+    a2a(A2APhase::kCombine);
     sync.layer_ready(l, g.dense[l], g.expert[l]);
-    sleep_ms(expert_ms);  // the attention's backward
+    sleep_ms(compute_ms);  // the attention's backward
   }
   return b;
 }
@@ -151,7 +167,7 @@ TEST_P(GradSyncPolicies, GiveThePlainAllReduceSum) {
   const std::vector<std::vector<float>> expected = reference(g);
   A2AActivity activity;
   GradSync sync(policy, parts, dense(), &expert(), options(), activity);
-  backward(activity, sync, g, 1, 1);
+  backward(activity, sync, g, 1, 1, &a2a(), true);
   sync.finish();
   for (size_t i = 0; i < g.grads.size(); ++i) {
     EXPECT_EQ(std::vector<float>(g.grads[i].data(), g.grads[i].data() + g.grads[i].size()),
@@ -172,27 +188,25 @@ bool intersects(const Interval& a, const MicroOpRecord& r) {
   return a.start < r.end && r.start < a.end;
 }
 
+// Also with real A2As beside the gradient thread and ranks out of step: the agreement must
+// not deadlock (an A2A waits for a micro-op that waits for a rank in that A2A).
 TEST_F(GradSyncTest, LinaNeverRunsBesideAnA2A) {
   A2AActivity activity;
   GradSync sync(Policy::kLina, 4, dense(), &expert(), options(), activity);
-  for (int step = 0; step < 2; ++step) {
+  for (int step = 0; step < 4; ++step) {
     Grads g(200, 2 + step);
     const std::vector<std::vector<float>> expected = reference(g);
-    const Backward b = backward(activity, sync, g, 2, 3);
+    const Backward b = backward(activity, sync, g, 2, 3, step < 2 ? nullptr : &a2a(), step == 3);
     sync.finish();
     for (size_t i = 0; i < g.grads.size(); ++i) {
       ASSERT_EQ(std::vector<float>(g.grads[i].data(), g.grads[i].data() + g.grads[i].size()),
                 expected[i]);
     }
-    int early = 0;
-    for (const MicroOpRecord& r : sync.records()) early += r.start < b.a2as.back().end;
-    fprintf(stderr, "DBG rank %d step %d early %d\n", world_rank(), step, early);
     for (const MicroOpRecord& r : sync.records()) {
       for (const Interval& a : b.a2as) EXPECT_FALSE(intersects(a, r)) << "layer " << r.layer;
     }
   }
   const GradSyncStats s = sync.stats();
-  fprintf(stderr, "DBG rank %d ops %ld votes %ld ar %.4f held %.4f overlap %.4f gatewait %.4f\n", world_rank(), (long)s.micro_ops, (long)s.votes, s.allreduce_s, s.held_s, s.overlap_s, activity.snapshot().gate_wait_s);
   EXPECT_EQ(s.overlap_s, 0.0);
   EXPECT_GT(s.votes, s.micro_ops);  // one agreement per micro-op, one barrier per group
   EXPECT_GT(s.allreduce_s, 0.0);
@@ -282,8 +296,7 @@ TEST_F(GradSyncTest, AStalledPeerEndsInCommTimeout) {
         ADD_FAILURE() << "finish() returned";
       } catch (const CommTimeout& e) {
         const std::string what = e.what();
-        EXPECT_NE(what.find("grad.dense.allreduce [layer 0, part 1/1]"), std::string::npos)
-            << what;
+        EXPECT_NE(what.find("grad.dense.allreduce [layer 0, part 1/1]"), std::string::npos) << what;
         EXPECT_NE(what.find("on rank " + std::to_string(me)), std::string::npos) << what;
       }
     }
@@ -296,9 +309,9 @@ TEST_F(GradSyncTest, AStalledPeerEndsInCommTimeout) {
 TEST_F(GradSyncTest, RejectsPartitionsOutOfRange) {
   A2AActivity activity;
   EXPECT_THROW(GradSync(Policy::kLina, 0, dense(), nullptr, options(), activity), Error);
-  EXPECT_THROW(GradSync(Policy::kLina, sched::kMaxGradPartitions + 1, dense(), nullptr, options(),
-                        activity),
-               Error);
+  EXPECT_THROW(
+      GradSync(Policy::kLina, sched::kMaxGradPartitions + 1, dense(), nullptr, options(), activity),
+      Error);
 }
 
 }  // namespace

@@ -1,14 +1,20 @@
 // The runtime's traffic counters per link level equal the simulator's for the same schedule
 // and routing (issue 6): one MoE layer forward and backward on MPI with its real routing, and
 // the training-step schedule built from that routing's dispatch matrix and simulated, for
-// the flat, 1DH and 2DH A2A over 2 logical nodes.
+// the flat, 1DH and 2DH A2A over 2 logical nodes, and under tensor parallelism (tp = 2) for
+// the replicated dispatch, MoNTA O1/O2/O3 and FSMoE's pipeline (A2As, ESP AllGather,
+// ReduceScatter, AllReduce and the TP AllGather).
 #include <gtest/gtest.h>
+
+#include <iostream>
 
 #include "core/topology.h"
 #include "mpi_test_util.h"
 #include "nn/moe_layer_factory.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_token_exchange.h"
+#include "rt/tp_token_exchange.h"
+#include "rt/train_groups.h"
 #include "sched/layer_builder.h"
 #include "sim/simulator.h"
 
@@ -91,6 +97,105 @@ TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
     EXPECT_NEAR(r.bytes_by_level[0], inter, 1e-9 * inter);
     EXPECT_NEAR(r.bytes_by_level[1], intra, 1e-9 * intra);
     EXPECT_GT(measured[int(LinkLevel::kInterNode)], 0);
+  }
+}
+
+// The simulated bytes by level of a schedule's token-path collectives ("moe.*" labels): the
+// step's gradient AllReduces and the dense TP AllReduce are not part of the layer run here.
+std::vector<double> token_path_bytes(const sched::Schedule& schedule, const core::Cluster& c) {
+  sched::Schedule only(schedule.world_size());
+  for (int k = 0; k < schedule.num_collectives(); ++k) {
+    const sched::Collective& col = schedule.collective(k);
+    const sched::Label& label = schedule.labels()[col.label];
+    if (label.name.rfind("moe.", 0) != 0) continue;
+    sched::CollectiveSpec s;
+    s.kind = col.kind;
+    s.group = col.group;
+    s.bytes = col.bytes;
+    s.pair_bytes = col.pair_bytes;
+    s.algorithm = col.algorithm;
+    s.label = label;
+    only.add_collective(s, 0);
+  }
+  return sim::simulate(only, core::Topology(c)).bytes_by_level;
+}
+
+struct TpCase {
+  std::string strategy;
+  int layer_chunks = 1;  // FSMoE: the layer pipelines its experts
+};
+
+TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouting) {
+  const int p = test::world_size(), me = test::world_rank();
+  const TrainGroups g = train_groups(p, 2, p / 2, p, me, "test");
+  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 1));
+  for (const TpCase& tc : {TpCase{"base=baseline"}, TpCase{"monta-o1"},
+                           TpCase{"base=monta-o2,chunks=3"}, TpCase{"base=monta-o3,chunks=2"},
+                           TpCase{"base=fsmoe,a2a=flat,chunks=2", 2},
+                           TpCase{"base=fsmoe,chunks=3", 3}}) {  // 2DH A2A
+    SCOPED_TRACE(tc.strategy);
+    const sched::Strategy strategy = sched::parse_strategy(tc.strategy, "test");
+    CallOptions o;
+    o.timeout_s = test::kTimeout;
+    o.ranks_per_node = p / 2;
+    TpExchangeOptions t;
+    t.dispatch = strategy.tp_dispatch;
+    t.chunks = strategy.pipeline_experts ? 1 : strategy.chunks_fwd;
+    t.copy_pipelining = strategy.copy_pipelining;
+    t.algorithm = strategy.a2a;
+    TpTokenExchange exchange(pool.at({g.ep, 0}), pool.at({g.tp, 0}), o, t);
+    nn::MoeLayerSpec spec;
+    spec.hidden = kHidden;
+    spec.ffn_hidden = 12;
+    spec.experts = p;  // 2 per EP rank
+    spec.seed = 9;
+    spec.expert_shard = {g.tp_index, 2};
+    spec.chunks_fwd = spec.chunks_bwd = tc.layer_chunks;
+    auto layer = nn::make_moe_layer(spec, exchange);
+    // The members of a TP group hold the same tokens.
+    layer->forward(nn::Tensor::randn({20, kHidden}, 60 + static_cast<uint64_t>(g.data_rank)));
+    layer->backward(nn::Tensor::randn({20, kHidden}, 90 + static_cast<uint64_t>(g.data_rank)),
+                    0.01f);
+    int64_t measured[kNumLinkLevels] = {};
+    MPI_Allreduce(exchange.bytes().bytes.data(), measured, kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
+    // Full-row dispatch matrix of the EP index i -> j (equal in both EP groups).
+    const int ep = p / 2, local = spec.experts / ep;
+    std::vector<int> mine = layer->layout().send_counts, all(static_cast<size_t>(p * spec.experts));
+    MPI_Allgather(mine.data(), spec.experts, MPI_INT, all.data(), spec.experts, MPI_INT,
+                  MPI_COMM_WORLD);
+    std::vector<double> matrix(static_cast<size_t>(ep * ep), 0.0);
+    for (int i = 0; i < ep; ++i)  // world rank 2 i is EP index i of EP group 0
+      for (int e = 0; e < spec.experts; ++e)
+        matrix[static_cast<size_t>(i * ep + e / local)] +=
+            all[static_cast<size_t>(2 * i * spec.experts + e)] * kHidden * sizeof(float);
+    sched::LayerSetup setup;
+    setup.cluster = two_nodes(p);
+    setup.model.name = "test";
+    setup.model.hidden = kHidden;
+    setup.model.ffn_hidden = 12;
+    setup.model.experts = spec.experts;
+    setup.model.top_k = 2;
+    setup.model.layers = 1;
+    setup.model.heads = 2;
+    setup.model.seq_len = 20;
+    setup.model.micro_batch = 1;
+    setup.model.dtype_bytes = 4;
+    setup.parallel = core::resolve_parallel(
+        core::parse_parallel_spec("tp=2,esp=2,ep=" + std::to_string(ep), "t"), p, spec.experts,
+        "t");
+    setup.strategy = strategy;
+    setup.a2a_pair_bytes = {matrix, matrix};
+    const std::vector<double> sim = token_path_bytes(sched::build_training_step(setup), setup.cluster);
+    const double inter = double(measured[int(LinkLevel::kInterNode)]);
+    const double intra = double(measured[int(LinkLevel::kIntraNode)]);
+    EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
+    EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
+    EXPECT_GT(inter, 0);
+    if (me == 0)
+      std::cout << "np " << p << " tp 2 " << tc.strategy << ": inter-node " << inter
+                << " (sim " << sim[0] << "), intra-node " << intra << " (sim " << sim[1]
+                << ")\n";
   }
 }
 

@@ -1,0 +1,94 @@
+#pragma once
+// The MoE sublayer of one block under NetMoE's dynamic sample placement (Sec. 3, Alg. 1):
+//   y = h + sum_k w_k E_k(LN2(h)),   h: the block's residual stream [B * S, M]
+// computed so that y lands on the samples' NEW ranks:
+//   * the gate runs locally on LN2(h); the per-sample expert counts go to the placement
+//     (Alg. 1 line 9), which solves while the scatter and the experts run;
+//   * the scatter sends h itself (not LN2(h)) with per-row metadata (expert, global token,
+//     weight, first-slot flag); the expert side applies LN2, the expert and the weight, and
+//     adds the residual on the token's first slot only (Alg. 1 line 12, Appendix A);
+//   * the gather (Alg. 1 lines 13-14) sends each output row straight to the new rank of its
+//     sample, which sums the k rows of each token into the new sample slot.
+// Samples are whole sequences and carry a global id within the EP group (home rank * B + b).
+// On each rank the new samples sit in ascending global id. Backward runs the reverse path:
+// dy from the new positions to the experts, dh (residual, LN2 and gate) to the old ones.
+// Requires a token-choice gate and the dropless layout: every slot is kept, so each token's
+// residual is added exactly once.
+#include <vector>
+
+#include "nn/expert.h"
+#include "nn/layer_norm.h"
+#include "nn/moe_layer.h"
+#include "nn/order.h"
+#include "nn/tensor.h"
+
+namespace moecomm::nn {
+
+// What the sublayer needs from the runtime: A2A-v over the EP group and the placement.
+class SampleExchange {
+ public:
+  virtual ~SampleExchange() = default;
+  virtual int ranks() const = 0;
+  virtual int rank() const = 0;
+  // A2A-v of token rows: send_rows[j] rows to member j, back to back. Returns the received
+  // rows source-major; recv_rows[i] of them came from member i.
+  virtual Tensor rows(const Tensor& send, const std::vector<int>& send_rows,
+                      std::vector<int>& recv_rows, const char* label) = 0;
+  // A2A-v of metadata (counted apart from the rows): send_counts[j] ints to member j.
+  virtual std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
+                                const char* label) = 0;
+  // AllGather of equal-size int blocks, member-major.
+  virtual std::vector<int> all_gather(const std::vector<int>& mine) = 0;
+  // NetMoE Alg. 1 line 9: this rank's samples (global ids) and their expert counts
+  // [B * E]; starts solving layer `layer`'s placement of the group's I = P * B samples.
+  virtual void submit_placement(int layer, const std::vector<int>& samples,
+                                const std::vector<int>& counts) = 0;
+  // Alg. 1 line 13: the new member of each global sample [I], the same on every member.
+  virtual std::vector<int> collect_placement(int layer) = 0;
+};
+
+class SampleMovingMoe {
+ public:
+  // moe: the block's layer (gate and local experts are used, its exchange is not); ln2: the
+  // block's pre-MoE layer norm. Both must outlive this object. Throws Error unless the
+  // layer is dropless (dropless = capacity_factor 0).
+  SampleMovingMoe(MoeLayer& moe, LayerNorm& ln2, int layer, bool dropless,
+                  SampleExchange& exchange);
+
+  // h [B * S, M] of the samples `samples` (global ids, updated to the new ones, ascending).
+  Tensor forward(const Tensor& h, int seq_len, std::vector<int>& samples);
+  // dy at the new positions -> dh at the old ones; accumulates gate, LN2 and expert grads.
+  Tensor backward(const Tensor& dy, float aux_grad);
+
+  float aux_loss() const { return routing_.aux_loss; }
+  const GateOutput& routing() const { return routing_; }
+
+ private:
+  struct Received {  // the expert side of the scatter
+    Tensor h;        // residual rows, source-major
+    std::vector<int> recv_rows, local_expert, token, first;
+    std::vector<float> weight;
+  };
+  void scatter(const Tensor& h, int seq_len, const std::vector<int>& samples);
+  Tensor run_experts();
+  Tensor gather(const Tensor& z, int seq_len, int tokens, std::vector<int>& samples);
+  Tensor backward_experts(const Tensor& dz, std::vector<float>& dw);
+
+  MoeLayer& moe_;
+  LayerNorm& ln2_;
+  LayerNorm expert_ln_;  // LN2 on the expert side: ln2_'s parameters, its own saved input
+  int layer_;
+  SampleExchange& exchange_;
+  // Saved by forward.
+  GateOutput routing_;
+  OrderPlan plan_;
+  std::vector<int> send_rows_;
+  Received in_;
+  std::vector<std::vector<int>> expert_rows_;  // per local expert: rows of in_
+  std::vector<ExpertCache> caches_;
+  Tensor out_;  // expert outputs (unweighted)
+  std::vector<int> gather_order_, gather_send_, gather_recv_, gather_token_;
+  bool has_forward_ = false;
+};
+
+}  // namespace moecomm::nn

@@ -1,0 +1,151 @@
+#include "rt/netmoe_exchange.h"
+
+#include <algorithm>
+#include <numeric>
+#include <span>
+#include <string>
+
+#include "core/error.h"
+#include "rt/collectives.h"
+
+namespace moecomm::rt {
+namespace {
+
+std::vector<int64_t> widen(const std::vector<int>& v, int64_t k = 1) {
+  std::vector<int64_t> out(v.begin(), v.end());
+  for (int64_t& x : out) x *= k;
+  return out;
+}
+
+// Pairs begin(phase) with end(phase) also when the A2A throws.
+class Pending {
+ public:
+  Pending(A2AActivity* a, A2APhase phase) : a_(a), phase_(phase) {
+    if (a_) a_->begin(phase_);
+  }
+  ~Pending() {
+    if (a_) a_->end(phase_);
+  }
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
+ private:
+  A2AActivity* a_;
+  A2APhase phase_;
+};
+
+}  // namespace
+
+place::DeviceGrid ep_device_grid(const core::RankGroup& ep, int ranks_per_node) {
+  const int rpn = std::max(ranks_per_node, 1);
+  std::vector<int> per_node;  // members per node, in member order
+  for (size_t i = 0; i < ep.size(); ++i) {
+    if (i > 0 && ep[i] / rpn < ep[i - 1] / rpn)
+      throw Error("placement=netmoe", "the EP group " + group_text(ep) + " is not node-major");
+    if (i == 0 || ep[i] / rpn != ep[i - 1] / rpn) per_node.push_back(0);
+    ++per_node.back();
+  }
+  for (int n : per_node)
+    if (n != per_node.front())
+      throw Error("placement=netmoe", "the EP group " + group_text(ep) +
+                                          " must hold the same number of ranks on every node "
+                                          "(ranks_per_node " +
+                                          std::to_string(ranks_per_node) + ")");
+  return {static_cast<int>(per_node.size()), per_node.front()};
+}
+
+NetMoeExchange::NetMoeExchange(const Comm& ep, CallOptions options, int layers, int experts,
+                               A2AActivity* activity)
+    : ep_(ep),
+      options_(std::move(options)),
+      activity_(activity),
+      layers_(layers),
+      experts_(experts),
+      grid_(ep_device_grid(ep.group(), options_.ranks_per_node)),
+      expert_device_(place::expert_blocks(experts, ep.size())),
+      predictor_(layers, experts),
+      counts_(static_cast<size_t>(layers)) {}
+
+nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& send_rows,
+                                std::vector<int>& recv_rows, const char* label) {
+  const int64_t cols = send.cols();
+  CallOptions o = options_;
+  o.label = label;
+  o.bytes = &rows_;
+  const bool scatter = std::string(label).find("scatter") != std::string::npos;
+  Pending pending(activity_, scatter ? A2APhase::kDispatch : A2APhase::kCombine);
+  const Received<float> got =
+      all_to_all_v(ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
+                   std::span<const int64_t>(widen(send_rows, cols)), sched::Algorithm::kFlat, o);
+  recv_rows.clear();
+  for (int64_t c : got.counts)
+    recv_rows.push_back(static_cast<int>(c / std::max<int64_t>(cols, 1)));
+  const int total = std::accumulate(recv_rows.begin(), recv_rows.end(), 0);
+  return nn::Tensor({total, cols}, got.data);
+}
+
+std::vector<int> NetMoeExchange::ints(const std::vector<int>& send,
+                                      const std::vector<int>& send_counts, const char* label) {
+  CallOptions o = options_;
+  o.label = label;
+  o.bytes = &meta_;
+  return all_to_all_v(ep_, std::span<const int>(send), std::span<const int64_t>(widen(send_counts)),
+                      sched::Algorithm::kFlat, o)
+      .data;
+}
+
+std::vector<int> NetMoeExchange::all_gather(const std::vector<int>& mine) {
+  CallOptions o = options_;
+  o.label = "netmoe.all_gather";
+  o.bytes = &meta_;
+  return rt::all_gather(ep_, std::span<const int>(mine), o);
+}
+
+// NetMoE Alg. 1 line 9. The l+1 term of Eq. 5 uses the routing predictor (Sec. 3.3); before
+// it has statistics for this layer, layer l's own counts stand in for layer l+1's. The last
+// layer has no next scatter: its gather alone.
+void NetMoeExchange::submit_placement(int layer, const std::vector<int>& samples,
+                                      const std::vector<int>& counts) {
+  if (layer < 0 || layer >= layers_) throw Error("netmoe", "layer out of range");
+  const size_t b = samples.size();
+  std::vector<int> mine(samples);
+  mine.insert(mine.end(), counts.begin(), counts.end());
+  const std::vector<int> all = all_gather(mine);
+  const size_t per = mine.size();
+  place::RoutingCounts num(static_cast<int>(b) * ranks(), experts_);
+  for (int m = 0; m < ranks(); ++m)
+    for (size_t i = 0; i < b; ++i) {
+      const int gid = all[m * per + i];
+      for (int e = 0; e < experts_; ++e)
+        num.at(gid, e) = all[m * per + b + i * static_cast<size_t>(experts_) + e];
+    }
+  if (layer > 0 && counts_[static_cast<size_t>(layer - 1)].samples == num.samples)
+    predictor_.observe(layer - 1, counts_[static_cast<size_t>(layer - 1)], num);
+  counts_[static_cast<size_t>(layer)] = num;
+  place::RoutingCounts total = num;
+  if (layer + 1 < layers_)
+    total = place::add_counts(
+        num, predictor_.has_statistics(layer) ? predictor_.predict(layer, num) : num);
+  placer_.submit(std::move(total), expert_device_, grid_);
+  pending_layer_ = layer;
+}
+
+std::vector<int> NetMoeExchange::collect_placement(int layer) {
+  if (layer != pending_layer_)
+    throw Error("netmoe", "collect for layer " + std::to_string(layer) + ", submitted " +
+                              std::to_string(pending_layer_));
+  pending_layer_ = -1;
+  place::CollectedPlacement got = placer_.collect();  // NetMoE Alg. 1 line 13
+  stats_.solve_us += got.placement.solve_us;
+  stats_.wait_us += got.wait_us;
+  ++stats_.solves;
+  return std::move(got.placement.sample_device);
+}
+
+void NetMoeExchange::reset_stats() {
+  rows_ = {};
+  meta_ = {};
+  stats_ = {};
+}
+
+}  // namespace moecomm::rt

@@ -1,0 +1,70 @@
+#pragma once
+// nn::SampleExchange over MPI for placement=netmoe (NetMoE Sec. 3, Alg. 1): the scatter and
+// gather rows by flat A2A-v over the EP group, their metadata by a small int A2A-v (counted
+// apart, so that row bytes compare with the simulator's), and the placement of each layer
+// solved by place::AsyncSamplePlacer on its background thread between submit (after the
+// gate) and collect (before the gather). Every member gathers the group's per-sample counts
+// and solves the same deterministic problem, so all members agree without a broadcast.
+#include <vector>
+
+#include "nn/sample_moving_moe.h"
+#include "place/async_sample_placer.h"
+#include "place/routing_predictor.h"
+#include "place/traffic.h"
+#include "rt/a2a_activity.h"
+#include "rt/comm.h"
+#include "rt/link_bytes.h"
+#include "rt/wait.h"
+
+namespace moecomm::rt {
+
+struct NetMoeStats {
+  double solve_us = 0;  // the solver's own time, summed over layers
+  double wait_us = 0;   // time collect() blocked: the part of the solve not hidden
+  int solves = 0;
+};
+
+// Nodes of the EP group's members (node = global rank / ranks_per_node): consecutive
+// members, the same count per node. Throws Error otherwise.
+place::DeviceGrid ep_device_grid(const core::RankGroup& ep, int ranks_per_node);
+
+class NetMoeExchange final : public nn::SampleExchange {
+ public:
+  // ep: the EP group's communicator; options: timeout and ranks per node; layers, experts:
+  // the model's (experts in equal blocks per member). activity (may be null) sees the row
+  // A2As as pending, for Lina's and FSMoE's gradient scheduling.
+  NetMoeExchange(const Comm& ep, CallOptions options, int layers, int experts,
+                 A2AActivity* activity);
+
+  int ranks() const override { return ep_.size(); }
+  int rank() const override { return ep_.rank(); }
+  nn::Tensor rows(const nn::Tensor& send, const std::vector<int>& send_rows,
+                  std::vector<int>& recv_rows, const char* label) override;
+  std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
+                        const char* label) override;
+  std::vector<int> all_gather(const std::vector<int>& mine) override;
+  void submit_placement(int layer, const std::vector<int>& samples,
+                        const std::vector<int>& counts) override;
+  std::vector<int> collect_placement(int layer) override;
+
+  const LinkBytes& row_bytes() const { return rows_; }   // token rows this rank sent
+  const LinkBytes& meta_bytes() const { return meta_; }  // metadata, counts and targets
+  const NetMoeStats& stats() const { return stats_; }
+  void reset_stats();
+
+ private:
+  const Comm& ep_;
+  CallOptions options_;
+  A2AActivity* activity_;
+  int layers_, experts_;
+  place::DeviceGrid grid_;
+  std::vector<int> expert_device_;
+  place::RoutingPredictor predictor_;
+  std::vector<place::RoutingCounts> counts_;  // per layer: this iteration's true counts
+  LinkBytes rows_, meta_;
+  NetMoeStats stats_;
+  int pending_layer_ = -1;
+  place::AsyncSamplePlacer placer_;  // last: its thread stops first
+};
+
+}  // namespace moecomm::rt

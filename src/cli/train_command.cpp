@@ -214,9 +214,29 @@ core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& nam
   if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
   m.dtype_bytes = c.bf16_a2a ? 2 : 4;
   m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                   : core::FfnType::kGelu;
+                                                                 : core::FfnType::kGelu;
   m.vocab_size = c.model.vocab;
   return m;
+}
+
+// Lina's expert packing (Sec. 4.2): k experts per device, so the A2A runs among E / k
+// devices: the EP size the Lina estimate chose, when --parallel leaves ep open and it fits.
+std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int world) {
+  const plan::Plan p = plan::make_plan(in);
+  for (const plan::StrategyEstimate& e : p.strategies) {
+    if (e.name != "lina" || !e.params.contains("ep_group")) continue;
+    const int ep = e.params["ep_group"].get<int>(), tp = std::max(c.tp, 1);
+    if (ep < 1 || (world / tp) % ep != 0 || c.model.moe.experts % ep != 0)
+      return "ep kept at " + std::to_string(world / tp) +
+             ": Lina's packing chose ep=" + std::to_string(ep) +
+             ", which does not split the ranks and experts";
+    c.ep = ep;
+    return "ep=" + std::to_string(ep) +
+           " from Lina Sec. 4.2 (expert packing: " + std::to_string(c.model.moe.experts / ep) +
+           " experts per device)";
+  }
+  return "ep kept at " + std::to_string(world / std::max(c.tp, 1)) +
+         ": the planner skipped Lina's packing here";
 }
 
 // --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree), and the
@@ -249,6 +269,7 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
     c.strategy = plan::planned_strategy(parsed, in, &text_notes);
     std::istringstream lines(text_notes);
     for (std::string line; std::getline(lines, line);) notes.push_back(line);
+    if (parsed.method == "lina" && c.ep == 0) notes.push_back(lina_packing(c, in, world));
   }
   if (a2a_given) c.strategy.a2a = flag;
   return notes;
@@ -336,8 +357,8 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.bf16_a2a = bf16_;
-  const std::vector<std::string> notes = resolve_strategy(
-      c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
+  const std::vector<std::string> notes =
+      resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
   check_memory(c, world);

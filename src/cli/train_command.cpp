@@ -81,9 +81,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
-                   "lina) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); knobs not "
-                   "given come from the planner (`moecomm plan`) for --cluster. "
-                   "placement=netmoe and expert_transfer=hybrid run in `moecomm sim` only")
+                   "lina, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); knobs "
+                   "not given come from the planner (`moecomm plan`) for --cluster. netmoe runs "
+                   "with tp=1, the flat A2A, no chunks and the dropless layout; "
+                   "expert_transfer=hybrid runs in `moecomm sim` only")
       ->capture_default_str();
   sub_->add_option("--cluster", cluster_,
                    "the machine the ranks run on (a cluster preset or JSON file with as many "

@@ -369,6 +369,14 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     c.record_routing = false;
     if (me == 0 && !json_) out << "(expert-choice routing: no routing trace is written)\n";
   }
+  if (c.strategy.placement == sched::Placement::kNetMoe && c.record_routing) {
+    if (sub_->count("--routing-trace"))
+      throw Error("--routing-trace",
+                  "placement=netmoe moves samples between layers; recording "
+                  "their routing is not supported yet");
+    c.record_routing = false;
+    if (me == 0 && !json_) out << "(placement=netmoe: no routing trace is written)\n";
+  }
   if (c.record_routing && me == 0) check_writable(routing_trace_);
   if (me == 0 && !json_) {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world

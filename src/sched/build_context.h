@@ -21,6 +21,9 @@ struct TokenPath {
   bool tp_gather = false;      // drop-allgather: TP AllGather after the combine A2A
   // Per EP group, the unchunked dispatch pair matrix (n x n, row-major, with a2a_fraction).
   std::vector<std::vector<double>> dispatch;
+  // Per EP group, the forward combine matrix (experts -> samples' positions): the dispatch's
+  // transpose unless NetMoE moved the samples.
+  std::vector<std::vector<double>> combine;
   std::vector<double> expert_scale;  // per rank: rows it computes / balanced rows
 };
 

@@ -34,16 +34,15 @@ void check_parallel(const LayerSetup& setup) {
 }
 
 // The given routed matrices (NetMoE placement or routing at home), one per EP group, checked.
-std::vector<std::vector<double>> netmoe_pairs(const LayerSetup& setup,
-                                              const core::RankGroups& groups) {
-  const auto& m = setup.a2a_pair_bytes;
+std::vector<std::vector<double>> netmoe_pairs(const std::vector<std::vector<double>>& m,
+                                              const core::RankGroups& groups,
+                                              const std::string& field) {
   if (m.size() != groups.ep.size())
-    throw Error("a2a_pair_bytes",
-                "routed dispatch (placement=netmoe) needs one matrix per EP group (" +
-                    str(double(groups.ep.size())) + "), got " + str(double(m.size())));
+    throw Error(field, "routed dispatch (placement=netmoe) needs one matrix per EP group (" +
+                           str(double(groups.ep.size())) + "), got " + str(double(m.size())));
   for (size_t k = 0; k < m.size(); ++k) {
     const size_t n = groups.ep[k].size();
-    const std::string at = "a2a_pair_bytes[" + str(double(k)) + "]";
+    const std::string at = field + "[" + str(double(k)) + "]";
     if (m[k].size() != n * n)
       throw Error(at, "an EP group of " + str(double(n)) + " needs " + str(double(n * n)) +
                           " entries, got " + str(double(m[k].size())));
@@ -90,11 +89,14 @@ int chunk_label(int i, int n) {
   return n == 1 ? -1 : i;
 }
 
-// Per chunk, the A2A over every EP group (combine: the transposed matrices).
+// Per chunk, the A2A over every EP group: forward the dispatch then the combine matrices;
+// backward the combine's transposes (gradients from where the samples went to the experts)
+// then the dispatch's (back to where they came from).
 void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   const int n = static_cast<int>(c.size());
-  auto pairs = scaled(ctx.path.dispatch, 1.0 / n);
-  if (combine)
+  const bool backward = ctx.phase == Phase::kBackward;
+  auto pairs = scaled(combine == backward ? ctx.path.dispatch : ctx.path.combine, 1.0 / n);
+  if (backward)
     for (size_t k = 0; k < pairs.size(); ++k)
       pairs[k] = transposed(pairs[k], static_cast<int>(ctx.groups.ep[k].size()));
   const std::string name = combine ? "moe.combine.a2a" : "moe.dispatch.a2a";
@@ -221,7 +223,8 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
   // Routed matrices when given (NetMoE's placement, or measured routing at home placement),
   // required for placement=netmoe; uniform routing otherwise.
   if (s.placement == Placement::kNetMoe || !setup.a2a_pair_bytes.empty()) {
-    path.dispatch = scaled(netmoe_pairs(setup, groups), path.a2a_fraction);
+    path.dispatch =
+        scaled(netmoe_pairs(setup.a2a_pair_bytes, groups, "a2a_pair_bytes"), path.a2a_fraction);
   } else {
     for (const auto& g : groups.ep)
       path.dispatch.push_back(uniform_pairs(static_cast<int>(g.size()), bytes));
@@ -234,6 +237,17 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
                     "must divide the EP size " + str(n) + ", got " + str(s.hybrid_domain));
       path.dispatch[k] = hybrid_pairs(path.dispatch[k], n, s.hybrid_domain);
     }
+  }
+  if (setup.a2a_combine_pair_bytes.empty()) {
+    for (size_t k = 0; k < groups.ep.size(); ++k)
+      path.combine.push_back(transposed(path.dispatch[k], static_cast<int>(groups.ep[k].size())));
+  } else {
+    if (setup.a2a_pair_bytes.empty() || s.expert_transfer == ExpertTransfer::kHybrid)
+      throw Error("a2a_combine_pair_bytes",
+                  "needs a2a_pair_bytes (the dispatch) and no expert transfer");
+    path.combine =
+        scaled(netmoe_pairs(setup.a2a_combine_pair_bytes, groups, "a2a_combine_pair_bytes"),
+               path.a2a_fraction);
   }
   path.expert_scale = expert_scale(path, groups, bytes, p.world());
   return path;

@@ -34,6 +34,11 @@ struct LayerSetup {
   // stay. Required for placement=netmoe (samples where NetMoE put them); when given with
   // placement=none it is the same routing with samples at home. Empty: uniform routing.
   std::vector<std::vector<double>> a2a_pair_bytes;
+  // NetMoE's gather goes straight to the samples' NEW positions (Alg. 1 line 14): per EP
+  // group, the combine byte matrix [i * n + j]: member i (the experts) -> member j (where the
+  // samples go). The backward sends the gradients the reverse ways (its transposes). Empty:
+  // the dispatch's transpose (samples return where they came from). Needs a2a_pair_bytes.
+  std::vector<std::vector<double>> a2a_combine_pair_bytes;
 };
 
 // Throws moecomm::Error naming the field when the setup does not fit (world sizes differ,

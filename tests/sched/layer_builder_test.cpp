@@ -373,6 +373,28 @@ TEST(LayerBuilder, NetMoeUsesTheGivenMatrices) {
   }
 }
 
+// NetMoE's gather goes to the samples' new positions: forward the given combine matrices,
+// backward their transposes first (dy from the new positions), then the dispatch's.
+TEST(LayerBuilder, NetMoeCombineMatricesGoToTheNewPositions) {
+  LayerSetup s = setup("ep=4", "netmoe");
+  s.a2a_pair_bytes = skewed_pairs(s);
+  s.a2a_combine_pair_bytes = skewed_pairs(s);
+  for (auto& m : s.a2a_combine_pair_bytes) m[1] += 7;  // member 0 -> 1: not symmetric
+  const Schedule sched = build_training_step(s);
+  int forward = 0, backward = 0;
+  for (const char* name : {"moe.dispatch.a2a", "moe.combine.a2a"})
+    for (const Collective* c : collectives(sched, name)) {
+      const Label& l = sched.labels()[c->label];
+      const bool fwd = l.phase == Phase::kForward, combine = l.name == "moe.combine.a2a";
+      const double want = fwd == combine ? 207.0 : 200.0;  // forward combine, backward dispatch
+      EXPECT_DOUBLE_EQ(fwd ? c->pair(0, 1) : c->pair(1, 0), want) << l.name << " " << fwd;
+      (fwd ? forward : backward) += 1;
+    }
+  EXPECT_EQ(forward, backward);
+  s.a2a_pair_bytes.clear();
+  EXPECT_ERROR_HAS(build_training_step(s), "a2a_pair_bytes");
+}
+
 TEST(LayerBuilder, ComputeIsTheSameUnderCommunicationKnobs) {
   const double base = total_flops(build_training_step(setup("tp=4,esp=4,ep=2", "baseline")));
   for (const char* name : {"hier-a2a", "monta-o1", "monta-o2", "monta-o3", "lina", "fsmoe",

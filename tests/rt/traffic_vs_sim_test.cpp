@@ -3,16 +3,20 @@
 // the training-step schedule built from that routing's dispatch matrix and simulated, for
 // the flat, 1DH and 2DH A2A over 2 logical nodes, and under tensor parallelism (tp = 2) for
 // the replicated dispatch, MoNTA O1/O2/O3 and FSMoE's pipeline (A2As, ESP AllGather,
-// ReduceScatter, AllReduce and the TP AllGather).
+// ReduceScatter, AllReduce and the TP AllGather), and for NetMoE's sample movement (the
+// scatter from where the samples are, the gather straight to their new positions).
 #include <gtest/gtest.h>
 
 #include <iostream>
 
 #include "core/topology.h"
 #include "mpi_test_util.h"
+#include "nn/layer_norm.h"
 #include "nn/moe_layer_factory.h"
+#include "nn/sample_moving_moe.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_token_exchange.h"
+#include "rt/netmoe_exchange.h"
 #include "rt/tp_token_exchange.h"
 #include "rt/train_groups.h"
 #include "sched/layer_builder.h"
@@ -129,10 +133,10 @@ TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouti
   const int p = test::world_size(), me = test::world_rank();
   const TrainGroups g = train_groups(p, 2, p / 2, p, me, "test");
   CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 1));
-  for (const TpCase& tc : {TpCase{"base=baseline"}, TpCase{"monta-o1"},
-                           TpCase{"base=monta-o2,chunks=3"}, TpCase{"base=monta-o3,chunks=2"},
-                           TpCase{"base=fsmoe,a2a=flat,chunks=2", 2},
-                           TpCase{"base=fsmoe,chunks=3", 3}}) {  // 2DH A2A
+  for (const TpCase& tc :
+       {TpCase{"base=baseline"}, TpCase{"monta-o1"}, TpCase{"base=monta-o2,chunks=3"},
+        TpCase{"base=monta-o3,chunks=2"}, TpCase{"base=fsmoe,a2a=flat,chunks=2", 2},
+        TpCase{"base=fsmoe,chunks=3", 3}}) {  // 2DH A2A
     SCOPED_TRACE(tc.strategy);
     const sched::Strategy strategy = sched::parse_strategy(tc.strategy, "test");
     CallOptions o;
@@ -186,17 +190,89 @@ TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouti
         "t");
     setup.strategy = strategy;
     setup.a2a_pair_bytes = {matrix, matrix};
-    const std::vector<double> sim = token_path_bytes(sched::build_training_step(setup), setup.cluster);
+    const std::vector<double> sim =
+        token_path_bytes(sched::build_training_step(setup), setup.cluster);
     const double inter = double(measured[int(LinkLevel::kInterNode)]);
     const double intra = double(measured[int(LinkLevel::kIntraNode)]);
     EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
     EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
     EXPECT_GT(inter, 0);
     if (me == 0)
-      std::cout << "np " << p << " tp 2 " << tc.strategy << ": inter-node " << inter
-                << " (sim " << sim[0] << "), intra-node " << intra << " (sim " << sim[1]
-                << ")\n";
+      std::cout << "np " << p << " tp 2 " << tc.strategy << ": inter-node " << inter << " (sim "
+                << sim[0] << "), intra-node " << intra << " (sim " << sim[1] << ")\n";
   }
+}
+
+// Row bytes of one NetMoE layer (forward and backward) against the simulator given that
+// layer's scatter matrix (member -> experts) and gather matrix (experts -> new positions).
+TEST(TrafficVsSim, NetMoeRowBytesEqualTheSimulatorsForTheSamePlacement) {
+  const int p = test::world_size(), me = test::world_rank();
+  constexpr int kBatch = 3, kSeq = 8;
+  CommPool pool(MPI_COMM_WORLD, {{test::all_ranks(), 0}});
+  const Comm& ep = pool.at({test::all_ranks(), 0});
+  CallOptions o;
+  o.timeout_s = test::kTimeout;
+  o.ranks_per_node = p / 2;
+  MpiTokenExchange unused(ep, o);  // the moving path exchanges through NetMoeExchange
+  nn::MoeLayerSpec spec;
+  spec.hidden = kHidden;
+  spec.ffn_hidden = 12;
+  spec.experts = 2 * p;
+  spec.seed = 11;
+  auto moe = nn::make_moe_layer(spec, unused);
+  nn::LayerNorm ln(kHidden);
+  NetMoeExchange exchange(ep, o, 1, spec.experts, nullptr);
+  nn::SampleMovingMoe moving(*moe, ln, 0, true, exchange);
+  std::vector<int> samples;
+  for (int b = 0; b < kBatch; ++b) samples.push_back(me * kBatch + b);
+  moving.forward(nn::Tensor::randn({kBatch * kSeq, kHidden}, 70 + me), kSeq, samples);
+  moving.backward(nn::Tensor::randn({kBatch * kSeq, kHidden}, 30 + me), 0.01f);
+  int64_t measured[kNumLinkLevels] = {};
+  MPI_Allreduce(exchange.row_bytes().bytes.data(), measured, kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  // Where every sample went, then the two matrices from this rank's slots.
+  std::vector<int> placed(static_cast<size_t>(p * kBatch)), new_rank(placed.size());
+  MPI_Allgather(samples.data(), kBatch, MPI_INT, placed.data(), kBatch, MPI_INT, MPI_COMM_WORLD);
+  for (size_t i = 0; i < placed.size(); ++i)
+    new_rank[static_cast<size_t>(placed[i])] = int(i) / kBatch;
+  std::vector<double> scatter(static_cast<size_t>(p * p), 0.0), gather(scatter.size(), 0.0);
+  const nn::GateOutput& g = moving.routing();
+  const double row = kHidden * sizeof(float);
+  for (int slot = 0; slot < g.slots(); ++slot) {
+    const int expert_rank = g.expert[static_cast<size_t>(slot)] / 2;
+    const int sample = me * kBatch + g.token[static_cast<size_t>(slot)] / kSeq;
+    scatter[static_cast<size_t>(me * p + expert_rank)] += row;
+    gather[static_cast<size_t>(expert_rank * p + new_rank[static_cast<size_t>(sample)])] += row;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, scatter.data(), p * p, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, gather.data(), p * p, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  sched::LayerSetup setup;
+  setup.cluster = two_nodes(p);
+  setup.model.name = "test";
+  setup.model.hidden = kHidden;
+  setup.model.ffn_hidden = 12;
+  setup.model.experts = spec.experts;
+  setup.model.top_k = 2;
+  setup.model.layers = 1;
+  setup.model.heads = 1;
+  setup.model.seq_len = kSeq;
+  setup.model.micro_batch = kBatch;
+  setup.model.dtype_bytes = 4;
+  setup.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=" + std::to_string(p), "t"),
+                                          p, spec.experts, "t");
+  setup.strategy = sched::named_strategy("netmoe");
+  setup.a2a_pair_bytes = {scatter};
+  setup.a2a_combine_pair_bytes = {gather};
+  const std::vector<double> sim =
+      token_path_bytes(sched::build_training_step(setup), setup.cluster);
+  const double inter = double(measured[int(LinkLevel::kInterNode)]);
+  const double intra = double(measured[int(LinkLevel::kIntraNode)]);
+  EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
+  EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
+  EXPECT_GT(inter, 0);
+  if (me == 0)
+    std::cout << "np " << p << " netmoe layer: inter-node rows " << inter << " (sim " << sim[0]
+              << "), intra-node " << intra << " (sim " << sim[1] << ")\n";
 }
 
 }  // namespace

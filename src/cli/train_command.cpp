@@ -7,11 +7,11 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/train_strategy.h"
 #include "core/error.h"
 #include "core/parallel_config.h"
 #include "core/presets.h"
 #include "place/routing_trace.h"
-#include "plan/planned_strategy.h"
 #include "rt/mpi_base.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
@@ -196,90 +196,6 @@ void check_memory(const rt::TrainConfig& c, int world) {
                                " GB per rank for parameters and optimizer state (limit " +
                                std::to_string(static_cast<int>(kMaxTrainGB)) +
                                "): moecomm train runs small models");
-}
-
-sched::Algorithm algorithm_of(const std::string& a);
-
-// The model as the planner sees it (core::ModelConfig) for one rank's batch.
-core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
-  core::ModelConfig m;
-  m.name = name;
-  m.hidden = c.model.hidden;
-  m.ffn_hidden = c.model.moe.ffn_hidden;
-  m.experts = c.model.moe.experts;
-  m.top_k = c.model.moe.top_k;
-  m.layers = c.model.layers;
-  m.heads = c.model.heads;
-  m.seq_len = c.seq_len;
-  m.micro_batch = c.batch;
-  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
-  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
-  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                 : core::FfnType::kGelu;
-  m.vocab_size = c.model.vocab;
-  return m;
-}
-
-// Lina's expert packing (Sec. 4.2): k experts per device, so the A2A runs among E / k
-// devices: the EP size the Lina estimate chose, when --parallel leaves ep open and it fits.
-std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int world) {
-  const plan::Plan p = plan::make_plan(in);
-  for (const plan::StrategyEstimate& e : p.strategies) {
-    if (e.name != "lina" || !e.params.contains("ep_group")) continue;
-    const int ep = e.params["ep_group"].get<int>(), tp = std::max(c.tp, 1);
-    if (ep < 1 || (world / tp) % ep != 0 || c.model.moe.experts % ep != 0)
-      return "ep kept at " + std::to_string(world / tp) +
-             ": Lina's packing chose ep=" + std::to_string(ep) +
-             ", which does not split the ranks and experts";
-    c.ep = ep;
-    return "ep=" + std::to_string(ep) +
-           " from Lina Sec. 4.2 (expert packing: " + std::to_string(c.model.moe.experts / ep) +
-           " experts per device)";
-  }
-  return "ep kept at " + std::to_string(world / std::max(c.tp, 1)) +
-         ": the planner skipped Lina's packing here";
-}
-
-// --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree), and the
-// knobs it leaves unset chosen by the planner for --cluster (issue 6). Returns the notes.
-std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string& text,
-                                          const std::string& a2a, bool a2a_given,
-                                          const std::string& cluster, const std::string& model,
-                                          int world) {
-  const sched::ParsedStrategy parsed =
-      sched::parse_strategy_knobs(text.empty() ? "baseline" : text, "--strategy");
-  const sched::Algorithm flag = algorithm_of(a2a);
-  if (a2a_given && parsed.explicit_knobs.count("a2a") && parsed.strategy.a2a != flag)
-    throw Error("--strategy", "says a2a=" + std::string(sched::to_string(parsed.strategy.a2a)) +
-                                  " but --a2a says " + a2a);
-  std::vector<std::string> notes;
-  c.strategy = parsed.strategy;
-  if (!cluster.empty()) {
-    plan::PlanInput in;
-    in.model = planner_model(c, model);
-    in.cluster = core::load_cluster(cluster);
-    if (in.cluster.world_size() != world)
-      throw Error("--cluster", cluster + " has " + std::to_string(in.cluster.world_size()) +
-                                   " devices, the job " + std::to_string(world) + " ranks");
-    const int tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
-    in.parallel.tp = in.parallel.esp = tp;
-    in.parallel.dp = world / tp;
-    in.parallel.ep = ep;
-    in.parallel.edp = world / (tp * ep);
-    std::string text_notes;
-    c.strategy = plan::planned_strategy(parsed, in, &text_notes);
-    std::istringstream lines(text_notes);
-    for (std::string line; std::getline(lines, line);) notes.push_back(line);
-    if (parsed.method == "lina" && c.ep == 0) notes.push_back(lina_packing(c, in, world));
-  }
-  if (a2a_given) c.strategy.a2a = flag;
-  return notes;
-}
-
-sched::Algorithm algorithm_of(const std::string& a) {
-  if (a == "1dh") return sched::Algorithm::k1DH;
-  if (a == "2dh") return sched::Algorithm::k2DH;
-  return sched::Algorithm::kFlat;
 }
 
 nn::GateKind gate_of(const std::string& g) {

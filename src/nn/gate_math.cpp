@@ -125,6 +125,34 @@ void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int 
     for (int64_t e = 0; e < E; ++e) dp.at(t, e) += scale * f[static_cast<size_t>(e)];
 }
 
+void add_load_balance_stats(const Tensor& p, const std::vector<int>& choice, int k,
+                            const std::vector<int>& group, std::vector<AuxStats>& stats) {
+  for (int64_t t = 0; t < p.rows(); ++t) {
+    AuxStats& s = stats.at(static_cast<size_t>(group.at(static_cast<size_t>(t))));
+    s.tokens += 1;
+    s.count.at(static_cast<size_t>(choice[static_cast<size_t>(t * k)])) += 1;
+    for (int64_t e = 0; e < p.cols(); ++e) s.value.at(static_cast<size_t>(e)) += p.at(t, e);
+  }
+}
+
+float load_balance_of(const AuxStats& stats) {
+  if (stats.tokens == 0) return 0.0f;
+  double aux = 0;
+  for (size_t e = 0; e < stats.count.size(); ++e) aux += stats.count[e] * stats.value[e];
+  const double t = stats.tokens;
+  return static_cast<float>(static_cast<double>(stats.count.size()) * aux / (t * t));
+}
+
+void load_balance_backward(const Tensor& p, const AuxGroups& groups, float grad_aux, Tensor& dp) {
+  if (grad_aux == 0.0f) return;
+  for (int64_t t = 0; t < p.rows(); ++t) {
+    const AuxStats& s = groups.of(t);
+    const double scale = grad_aux * static_cast<double>(p.cols()) / (s.tokens * s.tokens);
+    for (int64_t e = 0; e < p.cols(); ++e)
+      dp.at(t, e) += static_cast<float>(scale * s.count.at(static_cast<size_t>(e)));
+  }
+}
+
 GateOutput softmax_topk_output(const Tensor& p, const std::vector<int>& choice, int experts, int k,
                                bool normalize) {
   GateOutput out;
@@ -137,10 +165,14 @@ GateOutput softmax_topk_output(const Tensor& p, const std::vector<int>& choice, 
 }
 
 Tensor softmax_topk_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
-                             const std::vector<float>& grad_weight, float grad_aux) {
+                             const std::vector<float>& grad_weight, float grad_aux,
+                             const AuxGroups& groups) {
   Tensor dp(p.shape());
   topk_slots_backward(p, choice, k, normalize, grad_weight, dp);
-  load_balance_backward(p, choice, k, grad_aux, dp);
+  if (groups.empty())
+    load_balance_backward(p, choice, k, grad_aux, dp);
+  else
+    load_balance_backward(p, groups, grad_aux, dp);
   return softmax_rows_backward(p, dp);
 }
 

@@ -30,13 +30,25 @@ float load_balance_loss(const Tensor& p, const std::vector<int>& choice, int k);
 void load_balance_backward(const Tensor& p, const std::vector<int>& choice, int k, float grad_aux,
                            Tensor& dp);
 
+// The same loss by token groups (NetMoE: by home rank): token t adds 1 to tokens, 1 to
+// count[top-1 of t] and p[t, :] to value of stats[group[t]]; a group's loss is
+// E * sum_e count_e value_e / T^2, and d aux_g / d p[t, e] = E * count_e / T^2 for t in g.
+struct AuxStats;
+struct AuxGroups;
+void add_load_balance_stats(const Tensor& p, const std::vector<int>& choice, int k,
+                            const std::vector<int>& group, std::vector<AuxStats>& stats);
+float load_balance_of(const AuxStats& stats);
+void load_balance_backward(const Tensor& p, const AuxGroups& groups, float grad_aux, Tensor& dp);
+
 // The softmax top-k head GShard and X-MoE share: slots of the chosen experts weighted by p,
 // and the load-balancing loss.
 struct GateOutput;
 GateOutput softmax_topk_output(const Tensor& p, const std::vector<int>& choice, int experts, int k,
                                bool normalize);
-// Its backward: d scores [T, E] from dL/d slot weight and dL/d aux.
+// Its backward: d scores [T, E] from dL/d slot weight and dL/d aux (of each token's group
+// where groups is not empty).
 Tensor softmax_topk_backward(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,
-                             const std::vector<float>& grad_weight, float grad_aux);
+                             const std::vector<float>& grad_weight, float grad_aux,
+                             const AuxGroups& groups);
 
 }  // namespace moecomm::nn

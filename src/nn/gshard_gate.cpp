@@ -31,9 +31,18 @@ GateOutput GShardGate::forward(const Tensor& x) {
 
 Tensor GShardGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
   const Tensor dh =
-      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight, grad_aux);
+      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
+                                            grad_aux, take_aux_groups());
   gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dh, 1.0f, dwg_);  // dWg += x^T dh
   return matmul(dh, wg_, Trans::kNo, Trans::kYes);          // dx = dh Wg^T
+}
+
+void GShardGate::add_aux_stats(const std::vector<int>& group, std::vector<AuxStats>& stats) const {
+  add_load_balance_stats(p_, choice_, config_.k, group, stats);
+}
+
+float GShardGate::aux_of(const AuxStats& stats) const {
+  return load_balance_of(stats);
 }
 
 }  // namespace moecomm::nn

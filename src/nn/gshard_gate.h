@@ -28,6 +28,9 @@ class GShardGate : public Gate {
   explicit GShardGate(const GShardGateConfig& config);
   GateOutput forward(const Tensor& x) override;
   Tensor backward(const std::vector<float>& grad_weight, float grad_aux) override;
+  bool groups_aux() const override { return true; }
+  void add_aux_stats(const std::vector<int>& group, std::vector<AuxStats>& stats) const override;
+  float aux_of(const AuxStats& stats) const override;
   std::vector<Param> params() override { return {{"gate.wg", &wg_, &dwg_}}; }
 
  private:

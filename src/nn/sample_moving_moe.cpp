@@ -1,5 +1,6 @@
 #include "nn/sample_moving_moe.h"
 
+#include <array>
 #include <bit>
 #include <string>
 
@@ -20,6 +21,16 @@ std::vector<int> row_experts(const OrderPlan& plan) {
          ++r)
       out[static_cast<size_t>(r)] = e;
   return out;
+}
+
+void put(double v, std::vector<int>& out) {
+  for (int x : std::bit_cast<std::array<int, 2>>(v)) out.push_back(x);
+}
+
+double take(const std::vector<int>& in, size_t& at) {
+  const std::array<int, 2> x{in.at(at), in.at(at + 1)};
+  at += 2;
+  return std::bit_cast<double>(x);
 }
 
 std::vector<int> times(const std::vector<int>& v, int k) {
@@ -54,6 +65,7 @@ Tensor SampleMovingMoe::forward(const Tensor& h, int seq_len, std::vector<int>& 
   routing_ = moe_.gate().forward(ln2_.forward(h));  // the gate needs LN2(h) here
   if (routing_.expert_choice)
     throw Error("placement=netmoe", "needs a token-choice gate (expert choice drops tokens)");
+  home_aux(seq_len, samples);
   plan_ = DroplessOrder().plan(routing_);
   const int experts = moe_.num_experts();
   std::vector<int> counts(samples.size() * static_cast<size_t>(experts), 0);  // NetMoE Eq. 2
@@ -66,6 +78,40 @@ Tensor SampleMovingMoe::forward(const Tensor& h, int seq_len, std::vector<int>& 
   const Tensor z = run_experts();                       // lines 11-12
   has_forward_ = true;
   return gather(z, seq_len, tokens, samples);  // lines 13-14
+}
+
+// The baseline's aux loss with samples moved: per home rank h, the sums of AuxStats over the
+// tokens of h's samples, wherever they sit; each member adds those it holds and all-gathers
+// them (P (1 + 2E) doubles), then every member sums the same values in member order.
+void SampleMovingMoe::home_aux(int seq_len, const std::vector<int>& samples) {
+  Gate& gate = moe_.gate();
+  if (!gate.groups_aux())
+    throw Error("placement=netmoe", "the gate's aux loss cannot be computed per home rank");
+  const int ranks = exchange_.ranks(), experts = moe_.num_experts();
+  const int batch = static_cast<int>(samples.size());
+  aux_home_.assign(static_cast<size_t>(routing_.tokens), 0);
+  for (int t = 0; t < routing_.tokens; ++t)
+    aux_home_[static_cast<size_t>(t)] = samples[static_cast<size_t>(t / seq_len)] / batch;
+  std::vector<AuxStats> mine(static_cast<size_t>(ranks), AuxStats(experts));
+  gate.add_aux_stats(aux_home_, mine);
+  std::vector<int> bits;
+  for (const AuxStats& s : mine) {
+    put(s.tokens, bits);
+    for (int e = 0; e < experts; ++e) put(s.count[static_cast<size_t>(e)], bits);
+    for (int e = 0; e < experts; ++e) put(s.value[static_cast<size_t>(e)], bits);
+  }
+  const std::vector<int> all = exchange_.all_gather(bits);
+  aux_stats_.assign(static_cast<size_t>(ranks), AuxStats(experts));
+  size_t at = 0;
+  for (int m = 0; m < ranks; ++m)
+    for (AuxStats& s : aux_stats_) {
+      AuxStats part(experts);
+      part.tokens = take(all, at);
+      for (double& c : part.count) c = take(all, at);
+      for (double& v : part.value) v = take(all, at);
+      s.add(part);
+    }
+  routing_.aux_loss = gate.aux_of(aux_stats_[static_cast<size_t>(exchange_.rank())]);
 }
 
 // NetMoE Alg. 1 line 10, with h (not LN2(h)) sent: the residual is inlined on the expert side.
@@ -192,6 +238,7 @@ Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
     grad_weight[static_cast<size_t>(plan_.row_slot[static_cast<size_t>(r)])] =
         std::bit_cast<float>(dw_back[static_cast<size_t>(r)]);
   Tensor dh = order_rows_backward(plan_, dsend);
+  moe_.gate().regroup_aux(aux_home_, aux_stats_);  // d aux of each token's home
   dh.add(ln2_.backward(moe_.gate().backward(grad_weight, aux_grad)));
   return dh;
 }

@@ -12,6 +12,10 @@
 // Samples are whole sequences and carry a global id within the EP group (home rank * B + b).
 // On each rank the new samples sit in ascending global id. Backward runs the reverse path:
 // dy from the new positions to the experts, dh (residual, LN2 and gate) to the old ones.
+// The gate's load-balancing loss stays the baseline's: it is computed per HOME rank (the rank
+// whose batch a sample came from) from per-expert sums that every member adds up over the
+// tokens it holds, grouped by home, and all-gathers (gate.h AuxStats); member r reports home
+// r's aux, and the gate's backward differentiates each token's home aux.
 // Requires a token-choice gate and the dropless layout: every slot is kept, so each token's
 // residual is added exactly once.
 #include <vector>
@@ -69,6 +73,7 @@ class SampleMovingMoe {
     std::vector<int> recv_rows, local_expert, token, first;
     std::vector<float> weight;
   };
+  void home_aux(int seq_len, const std::vector<int>& samples);
   void scatter(const Tensor& h, int seq_len, const std::vector<int>& samples);
   Tensor run_experts();
   Tensor gather(const Tensor& z, int seq_len, int tokens, std::vector<int>& samples);
@@ -81,6 +86,8 @@ class SampleMovingMoe {
   SampleExchange& exchange_;
   // Saved by forward.
   GateOutput routing_;
+  std::vector<int> aux_home_;       // home rank of each token held
+  std::vector<AuxStats> aux_stats_;  // per home rank, over the whole EP group
   OrderPlan plan_;
   std::vector<int> send_rows_;
   Received in_;

@@ -29,6 +29,37 @@ std::vector<float> SigmoidGate::imbalance() const {
   return a;
 }
 
+std::vector<std::vector<float>> SigmoidGate::imbalance(const AuxGroups& groups) const {
+  std::vector<std::vector<float>> out;
+  for (const AuxStats& s : groups.stats) {
+    const double n = s.tokens * config_.k / config_.experts;
+    std::vector<float>& a = out.emplace_back(s.count.size(), 0.0f);
+    if (n > 0)
+      for (size_t e = 0; e < a.size(); ++e) a[e] = static_cast<float>((s.count[e] - n) / n);
+  }
+  return out;
+}
+
+void SigmoidGate::add_aux_stats(const std::vector<int>& group,
+                                std::vector<AuxStats>& stats) const {
+  for (size_t s = 0; s < choice_.size(); ++s) {
+    const int t = static_cast<int>(s) / config_.k, e = choice_[s];
+    AuxStats& g = stats.at(static_cast<size_t>(group.at(static_cast<size_t>(t))));
+    if (s % static_cast<size_t>(config_.k) == 0) g.tokens += 1;
+    g.count.at(static_cast<size_t>(e)) += 1;
+    g.value.at(static_cast<size_t>(e)) += sigmoid(h_.at(t, e));
+  }
+}
+
+float SigmoidGate::aux_of(const AuxStats& stats) const {
+  const double n = stats.tokens * config_.k / config_.experts;
+  if (n <= 0) return 0.0f;
+  double aux = 0;
+  for (size_t e = 0; e < stats.count.size(); ++e)
+    aux += (stats.count[e] - n) / n * stats.value[e];
+  return static_cast<float>(aux);
+}
+
 GateOutput SigmoidGate::forward(const Tensor& x) {
   x_ = x;
   h_ = matmul(x, wg_);
@@ -55,11 +86,15 @@ GateOutput SigmoidGate::forward(const Tensor& x) {
 
 Tensor SigmoidGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
   Tensor dh(h_.shape());
+  const AuxGroups groups = take_aux_groups();
   const std::vector<float> imb = h_.rows() > 0 ? imbalance() : std::vector<float>();
+  const std::vector<std::vector<float>> group_imb = imbalance(groups);
   for (size_t s = 0; s < choice_.size(); ++s) {
     const int t = static_cast<int>(s) / config_.k, e = choice_[s];
     const float sg = sigmoid(h_.at(t, e));
-    const float dw = grad_weight[s] + grad_aux * imb[static_cast<size_t>(e)];
+    const std::vector<float>& a =
+        groups.empty() ? imb : group_imb[static_cast<size_t>(groups.group.at(static_cast<size_t>(t)))];
+    const float dw = grad_weight[s] + grad_aux * a[static_cast<size_t>(e)];
     dh.at(t, e) += dw * sg * (1.0f - sg);
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dh, 1.0f, dwg_);

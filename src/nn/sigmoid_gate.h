@@ -24,11 +24,17 @@ class SigmoidGate : public Gate {
   explicit SigmoidGate(const SigmoidGateConfig& config);
   GateOutput forward(const Tensor& x) override;
   Tensor backward(const std::vector<float>& grad_weight, float grad_aux) override;
+  // The aux loss regroups: count_e = |A_e|, value_e = sum_{t in A_e} sigmoid(h[t, e]).
+  bool groups_aux() const override { return true; }
+  void add_aux_stats(const std::vector<int>& group, std::vector<AuxStats>& stats) const override;
+  float aux_of(const AuxStats& stats) const override;
   std::vector<Param> params() override { return {{"gate.wg", &wg_, &dwg_}}; }
 
  private:
   // (|A_e| - n) / n per expert, from the current choices.
   std::vector<float> imbalance() const;
+  // The same, per group of the regrouping (one vector per group).
+  std::vector<std::vector<float>> imbalance(const AuxGroups& groups) const;
 
   SigmoidGateConfig config_;
   Tensor wg_, dwg_;

@@ -64,7 +64,8 @@ GateOutput XMoEGate::forward(const Tensor& x) {
 
 Tensor XMoEGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
   const Tensor ds =
-      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight, grad_aux);
+      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
+                                            grad_aux, take_aux_groups());
   const float inv_tau = 1.0f / config_.temperature;
   const Tensor dzhat = matmul(ds, ehat_);  // scaled by 1/tau below
   const Tensor dehat = matmul(ds, zhat_, Trans::kYes, Trans::kNo);
@@ -74,6 +75,14 @@ Tensor XMoEGate::backward(const std::vector<float>& grad_weight, float grad_aux)
   for (int64_t i = 0; i < de.size(); ++i) dembed_[i] += inv_tau * de[i];
   gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dz, 1.0f, dwp_);
   return matmul(dz, wp_, Trans::kNo, Trans::kYes);
+}
+
+void XMoEGate::add_aux_stats(const std::vector<int>& group, std::vector<AuxStats>& stats) const {
+  add_load_balance_stats(p_, choice_, config_.k, group, stats);
+}
+
+float XMoEGate::aux_of(const AuxStats& stats) const {
+  return load_balance_of(stats);
 }
 
 }  // namespace moecomm::nn

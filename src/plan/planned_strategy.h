@@ -17,7 +17,8 @@ namespace moecomm::plan {
 //   stays the named default (the estimate gives per-layer bytes, not a piece count);
 // - lina: grad_partitions = the micro-ops of the largest synchronized gradient tensor at the
 //   estimate's micro-op size (Lina Sec. 4.2), capped at sched::kMaxGradPartitions;
-// - hybridep: hybrid_domain from the per-level domain sizes, compression from SR (HybridEP).
+// - hybridep: hybrid_domain from the per-level domain sizes, compression from SR (HybridEP);
+//   with compression given below 1, the domains of the SR-compressed row (hybridep-sr).
 // Knobs in parsed.explicit_knobs are never changed; a method the planner skipped keeps its
 // named defaults. `notes` (when given) gets one line per knob, each ending in '\n', saying
 // where the value came from or why the default stayed. Other methods and bare knobs are

@@ -48,7 +48,8 @@ void Comm::release() {
 std::string group_text(const core::RankGroup& group) {
   std::string text = "[";
   for (size_t i = 0; i < group.size(); ++i) {
-    text += (i ? "," : "") + std::to_string(group[i]);
+    if (i) text += ',';  // appended apart: GCC 12 -O3 warns (-Wrestrict) on "," + to_string
+    text += std::to_string(group[i]);
   }
   return text + "]";
 }

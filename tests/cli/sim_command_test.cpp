@@ -78,8 +78,9 @@ TEST(SimCommand, WritesATraceAndAnSvg) {
 TEST(SimCommand, NamedMethodsSimulateThePlannersKnobs) {
   Result plan = run_cli({"plan", "--json"});
   ASSERT_EQ(plan.code, 0) << plan.err;
+  const auto table = nlohmann::json::parse(plan.out);
   int n = 0;
-  for (const auto& s : nlohmann::json::parse(plan.out)["strategies"])
+  for (const auto& s : table["strategies"])
     if (s["name"] == "monta-o2") n = s["params"]["chunks"];
   ASSERT_GT(n, 0);
   Result r = run_cli({"sim", "--strategy", "monta-o2", "--json"});

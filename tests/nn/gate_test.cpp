@@ -140,6 +140,60 @@ TEST(ExpertChoiceGate, GradientsMatchFiniteDifferences) {
   check_gate_gradients(gate, Tensor::randn({8, 5}, 8, 3.0f), {1e-3f, 2e-3f, 2e-2f});
 }
 
+// NetMoE's regrouped aux loss: two "home" batches x0, x1, routed by two gates apart, equal
+// one gate routing their rows interleaved with the aux loss grouped by home: aux of each
+// home from the all-token statistics, and d x and the parameter gradients of L = aux_0 +
+// aux_1 (grad_aux 1, slot weights without gradient).
+template <class G, class C>
+void check_regrouped_aux(const C& config) {
+  constexpr int kTokens = 6, kHidden = 5;
+  const Tensor x0 = Tensor::randn({kTokens, kHidden}, 51), x1 = Tensor::randn({kTokens, kHidden}, 52);
+  G a(config), b(config), mixed(config);
+  const float aux0 = a.forward(x0).aux_loss, aux1 = b.forward(x1).aux_loss;
+  const Tensor dx0 = a.backward(std::vector<float>(static_cast<size_t>(kTokens * 2), 0.0f), 1.0f);
+  const Tensor dx1 = b.backward(std::vector<float>(static_cast<size_t>(kTokens * 2), 0.0f), 1.0f);
+  Tensor x({2 * kTokens, kHidden});  // rows alternate: home 0, home 1, ...
+  std::vector<int> home;
+  for (int t = 0; t < kTokens; ++t) {
+    x.set_rows(2 * t, x0.slice_rows(t, 1));
+    x.set_rows(2 * t + 1, x1.slice_rows(t, 1));
+    home.insert(home.end(), {0, 1});
+  }
+  const GateOutput out = mixed.forward(x);
+  ASSERT_TRUE(mixed.groups_aux());
+  const int experts = out.experts;
+  std::vector<AuxStats> stats(2, AuxStats(experts));
+  mixed.add_aux_stats(home, stats);
+  EXPECT_NEAR(mixed.aux_of(stats[0]), aux0, 1e-6f);
+  EXPECT_NEAR(mixed.aux_of(stats[1]), aux1, 1e-6f);
+  mixed.regroup_aux(home, stats);
+  const Tensor dx = mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
+  for (int t = 0; t < kTokens; ++t) {
+    EXPECT_LE(max_abs_diff(dx.slice_rows(2 * t, 1), dx0.slice_rows(t, 1)), 1e-6f);
+    EXPECT_LE(max_abs_diff(dx.slice_rows(2 * t + 1, 1), dx1.slice_rows(t, 1)), 1e-6f);
+  }
+  for (size_t i = 0; i < mixed.params().size(); ++i) {
+    Tensor want = *a.params()[i].grad;
+    want.add(*b.params()[i].grad);
+    EXPECT_LE(max_abs_diff(*mixed.params()[i].grad, want), 1e-6f) << mixed.params()[i].name;
+  }
+  // The regrouping is used by one backward only: the next one is of the forward's own aux.
+  const Tensor again = mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
+  EXPECT_GT(max_abs_diff(again, dx), 1e-6f);
+}
+
+TEST(Gates, AuxLossRegroupsByHome) {
+  check_regrouped_aux<GShardGate>(GShardGateConfig{5, 4, 2, true, 0.0f, 61});
+  check_regrouped_aux<XMoEGate>(XMoEGateConfig{5, 4, 2, 3, 0.5f, true, 62});
+  check_regrouped_aux<SigmoidGate>(SigmoidGateConfig{5, 4, 2, 63});
+}
+
+TEST(Gates, ExpertChoiceAuxDoesNotRegroup) {
+  ExpertChoiceGate gate({5, 3, 1.5f, 41});
+  EXPECT_FALSE(gate.groups_aux());
+  EXPECT_ERROR_HAS(gate.regroup_aux({0}, {AuxStats(3)}), "cannot be regrouped");
+}
+
 TEST(Gates, BadConfigurationsAreErrors) {
   EXPECT_ERROR_HAS(GShardGate({4, 2, 3, true, 0, 0}), "gshard gate", "k must be");
   EXPECT_ERROR_HAS(SigmoidGate({0, 2, 1, 0}), "sigmoid gate", "positive");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <bit>
 #include <functional>
 #include <map>
 #include <thread>
@@ -53,11 +54,12 @@ class ThreadedSampleExchange : public SampleExchange {
   }
   std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& counts,
                         const char*) override {
-    std::vector<float> f(send.begin(), send.end());  // exact for the small ints of the test
+    std::vector<float> f;  // carried bit for bit (weights and doubles travel as int bits)
+    for (int v : send) f.push_back(std::bit_cast<float>(v));
     std::vector<int> got_counts;
     const std::vector<float> got = a2a(f, counts, got_counts);
     std::vector<int> out;
-    for (float v : got) out.push_back(static_cast<int>(v));
+    for (float v : got) out.push_back(std::bit_cast<int>(v));
     return out;
   }
   std::vector<int> all_gather(const std::vector<int>& mine) override {
@@ -203,23 +205,25 @@ TEST(SampleMovingMoe, NeedsTheDroplessLayout) {
   EXPECT_ERROR_HAS(model.move_samples(ex), "dropless");
 }
 
-// The whole model: per-sample losses by global id and gradients summed over ranks equal
-// those of the non-moving EP model (aux loss off: it groups tokens by their current rank).
+// The whole model: per-sample losses by global id, each rank's aux loss (of its home samples,
+// wherever they sit) and gradients summed over ranks equal those of the non-moving EP model,
+// with the default aux loss weight.
 TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
   MoeTransformerConfig c;
   c.vocab = 16, c.max_seq = kSeq, c.hidden = kHidden, c.heads = 2, c.layers = 2;
   c.moe = spec();
-  c.aux_loss_weight = 0.0f;
+  ASSERT_GT(c.aux_loss_weight, 0.0f);
   const SyntheticText text({16, 3, 5});
   std::vector<TextBatch> data;
   for (int r = 0; r < kRanks; ++r) data.push_back(text.sample(kBatch, kSeq, 0, r));
   std::vector<std::map<std::string, Tensor>> grads[2];
-  std::vector<float> sample_loss[2];
+  std::vector<float> sample_loss[2], aux[2];
   for (int moving = 0; moving < 2; ++moving) {
     testing::ExchangeBoard tokens(kRanks);
     MoveBoard board(kRanks, scrambled);
     grads[moving].resize(kRanks);
     sample_loss[moving].assign(kRanks * kBatch, 0.0f);
+    aux[moving].assign(kRanks, 0.0f);
     run_threads([&](int r) {
       testing::ThreadedExchange token(tokens, r);
       ThreadedSampleExchange ex(board, r);
@@ -229,6 +233,7 @@ TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
       model.forward(data[static_cast<size_t>(r)].tokens, data[static_cast<size_t>(r)].targets,
                     kSeq);
       model.backward();
+      aux[moving][static_cast<size_t>(r)] = model.aux_loss();
       const std::vector<float> loss = model.sample_lm_losses();
       for (size_t b = 0; b < loss.size(); ++b)
         sample_loss[moving][static_cast<size_t>(model.sample_ids()[b])] = loss[b];
@@ -243,6 +248,10 @@ TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
     EXPECT_NEAR(sample_loss[1][static_cast<size_t>(i)], sample_loss[0][static_cast<size_t>(i)],
                 1e-5f)
         << i;
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_GT(aux[0][static_cast<size_t>(r)], 0.0f);
+    EXPECT_NEAR(aux[1][static_cast<size_t>(r)], aux[0][static_cast<size_t>(r)], 1e-5f) << r;
+  }
   for (int owner = 0; owner < kRanks; ++owner)
     for (auto& [name, t] : grads[0][static_cast<size_t>(owner)]) {
       Tensor a(t.shape()), b(t.shape());

@@ -17,9 +17,8 @@
 namespace moecomm::rt {
 namespace {
 
-// tiny() of strategy_equivalence_test.cpp, dropless. The aux loss is off: the gate's
-// load-balancing loss is per rank over the tokens it holds, so moving samples regroups it
-// (the routing and everything else are per token and unchanged).
+// tiny() of strategy_equivalence_test.cpp, dropless, with the default aux loss weight: the
+// load-balancing loss is computed per home rank wherever the samples sit, as the baseline's.
 TrainConfig tiny(const std::string& strategy) {
   TrainConfig c;
   const int world = test::world_size();
@@ -32,7 +31,6 @@ TrainConfig tiny(const std::string& strategy) {
   c.model.moe.experts = 2 * world;
   c.model.moe.top_k = 2;
   c.model.moe.capacity_factor = 0.0f;  // dropless: the residual rides on each token's first slot
-  c.model.aux_loss_weight = 0.0f;
   c.batch = 2;
   c.seq_len = 16;
   c.steps = 3;

@@ -1,0 +1,23 @@
+#pragma once
+// The strategy `moecomm train` runs (issue 6): --strategy's knobs, --a2a's shortcut, and the
+// knobs left unset chosen by the planner for --cluster (plan/planned_strategy.h), with
+// Lina's expert packing setting the EP size when --parallel leaves it open.
+#include <string>
+#include <vector>
+
+#include "rt/train_loop.h"
+#include "sched/strategy.h"
+
+namespace moecomm::cli {
+
+sched::Algorithm algorithm_of(const std::string& a2a);  // "flat" | "1dh" | "2dh"
+
+// Sets c.strategy (and c.ep for Lina's packing) and returns one note per planned knob.
+// `model` names the model for the planner; `world` is the number of ranks. Throws Error
+// naming --strategy, --a2a or --cluster on a conflict or a cluster of another size.
+std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string& text,
+                                          const std::string& a2a, bool a2a_given,
+                                          const std::string& cluster, const std::string& model,
+                                          int world);
+
+}  // namespace moecomm::cli

@@ -33,7 +33,8 @@ ExchangeLayout chunk_layout(const ExchangeLayout& layout, int i, int n) {
   return c;
 }
 
-Tensor take_send_chunk(const Tensor& send, const ExchangeLayout& layout, int i, int n) {
+// Send side: the rows of chunk i of every expert block, in the send buffer.
+std::vector<int> send_chunk_rows(const ExchangeLayout& layout, int i, int n) {
   std::vector<int> index;
   int at = 0;
   for (int rows : layout.send_counts) {
@@ -41,18 +42,15 @@ Tensor take_send_chunk(const Tensor& send, const ExchangeLayout& layout, int i, 
     for (int r = 0; r < chunk_rows(rows, i, n); ++r) index.push_back(first + r);
     at += rows;
   }
-  return gather_rows(send, index);
+  return index;
+}
+
+Tensor take_send_chunk(const Tensor& send, const ExchangeLayout& layout, int i, int n) {
+  return gather_rows(send, send_chunk_rows(layout, i, n));
 }
 
 void put_send_chunk(Tensor& send, const Tensor& chunk, const ExchangeLayout& layout, int i, int n) {
-  std::vector<int> index;
-  int at = 0;
-  for (int rows : layout.send_counts) {
-    const int first = at + chunk_first(rows, i, n);
-    for (int r = 0; r < chunk_rows(rows, i, n); ++r) index.push_back(first + r);
-    at += rows;
-  }
-  scatter_rows(send, chunk, index);
+  scatter_rows(send, chunk, send_chunk_rows(layout, i, n));
 }
 
 std::vector<int> recv_chunk_rows(const ExchangeLayout& layout, int i, int n) {

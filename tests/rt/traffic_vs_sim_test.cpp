@@ -35,6 +35,26 @@ core::Cluster two_nodes(int world) {
   return c;
 }
 
+// A one-layer setup on two_nodes(world) with the test layer's shapes and `parallel`.
+sched::LayerSetup layer_setup(int world, int experts, int heads, int seq_len, int micro_batch,
+                              const std::string& parallel) {
+  sched::LayerSetup setup;
+  setup.cluster = two_nodes(world);
+  setup.model.name = "test";
+  setup.model.hidden = kHidden;
+  setup.model.ffn_hidden = 12;
+  setup.model.experts = experts;
+  setup.model.top_k = 2;
+  setup.model.layers = 1;
+  setup.model.heads = heads;
+  setup.model.seq_len = seq_len;
+  setup.model.micro_batch = micro_batch;
+  setup.model.dtype_bytes = 4;
+  setup.parallel =
+      core::resolve_parallel(core::parse_parallel_spec(parallel, "t"), world, experts, "t");
+  return setup;
+}
+
 TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
   const int p = test::world_size(), me = test::world_rank();
   CommPool pool(MPI_COMM_WORLD, {{test::all_ranks(), 0}});
@@ -64,20 +84,7 @@ TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
       for (int e = 0; e < 2 * p; ++e)
         matrix[static_cast<size_t>(i * p + e / 2)] +=
             all[static_cast<size_t>(i * 2 * p + e)] * kHidden * sizeof(float);
-    sched::LayerSetup setup;
-    setup.cluster = two_nodes(p);
-    setup.model.name = "test";
-    setup.model.hidden = kHidden;
-    setup.model.ffn_hidden = 12;
-    setup.model.experts = 2 * p;
-    setup.model.top_k = 2;
-    setup.model.layers = 1;
-    setup.model.heads = 1;
-    setup.model.seq_len = 24;
-    setup.model.micro_batch = 1;
-    setup.model.dtype_bytes = 4;
-    setup.parallel = core::resolve_parallel(
-        core::parse_parallel_spec("ep=" + std::to_string(p), "t"), p, 2 * p, "t");
+    sched::LayerSetup setup = layer_setup(p, 2 * p, 1, 24, 1, "ep=" + std::to_string(p));
     setup.strategy.a2a = a;
     setup.a2a_pair_bytes = {matrix};
     const sched::Schedule schedule = sched::build_training_step(setup);
@@ -173,21 +180,8 @@ TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouti
       for (int e = 0; e < spec.experts; ++e)
         matrix[static_cast<size_t>(i * ep + e / local)] +=
             all[static_cast<size_t>(2 * i * spec.experts + e)] * kHidden * sizeof(float);
-    sched::LayerSetup setup;
-    setup.cluster = two_nodes(p);
-    setup.model.name = "test";
-    setup.model.hidden = kHidden;
-    setup.model.ffn_hidden = 12;
-    setup.model.experts = spec.experts;
-    setup.model.top_k = 2;
-    setup.model.layers = 1;
-    setup.model.heads = 2;
-    setup.model.seq_len = 20;
-    setup.model.micro_batch = 1;
-    setup.model.dtype_bytes = 4;
-    setup.parallel = core::resolve_parallel(
-        core::parse_parallel_spec("tp=2,esp=2,ep=" + std::to_string(ep), "t"), p, spec.experts,
-        "t");
+    sched::LayerSetup setup =
+        layer_setup(p, spec.experts, 2, 20, 1, "tp=2,esp=2,ep=" + std::to_string(ep));
     setup.strategy = strategy;
     setup.a2a_pair_bytes = {matrix, matrix};
     const std::vector<double> sim =
@@ -246,20 +240,8 @@ TEST(TrafficVsSim, NetMoeRowBytesEqualTheSimulatorsForTheSamePlacement) {
   }
   MPI_Allreduce(MPI_IN_PLACE, scatter.data(), p * p, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, gather.data(), p * p, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  sched::LayerSetup setup;
-  setup.cluster = two_nodes(p);
-  setup.model.name = "test";
-  setup.model.hidden = kHidden;
-  setup.model.ffn_hidden = 12;
-  setup.model.experts = spec.experts;
-  setup.model.top_k = 2;
-  setup.model.layers = 1;
-  setup.model.heads = 1;
-  setup.model.seq_len = kSeq;
-  setup.model.micro_batch = kBatch;
-  setup.model.dtype_bytes = 4;
-  setup.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=" + std::to_string(p), "t"),
-                                          p, spec.experts, "t");
+  sched::LayerSetup setup =
+      layer_setup(p, spec.experts, 1, kSeq, kBatch, "ep=" + std::to_string(p));
   setup.strategy = sched::named_strategy("netmoe");
   setup.a2a_pair_bytes = {scatter};
   setup.a2a_combine_pair_bytes = {gather};

@@ -45,9 +45,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "top_k, seq_len, vocab_size)")
       ->capture_default_str();
   sub_->add_option("--parallel", parallel_,
-                   "tp=T,ep=N: TP group size (consecutive ranks, default 1; the experts are "
-                   "sharded over it, esp = tp) and EP group size (default: the ranks / tp); "
-                   "dp is the rest; cp, pp = 1");
+                   "tp=T,ep=N: TP group size (consecutive ranks, default 1; attention heads "
+                   "and experts are sharded over it, esp = tp) and EP group size (default: "
+                   "the ranks / tp); dp is the rest; cp, pp = 1");
   sub_->add_option("--steps", steps_, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -330,6 +330,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
                        {"step_ms", r.step_ms},
                        {"a2a_bytes", bytes_json(r.a2a)},
                        {"grad_bytes", bytes_json(r.grad)},
+                       {"tp_bytes", bytes_json(r.tp_attention)},
                        {"grad_sync",
                         {{"micro_ops", r.grad_sync.micro_ops},
                          {"allreduce_s", r.grad_sync.allreduce_s},

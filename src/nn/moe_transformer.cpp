@@ -51,7 +51,8 @@ MoeTransformer::MoeTransformer(const MoeTransformerConfig& config, TokenExchange
     auto block = std::make_unique<Block>(
         Block{LayerNorm(config.hidden), LayerNorm(config.hidden),
               CausalSelfAttention(config.hidden, config.heads,
-                                  derive(config.seed, 1001 + 2 * static_cast<uint64_t>(l))),
+                                  derive(config.seed, 1001 + 2 * static_cast<uint64_t>(l)),
+                                  config.tp_shard, config.tp_shards),
               make_moe_layer(spec, exchange)});
     const std::string prefix = "block" + std::to_string(l) + ".";
     append(dense_, prefix + "ln1.", block->ln1.params());
@@ -104,7 +105,7 @@ float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<
   aux_loss_ = 0.0f;
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = *blocks_[l];
-    x.add(b.attn.forward(b.ln1.forward(x), seq_len));
+    x.add(attention_forward(b, x, seq_len));
     if (moving_exchange_) {  // NetMoE: the residual is inlined, x moves to the new samples
       x = moving_[l]->forward(x, seq_len, samples_);
       aux_loss_ += moving_[l]->aux_loss();
@@ -119,6 +120,14 @@ float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<
   return lm_loss_ + config_.aux_loss_weight * aux_loss_;
 }
 
+Tensor MoeTransformer::attention_forward(Block& b, const Tensor& x, int seq_len) {
+  if (config_.tp_shards > 1 && !tp_)
+    throw Error("moe transformer", "tp_shards > 1 needs set_tensor_parallel()");
+  Tensor a = b.attn.forward(b.ln1.forward(x), seq_len);
+  if (tp_) tp_->all_reduce_sum(a);  // Megatron's g: the row-parallel shards' partial outputs
+  return a;
+}
+
 void MoeTransformer::backward(const std::function<void(int block)>& block_done) {
   if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
   Tensor dx = ln_f_.backward(head_.backward());
@@ -128,7 +137,9 @@ void MoeTransformer::backward(const std::function<void(int block)>& block_done) 
       dx = moving_[static_cast<size_t>(l)]->backward(dx, config_.aux_loss_weight);
     else
       dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
-    dx.add(b.ln1.backward(b.attn.backward(dx)));
+    Tensor d = b.attn.backward(dx);
+    if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
+    dx.add(b.ln1.backward(d));
     if (l == 0) embed_.backward(dx);
     if (block_done) block_done(l);
   }

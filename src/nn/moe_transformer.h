@@ -28,6 +28,7 @@
 #include "nn/moe_layer_factory.h"
 #include "nn/param.h"
 #include "nn/sample_moving_moe.h"
+#include "nn/tensor_parallel.h"
 #include "nn/token_exchange.h"
 
 namespace moecomm::nn {
@@ -45,6 +46,9 @@ struct MoeTransformerConfig {
   float embedding_init_std = 0.1f;
   float head_init_std = 0.02f;
   uint64_t seed = 0;
+  // Tensor parallelism: this rank's shard of every attention layer's heads (attention.h);
+  // with tp_shards > 1 the model needs set_tensor_parallel() before forward.
+  int tp_shard = 0, tp_shards = 1;
 };
 
 class MoeTransformer {
@@ -54,6 +58,9 @@ class MoeTransformer {
   MoeTransformer(const MoeTransformerConfig& config, TokenExchange& exchange);
   MoeTransformer(const MoeTransformer&) = delete;
   MoeTransformer& operator=(const MoeTransformer&) = delete;
+  // The TP group that sums the attention shards' outputs and input gradients (must outlive
+  // the model; every member calls forward and backward in step).
+  void set_tensor_parallel(TensorParallelGroup* tp) { tp_ = tp; }
 
   // tokens, targets: [B * seq_len] (targets < 0 are ignored); seq_len in [1, max_seq].
   // Returns lm_loss() + aux_loss_weight * aux_loss().
@@ -95,6 +102,8 @@ class MoeTransformer {
   const MoeTransformerConfig& config() const { return config_; }
 
  private:
+  struct Block;
+  Tensor attention_forward(Block& b, const Tensor& x, int seq_len);
   void group_block_params();
   std::vector<int> moved_targets(const std::vector<int>& targets, int seq_len) const;
 
@@ -104,6 +113,7 @@ class MoeTransformer {
     std::unique_ptr<MoeLayer> moe;
   };
 
+  TensorParallelGroup* tp_ = nullptr;
   MoeTransformerConfig config_;
   TokenExchange& exchange_;
   SampleExchange* moving_exchange_ = nullptr;

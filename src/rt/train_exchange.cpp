@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "rt/collectives.h"
 
 namespace moecomm::rt {
 namespace {
@@ -85,6 +86,10 @@ TokenPath::TokenPath(const TrainGroups& g, const CommPool& comms, const TokenPat
   t.copy_pipelining = s.copy_pipelining;
   tp_ = std::make_unique<TpTokenExchange>(ep, comms.at({g.tp, 0}), o.call, t);
   tracked_ = std::make_unique<ActivityExchange>(*tp_, activity);
+}
+
+void MpiTensorParallel::all_reduce_sum(nn::Tensor& t) {
+  rt::all_reduce_sum(tp_, std::span<float>(t.data(), static_cast<size_t>(t.size())), call_);
 }
 
 LinkBytes TokenPath::bytes() const {

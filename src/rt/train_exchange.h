@@ -9,6 +9,7 @@
 // through the exchange's pipeline().
 #include <memory>
 
+#include "nn/tensor_parallel.h"
 #include "nn/token_exchange.h"
 #include "rt/a2a_activity.h"
 #include "rt/comm_pool.h"
@@ -38,6 +39,24 @@ class ActivityExchange final : public nn::TokenExchange {
  private:
   nn::TokenExchange& inner_;
   A2AActivity& activity_;
+};
+
+// Megatron's attention AllReduces over the TP group (nn/tensor_parallel.h), counting the
+// bytes this rank sends by link level.
+class MpiTensorParallel final : public nn::TensorParallelGroup {
+ public:
+  MpiTensorParallel(const Comm& tp, CallOptions call) : tp_(tp), call_(std::move(call)) {
+    call_.label = "attn.tp.allreduce";
+    call_.bytes = &bytes_;
+  }
+  void all_reduce_sum(nn::Tensor& t) override;
+  const LinkBytes& bytes() const { return bytes_; }
+  void reset_bytes() { bytes_ = {}; }
+
+ private:
+  const Comm& tp_;
+  CallOptions call_;
+  LinkBytes bytes_;
 };
 
 struct TokenPathOptions {

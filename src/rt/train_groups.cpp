@@ -27,6 +27,7 @@ TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const s
   g.world.resize(static_cast<size_t>(world));
   std::iota(g.world.begin(), g.world.end(), 0);
   g.tp = all.of("tp", me);
+  g.dp = all.of("dp", me);
   g.ep = all.of("ep", me);
   g.edp = all.of("edp", me);
   g.tp_index = me % tp;
@@ -43,7 +44,7 @@ std::vector<CommKey> train_comm_keys(const core::ParallelConfig& parallel, int c
   for (int c = 0; c < channels; ++c) {
     keys.push_back({world, c, "world"});
     for (const auto& [name, groups] :
-         {std::pair{"tp", &all.tp}, {"ep", &all.ep}, {"edp", &all.edp}})
+         {std::pair{"tp", &all.tp}, {"dp", &all.dp}, {"ep", &all.ep}, {"edp", &all.edp}})
       for (const core::RankGroup& g : *groups) keys.push_back({g, c, name});
   }
   return keys;

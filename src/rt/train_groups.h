@@ -1,11 +1,12 @@
 #pragma once
 // The rank groups of `moecomm train` under tensor parallelism (DESIGN.md "Parallel", the
 // Megatron-Core folding the simulator uses, core/rank_groups.h): TP = ESP groups are tp
-// consecutive ranks, EP groups hold one rank of each TP group of an EP block (same TP
-// index), EDP groups repeat the EP position across blocks. The members of a TP group see the
-// same tokens: the dense blocks run replicated on them (their gradients are equal), the
-// experts are sharded over them (ESP), and the MoE token path is replicate or MoNTA's
-// Drop + A2A + AllGather (TpTokenExchange).
+// consecutive ranks, DP groups the ranks of one TP index, EP groups hold one rank of each TP
+// group of an EP block (same TP index), EDP groups repeat the EP position across blocks. The
+// members of a TP group see the same tokens: attention is sharded over them by heads
+// (Megatron-LM), the rest of the dense model is replicated (its gradients are equal on
+// them), the experts are sharded over them (ESP), and the MoE token path is replicate or
+// MoNTA's Drop + A2A + AllGather (TpTokenExchange).
 #include <vector>
 
 #include "core/parallel_config.h"
@@ -15,11 +16,11 @@
 namespace moecomm::rt {
 
 struct TrainGroups {
-  core::ParallelConfig parallel;       // world = tp x dp; MoE: esp (= tp) x ep x edp
-  core::RankGroup world, tp, ep, edp;  // this rank's groups (tp is also the ESP group)
-  int tp_index = 0;                    // this rank's index in its TP group (its expert shard)
-  int data_rank = 0;                   // which batch this rank trains on: its TP group's
-  int data_ranks = 1;                  // distinct batches per step (world / tp)
+  core::ParallelConfig parallel;           // world = tp x dp; MoE: esp (= tp) x ep x edp
+  core::RankGroup world, tp, dp, ep, edp;  // this rank's groups (tp is also the ESP group)
+  int tp_index = 0;                        // this rank's index in its TP group (its expert shard)
+  int data_rank = 0;                       // which batch this rank trains on: its TP group's
+  int data_ranks = 1;                      // distinct batches per step (world / tp)
 };
 
 // Throws moecomm::Error naming `where` when tp or ep do not fit the world or the experts.

@@ -204,8 +204,8 @@ TrainResult train(const TrainConfig& config_in,
   check(c);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
-  // gradient AllReduce thread.
-  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 2));
+  // gradient AllReduce thread; 2: the attention's TP AllReduces.
+  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 3));
   CallOptions options;
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
@@ -213,11 +213,15 @@ TrainResult train(const TrainConfig& config_in,
   TokenPath path(g, pool, {c.strategy, c.bf16_a2a, options}, activity);
   nn::MoeTransformerConfig model_config = c.model;
   model_config.moe.expert_shard = {g.tp_index, c.tp};
+  model_config.tp_shard = g.tp_index;
+  model_config.tp_shards = c.tp;
   if (c.strategy.pipeline_experts) {
     model_config.moe.chunks_fwd = c.strategy.chunks_fwd;
     model_config.moe.chunks_bwd = c.strategy.chunks_bwd;
   }
   nn::MoeTransformer model(model_config, path.exchange());
+  MpiTensorParallel tp_group(pool.at({g.tp, 2}), options);
+  if (c.tp > 1) model.set_tensor_parallel(&tp_group);
   std::unique_ptr<NetMoeExchange> netmoe;  // NetMoE: samples move on its own token path
   if (c.strategy.placement == sched::Placement::kNetMoe) {
     netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), options, c.model.layers,
@@ -230,7 +234,7 @@ TrainResult train(const TrainConfig& config_in,
   grad_options.label = "grad";
   grad_options.bytes = &grad_bytes;
   const Comm* edp = g.edp.size() > 1 ? &pool.at({g.edp, 1}) : nullptr;
-  GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.world, 1}), edp,
+  GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.dp, 1}), edp,
                 grad_options, activity);
   const nn::SyntheticText text(
       nn::SyntheticTextConfig{.vocab = c.model.vocab, .seed = c.data_seed});
@@ -242,10 +246,10 @@ TrainResult train(const TrainConfig& config_in,
     result.routing.experts = c.model.moe.experts;
     result.routing.top_k = c.model.moe.top_k;
   }
-  // Means over the distinct batches: dense gradients sum every rank's (TP members' equal
-  // copies included) over the world; an expert shard's sums its EP group's batches (A2A
-  // backward), then its EDP copies: every batch once.
-  const float dense_scale = 1.0f / static_cast<float>(world);
+  // Means over the distinct batches: dense gradients (a TP shard's, or a replicated
+  // parameter's, equal on the TP members) sum over the DP group; an expert shard's sums its
+  // EP group's batches (A2A backward), then its EDP copies: every batch once.
+  const float dense_scale = 1.0f / static_cast<float>(g.data_ranks);
   const float expert_scale = 1.0f / static_cast<float>(g.data_ranks);
   for (int step = 0; step < c.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
@@ -254,6 +258,7 @@ TrainResult train(const TrainConfig& config_in,
             ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
             : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
     path.reset_bytes();
+    tp_group.reset_bytes();
     if (netmoe) netmoe->reset_stats();
     grad_bytes = {};
     const GradSyncStats before = sync.stats();
@@ -276,6 +281,8 @@ TrainResult train(const TrainConfig& config_in,
                                netmoe ? netmoe->row_bytes() : path.bytes(), grad_bytes,
                                minus(sync.stats(), before), world);
     add_placement(netmoe.get(), r);
+    MPI_Allreduce(tp_group.bytes().bytes.data(), r.tp_attention.bytes.data(), kNumLinkLevels,
+                  MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (routing) {
       std::vector<place::LayerRouting> layers;
       for (nn::MoeLayer* layer : model.moe_layers()) {

@@ -50,6 +50,7 @@ struct StepReport {
   // AllReduces.
   LinkBytes a2a;
   LinkBytes grad;
+  LinkBytes tp_attention;   // Megatron's attention AllReduces over the TP groups (tp > 1)
   GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
   // placement=netmoe, all ranks, this step: the scatter/gather metadata (expert, token,
   // weight), per-sample counts and moved targets; a2a above holds the token rows only.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -141,6 +142,39 @@ TEST(Attention, IsCausalWithinEachSequence) {
     else
       EXPECT_EQ(diff, 0.0f) << "row " << t;  // earlier positions and the other sequence
   }
+}
+
+// Megatron's tensor parallelism: the head shards' outputs and input gradients sum to the
+// whole layer's; each shard's weight gradients are the whole layer's columns (Wqkv: its
+// heads of Q, K and V) or rows (Wo).
+TEST(Attention, HeadShardsSumToTheWholeLayer) {
+  constexpr int kM = 8, kHeads = 4, kShards = 2, kInner = kM / kShards;
+  CausalSelfAttention whole(kM, kHeads, 9);
+  const Tensor x = Tensor::randn({8, kM}, 3), dy = Tensor::randn({8, kM}, 4);
+  const Tensor y = whole.forward(x, 4);
+  const Tensor dx = whole.backward(dy);
+  Tensor y_sum(y.shape()), dx_sum(dx.shape());
+  const std::vector<Param> full = whole.params();
+  for (int s = 0; s < kShards; ++s) {
+    CausalSelfAttention part(kM, kHeads, 9, s, kShards);
+    EXPECT_EQ(part.heads(), kHeads / kShards);
+    y_sum.add(part.forward(x, 4));
+    dx_sum.add(part.backward(dy));
+    for (const Param& p : part.params()) {
+      if (p.name == "wo") {
+        EXPECT_LE(max_abs_diff(*p.grad, full[2].grad->slice_rows(s * kInner, kInner)), 1e-5f);
+      } else if (p.name == "wqkv") {
+        for (int which = 0; which < 3; ++which)
+          EXPECT_LE(max_abs_diff(p.grad->slice_cols(which * kInner, kInner),
+                                 full[0].grad->slice_cols(which * kM + s * kInner, kInner)),
+                    1e-5f);
+      }
+      EXPECT_TRUE(p.name != "bo" || s == 0) << "the output bias is shard 0's";
+    }
+  }
+  EXPECT_LE(max_abs_diff(y_sum, y), 1e-5f);
+  EXPECT_LE(max_abs_diff(dx_sum, dx), 1e-5f);
+  EXPECT_ERROR_HAS(CausalSelfAttention(kM, kHeads, 1, 0, 3), "tp must divide the 4 heads");
 }
 
 TEST(Attention, GradientsMatchFiniteDifferences) {
@@ -314,6 +348,84 @@ TEST(Transformer, BlockDoneSeesFinalGradients) {
   EXPECT_EQ(order, (std::vector<int>{2, 1, 0}));
   EXPECT_EQ(seen.size(), model.params().size());
   for (const auto& [p, g] : seen) EXPECT_EQ(max_abs_diff(*p->grad, g), 0.0f) << p->name;
+}
+
+// Tensor-parallel attention (Megatron-LM's f and g over a TP group of threads): every TP
+// member's loss is the unsharded model's, its replicated parameters' gradients are the
+// unsharded ones, and its attention shard's gradients are their slices.
+class ThreadedTensorParallel : public TensorParallelGroup {
+ public:
+  ThreadedTensorParallel(std::vector<Tensor>& slots, std::barrier<>& sync, int me)
+      : slots_(slots), sync_(sync), me_(me) {}
+  void all_reduce_sum(Tensor& t) override {
+    slots_[static_cast<size_t>(me_)] = t;
+    sync_.arrive_and_wait();
+    Tensor sum(t.shape());
+    for (const Tensor& s : slots_) sum.add(s);
+    sync_.arrive_and_wait();
+    t = sum;
+  }
+
+ private:
+  std::vector<Tensor>& slots_;
+  std::barrier<>& sync_;
+  int me_;
+};
+
+TEST(Transformer, TensorParallelAttentionEqualsTheUnshardedModel) {
+  constexpr int kTp = 2;
+  MoeTransformerConfig c = tiny_config();
+  const std::vector<int> tokens = {1, 3, 0, 6, 2, 2, 5, 4}, targets = {3, 0, 6, 2, 2, 5, 4, 1};
+  LocalExchange ex;
+  MoeTransformer whole(c, ex);
+  const float loss = whole.forward(tokens, targets, 4);
+  whole.backward();
+  std::map<std::string, Tensor> want;
+  for (Param* p : whole.params()) want[p->name] = *p->grad;
+  std::vector<Tensor> slots(kTp);
+  std::barrier<> sync(kTp);
+  std::vector<float> losses(kTp);
+  std::vector<std::map<std::string, Tensor>> grads(kTp);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kTp; ++t)
+    threads.emplace_back([&, t] {
+      MoeTransformerConfig shard = c;
+      shard.tp_shard = t;
+      shard.tp_shards = kTp;
+      LocalExchange local;
+      ThreadedTensorParallel tp(slots, sync, t);
+      MoeTransformer model(shard, local);
+      model.set_tensor_parallel(&tp);
+      losses[static_cast<size_t>(t)] = model.forward(tokens, targets, 4);
+      model.backward();
+      for (Param* p : model.params()) grads[static_cast<size_t>(t)][p->name] = *p->grad;
+    });
+  for (std::thread& th : threads) th.join();
+  const int inner = c.hidden / kTp;
+  for (int t = 0; t < kTp; ++t) {
+    EXPECT_NEAR(losses[static_cast<size_t>(t)], loss, 1e-5f);
+    for (const auto& [name, g] : grads[static_cast<size_t>(t)]) {
+      Tensor w = want.at(name);
+      if (name.find(".attn.wo") != std::string::npos) {
+        w = w.slice_rows(t * inner, inner);
+      } else if (name.find(".attn.wqkv") != std::string::npos) {
+        Tensor cols({w.rows(), 3 * int64_t{inner}});
+        for (int which = 0; which < 3; ++which)
+          for (int64_t r = 0; r < w.rows(); ++r)
+            std::copy_n(w.row(r) + which * c.hidden + t * inner, inner,
+                        cols.row(r) + which * inner);
+        w = cols;
+      } else if (name.find(".attn.bqkv") != std::string::npos) {
+        continue;  // zero-initialised biases: checked through wqkv's gradient flow
+      }
+      EXPECT_LE(max_abs_diff(g, w), 1e-5f) << name << " shard " << t;
+    }
+  }
+  MoeTransformer unset(
+      MoeTransformerConfig{c.vocab, c.max_seq, c.hidden, c.heads, c.layers, c.moe,
+                           c.aux_loss_weight, c.embedding_init_std, c.head_init_std, c.seed, 0, 2},
+      ex);
+  EXPECT_ERROR_HAS(unset.forward(tokens, targets, 4), "needs set_tensor_parallel");
 }
 
 TEST(Transformer, ParamsSplitIntoDenseAndExperts) {

@@ -1,0 +1,146 @@
+#include "infer/replication_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "infer/popularity_estimator.h"
+#include "support/expect_error.h"
+
+namespace moecomm::infer {
+namespace {
+
+using Devices = std::vector<std::vector<int>>;
+
+ReplicationOptions on(int devices, int max_experts = 4) {
+  return {devices, max_experts};
+}
+
+TEST(ReplicationPlanner, EvenPopularityGivesOneDevicePerExpert) {
+  EXPECT_EQ(plan_replication({0.25, 0.25, 0.25, 0.25}, on(4)).devices_of_expert,
+            (Devices{{0}, {1}, {2}, {3}}));
+}
+
+// n_e = 4 pop = 2, 1, .5, .5: the hot expert is replicated, the two cold ones packed.
+TEST(ReplicationPlanner, ReplicatesPopularAndPacksUnpopularExperts) {
+  const auto plan = plan_replication({0.5, 0.25, 0.125, 0.125}, on(4));
+  EXPECT_EQ(plan.devices_of_expert, (Devices{{0, 1}, {2}, {3}, {3}}));
+  EXPECT_EQ(plan.experts_of_device(4), (Devices{{0}, {0}, {1}, {2, 3}}));
+  const std::vector<int64_t> counts{40, 20, 10, 10};
+  EXPECT_EQ(device_loads(plan, counts, 4), (std::vector<double>{20, 20, 20, 20}));
+  EXPECT_DOUBLE_EQ(ideal_load(counts, 4), 20);
+}
+
+// Eq. 1 gives the estimated experts round(4 x .75) = 3 devices; the fourth is free for the
+// two experts without an estimate.
+TEST(ReplicationPlanner, UnestimatedExpertsGoToTheFreeDevices) {
+  EXPECT_EQ(plan_replication({0.5, 0.25, 0, 0}, on(4)).devices_of_expert,
+            (Devices{{0, 1}, {2}, {3}, {3}}));
+}
+
+// No free device: each unestimated expert goes to the least loaded device with room.
+TEST(ReplicationPlanner, UnestimatedExpertsWithoutFreeDevicesRespectTheMaximum) {
+  EXPECT_EQ(plan_replication({0.6, 0.4, 0, 0, 0}, on(2, 4)).devices_of_expert,
+            (Devices{{0}, {1}, {1}, {1}, {1}}));
+  EXPECT_EQ(plan_replication({0.6, 0.4, 0, 0, 0}, on(2, 3)).devices_of_expert,
+            (Devices{{0}, {1}, {1}, {1}, {0}}));
+}
+
+TEST(ReplicationPlanner, NoEstimateAtAllSpreadsExpertsRoundRobin) {
+  EXPECT_EQ(plan_replication({0, 0, 0, 0, 0}, on(2)).devices_of_expert,
+            (Devices{{0}, {1}, {0}, {1}, {0}}));
+}
+
+// Random popularity (some experts without estimate), devices and maxima.
+TEST(ReplicationPlanner, PropertiesOnRandomInstances) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    const int experts = 1 + static_cast<int>(rng() % 24);
+    const int max_experts = 1 + static_cast<int>(rng() % 4);
+    const int devices = (experts + max_experts - 1) / max_experts + static_cast<int>(rng() % 12);
+    std::vector<double> pop(experts);
+    double sum = 0;
+    for (double& p : pop) sum += p = (rng() % 3 == 0) ? 0.0 : std::pow(0.5 + rng() % 100, 2);
+    const double mass = 0.5 + 0.5 * static_cast<double>(rng() % 2);  // top-k cut or not
+    for (double& p : pop) p = sum > 0 ? mass * p / sum : 0;
+    SCOPED_TRACE("round " + std::to_string(round));
+    const auto plan = plan_replication(pop, on(devices, max_experts));
+    ASSERT_EQ(plan.devices_of_expert.size(), static_cast<size_t>(experts));
+    for (const auto& ds : plan.devices_of_expert) {
+      ASSERT_FALSE(ds.empty());                                          // every expert placed
+      EXPECT_EQ(std::set<int>(ds.begin(), ds.end()).size(), ds.size());  // distinct devices
+      for (int d : ds) ASSERT_TRUE(d >= 0 && d < devices);
+    }
+    for (const auto& es : plan.experts_of_device(devices))
+      EXPECT_LE(static_cast<int>(es.size()), max_experts);  // capacity respected
+    // Replicas follow popularity: more popular never has fewer replicas, and a replica
+    // was only added while it carried the largest load per replica (D'Hondt).
+    for (int a = 0; a < experts; ++a) {
+      const double ra = static_cast<double>(plan.devices_of_expert[a].size());
+      for (int b = 0; b < experts; ++b) {
+        const double rb = static_cast<double>(plan.devices_of_expert[b].size());
+        if (pop[a] > pop[b]) {
+          EXPECT_GE(ra, rb) << a << " vs " << b;
+        }
+        if (ra >= 2 && pop[b] > 0) {
+          EXPECT_GE(pop[a] / (ra - 1), pop[b] / rb - 1e-12) << a << " vs " << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(ReplicationPlanner, PhaseTwoTriggersExactlyWhenTopTwoKDiffer) {
+  const std::vector<double> est{0.4, 0.3, 0.2, 0.1};
+  const auto one = plan_replication(est, on(4));
+  const auto same = fine_tune(one, est, {30, 45, 10, 15}, 1, on(4));  // top-2 {0,1} both
+  EXPECT_FALSE(same.replanned);
+  EXPECT_EQ(same.plan.devices_of_expert, one.devices_of_expert);
+  const std::vector<int64_t> moved{30, 10, 45, 15};  // top-2 {2,0}
+  const auto two = fine_tune(one, est, moved, 1, on(4));
+  EXPECT_TRUE(two.replanned);
+  EXPECT_EQ(two.plan.devices_of_expert,
+            plan_replication(popularity_of_counts(moved), on(4)).devices_of_expert);
+
+  std::mt19937_64 rng(3);
+  for (int round = 0; round < 200; ++round) {
+    const int experts = 4 + static_cast<int>(rng() % 8), k = 1 + static_cast<int>(rng() % 2);
+    std::vector<int64_t> est_counts(experts), actual(experts);
+    for (int e = 0; e < experts; ++e) {
+      est_counts[e] = static_cast<int64_t>(rng() % 6);
+      actual[e] = rng() % 2 ? est_counts[e] : static_cast<int64_t>(rng() % 6);
+    }
+    const auto est_pop = popularity_of_counts(est_counts);
+    const auto first = plan_replication(est_pop, on(8));
+    const auto out = fine_tune(first, est_pop, actual, k, on(8));
+    auto top_a = top_experts(est_pop, 2 * k),
+         top_b = top_experts(popularity_of_counts(actual), 2 * k);
+    std::sort(top_a.begin(), top_a.end());
+    std::sort(top_b.begin(), top_b.end());
+    EXPECT_EQ(out.replanned, top_a != top_b) << "round " << round;
+  }
+}
+
+TEST(ReplicationPlanner, RejectsBadInput) {
+  EXPECT_ERROR_HAS(plan_replication({0.5}, on(0)), "devices", "got 0");
+  EXPECT_ERROR_HAS(plan_replication({0.5}, on(1, 0)), "max_experts_per_device");
+  EXPECT_ERROR_HAS(plan_replication({}, on(1)), "no experts");
+  EXPECT_ERROR_HAS(plan_replication({0.1, 0.1, 0.1}, on(1, 2)), "3 experts do not fit",
+                   "1 devices x 2");
+  EXPECT_ERROR_HAS(plan_replication({0.5, -0.1}, on(2)), "popularity[1]", "-0.1");
+  EXPECT_ERROR_HAS(plan_replication({0.5, NAN}, on(2)), "popularity[1]");
+  EXPECT_ERROR_HAS(plan_replication({0.7, 0.7}, on(2)), "sum to 1.4");
+  const auto plan = plan_replication({0.5, 0.5}, on(2));
+  EXPECT_ERROR_HAS(fine_tune(plan, {0.5, 0.5}, {1, 1}, 0, on(2)), "top_k");
+  EXPECT_ERROR_HAS(fine_tune(plan, {0.5, 0.5}, {1, 1, 1}, 1, on(2)), "2 experts", "counts 3");
+  EXPECT_ERROR_HAS(device_loads(plan, {1, 1}, 1), "device 1", "[0, 1)");
+  EXPECT_ERROR_HAS(device_loads(plan, {1}, 2), "counts 1");
+  EXPECT_ERROR_HAS(device_loads(plan, {1, -2}, 2), "counts[1]");
+  EXPECT_ERROR_HAS(device_loads(ReplicationPlan{{{0}, {}}}, {1, 1}, 2), "expert 1 has no device");
+  EXPECT_ERROR_HAS(ideal_load({1}, 0), "devices");
+}
+
+}  // namespace
+}  // namespace moecomm::infer

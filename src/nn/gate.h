@@ -43,7 +43,7 @@ struct AuxStats {
 
 // The group of every token and every group's statistics (empty: the forward's own tokens).
 struct AuxGroups {
-  std::vector<int> group;  // per token
+  std::vector<int> group;       // per token
   std::vector<AuxStats> stats;  // per group
 
   bool empty() const { return group.empty(); }

@@ -30,9 +30,8 @@ GateOutput GShardGate::forward(const Tensor& x) {
 }
 
 Tensor GShardGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
-  const Tensor dh =
-      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
-                                            grad_aux, take_aux_groups());
+  const Tensor dh = softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
+                                          grad_aux, take_aux_groups());
   gemm(Trans::kYes, Trans::kNo, 1.0f, x_, dh, 1.0f, dwg_);  // dWg += x^T dh
   return matmul(dh, wg_, Trans::kNo, Trans::kYes);          // dx = dh Wg^T
 }

@@ -86,7 +86,7 @@ class SampleMovingMoe {
   SampleExchange& exchange_;
   // Saved by forward.
   GateOutput routing_;
-  std::vector<int> aux_home_;       // home rank of each token held
+  std::vector<int> aux_home_;        // home rank of each token held
   std::vector<AuxStats> aux_stats_;  // per home rank, over the whole EP group
   OrderPlan plan_;
   std::vector<int> send_rows_;

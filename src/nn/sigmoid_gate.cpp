@@ -40,8 +40,7 @@ std::vector<std::vector<float>> SigmoidGate::imbalance(const AuxGroups& groups) 
   return out;
 }
 
-void SigmoidGate::add_aux_stats(const std::vector<int>& group,
-                                std::vector<AuxStats>& stats) const {
+void SigmoidGate::add_aux_stats(const std::vector<int>& group, std::vector<AuxStats>& stats) const {
   for (size_t s = 0; s < choice_.size(); ++s) {
     const int t = static_cast<int>(s) / config_.k, e = choice_[s];
     AuxStats& g = stats.at(static_cast<size_t>(group.at(static_cast<size_t>(t))));
@@ -55,8 +54,7 @@ float SigmoidGate::aux_of(const AuxStats& stats) const {
   const double n = stats.tokens * config_.k / config_.experts;
   if (n <= 0) return 0.0f;
   double aux = 0;
-  for (size_t e = 0; e < stats.count.size(); ++e)
-    aux += (stats.count[e] - n) / n * stats.value[e];
+  for (size_t e = 0; e < stats.count.size(); ++e) aux += (stats.count[e] - n) / n * stats.value[e];
   return static_cast<float>(aux);
 }
 
@@ -93,7 +91,8 @@ Tensor SigmoidGate::backward(const std::vector<float>& grad_weight, float grad_a
     const int t = static_cast<int>(s) / config_.k, e = choice_[s];
     const float sg = sigmoid(h_.at(t, e));
     const std::vector<float>& a =
-        groups.empty() ? imb : group_imb[static_cast<size_t>(groups.group.at(static_cast<size_t>(t)))];
+        groups.empty() ? imb
+                       : group_imb[static_cast<size_t>(groups.group.at(static_cast<size_t>(t)))];
     const float dw = grad_weight[s] + grad_aux * a[static_cast<size_t>(e)];
     dh.at(t, e) += dw * sg * (1.0f - sg);
   }

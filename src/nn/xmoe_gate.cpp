@@ -63,9 +63,8 @@ GateOutput XMoEGate::forward(const Tensor& x) {
 }
 
 Tensor XMoEGate::backward(const std::vector<float>& grad_weight, float grad_aux) {
-  const Tensor ds =
-      softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
-                                            grad_aux, take_aux_groups());
+  const Tensor ds = softmax_topk_backward(p_, choice_, config_.k, normalized(), grad_weight,
+                                          grad_aux, take_aux_groups());
   const float inv_tau = 1.0f / config_.temperature;
   const Tensor dzhat = matmul(ds, ehat_);  // scaled by 1/tau below
   const Tensor dehat = matmul(ds, zhat_, Trans::kYes, Trans::kNo);

@@ -147,7 +147,8 @@ TEST(ExpertChoiceGate, GradientsMatchFiniteDifferences) {
 template <class G, class C>
 void check_regrouped_aux(const C& config) {
   constexpr int kTokens = 6, kHidden = 5;
-  const Tensor x0 = Tensor::randn({kTokens, kHidden}, 51), x1 = Tensor::randn({kTokens, kHidden}, 52);
+  const Tensor x0 = Tensor::randn({kTokens, kHidden}, 51),
+               x1 = Tensor::randn({kTokens, kHidden}, 52);
   G a(config), b(config), mixed(config);
   const float aux0 = a.forward(x0).aux_loss, aux1 = b.forward(x1).aux_loss;
   const Tensor dx0 = a.backward(std::vector<float>(static_cast<size_t>(kTokens * 2), 0.0f), 1.0f);
@@ -167,7 +168,8 @@ void check_regrouped_aux(const C& config) {
   EXPECT_NEAR(mixed.aux_of(stats[0]), aux0, 1e-6f);
   EXPECT_NEAR(mixed.aux_of(stats[1]), aux1, 1e-6f);
   mixed.regroup_aux(home, stats);
-  const Tensor dx = mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
+  const Tensor dx =
+      mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
   for (int t = 0; t < kTokens; ++t) {
     EXPECT_LE(max_abs_diff(dx.slice_rows(2 * t, 1), dx0.slice_rows(t, 1)), 1e-6f);
     EXPECT_LE(max_abs_diff(dx.slice_rows(2 * t + 1, 1), dx1.slice_rows(t, 1)), 1e-6f);
@@ -178,7 +180,8 @@ void check_regrouped_aux(const C& config) {
     EXPECT_LE(max_abs_diff(*mixed.params()[i].grad, want), 1e-6f) << mixed.params()[i].name;
   }
   // The regrouping is used by one backward only: the next one is of the forward's own aux.
-  const Tensor again = mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
+  const Tensor again =
+      mixed.backward(std::vector<float>(static_cast<size_t>(out.slots()), 0.0f), 1.0f);
   EXPECT_GT(max_abs_diff(again, dx), 1e-6f);
 }
 

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "cli/infer_command.h"
 #include "cli/place_command.h"
 #include "cli/plan_command.h"
 #include "cli/sim_command.h"
@@ -28,6 +29,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   PlaceCommand place(app);
   SimCommand sim(app);
   TrainCommand train(app);
+  InferCommand infer(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
@@ -49,6 +51,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (place.selected()) return place.run(out, err);
     if (sim.selected()) return sim.run(out, err);
     if (train.selected()) return train.run(out, err);
+    if (infer.selected()) return infer.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

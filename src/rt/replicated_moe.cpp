@@ -151,6 +151,34 @@ nn::Tensor ReplicatedMoeLayer::forward(const nn::Tensor& x) {
   if (routing_.experts != experts_)
     throw Error("replicated moe", "gate routes to " + std::to_string(routing_.experts) +
                                       " experts, layer has " + std::to_string(experts_));
+  return forward_ordered(x);
+}
+
+nn::Tensor ReplicatedMoeLayer::forward_routed(const nn::Tensor& x, const nn::GateOutput& routing) {
+  if (plan_.empty()) throw Error("replicated moe", "forward needs a plan (set_plan)");
+  if (routing.experts != experts_)
+    throw Error("replicated moe", "given routing is over " + std::to_string(routing.experts) +
+                                      " experts, layer has " + std::to_string(experts_));
+  if (routing.expert_choice || routing.tokens != x.rows() || routing.per_group < 1 ||
+      routing.slots() != routing.tokens * routing.per_group ||
+      routing.expert.size() != routing.token.size() ||
+      routing.weight.size() != routing.token.size())
+    throw Error("replicated moe",
+                "given routing must be token choice with per_group slots "
+                "for each of the " +
+                    std::to_string(x.rows()) + " tokens");
+  for (int s = 0; s < routing.slots(); ++s) {
+    const int t = routing.token[static_cast<size_t>(s)], e = routing.expert[static_cast<size_t>(s)];
+    if (t < 0 || t >= routing.tokens || e < 0 || e >= experts_)
+      throw Error("replicated moe", "given routing: slot " + std::to_string(s) + " names token " +
+                                        std::to_string(t) + ", expert " + std::to_string(e) +
+                                        " out of range");
+  }
+  routing_ = routing;
+  return forward_ordered(x);
+}
+
+nn::Tensor ReplicatedMoeLayer::forward_ordered(const nn::Tensor& x) {
   order_plan_ = order_->plan(routing_);  // Order
   const nn::Tensor ordered = nn::order_rows(order_plan_, x);
   const std::vector<Block> send = send_blocks();

@@ -49,6 +49,11 @@ class ReplicatedMoeLayer {
   // x [T, M] -> y [T, M]; collective over the EP group. Needs a plan.
   nn::Tensor forward(const nn::Tensor& x);
 
+  // Given routing (`moecomm infer` replays a trace's routing through the layer): forward
+  // from the Order module on, with `routing` in place of the gate's output. routing must be
+  // a token-choice GateOutput over x's rows and this layer's experts (moecomm::Error if not).
+  nn::Tensor forward_routed(const nn::Tensor& x, const nn::GateOutput& routing);
+
   const ReplicaPlan& plan() const { return plan_; }
   const std::vector<int>& resident_experts() const { return resident_; }  // ascending
   int64_t swaps() const { return swapper_.swaps(); }
@@ -76,6 +81,7 @@ class ReplicatedMoeLayer {
                            const char* label);
   nn::Tensor run_experts(const nn::Tensor& recv, const std::vector<Block>& blocks) const;
   CallOptions call(const char* label, LinkBytes* bytes) const;
+  nn::Tensor forward_ordered(const nn::Tensor& x);  // Order .. I-Order on routing_
 
   std::unique_ptr<nn::Gate> gate_;
   std::unique_ptr<nn::Order> order_;

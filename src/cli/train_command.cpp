@@ -83,7 +83,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
                    "lina, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); knobs "
                    "not given come from the planner (`moecomm plan`) for --cluster. netmoe runs "
-                   "with tp=1, the flat A2A, no chunks and the dropless layout; "
+                   "with tp=1, the flat A2A, pipelined chunks only and the dropless layout; "
                    "expert_transfer=hybrid runs in `moecomm sim` only")
       ->capture_default_str();
   sub_->add_option("--cluster", cluster_,

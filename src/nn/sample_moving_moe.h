@@ -12,12 +12,22 @@
 // Samples are whole sequences and carry a global id within the EP group (home rank * B + b).
 // On each rank the new samples sit in ascending global id. Backward runs the reverse path:
 // dy from the new positions to the experts, dh (residual, LN2 and gate) to the old ones.
+//
+// Chunks (FSMoE Fig. 3d, Lina's A2A/FFN micro-ops; SampleExchange::chunks): every
+// (source, expert) block of the scatter is split into contiguous chunks (exchange_chunks.h);
+// chunk i's scatter, experts and gather run as a pipeline (SampleExchange::pipeline), the
+// placement is collected before the first gather chunk. The backward splits the same blocks
+// by its own degree; the forward gather tags each row with its backward chunk so that the
+// new rank knows which dy rows each backward chunk takes. Chunking changes when rows travel,
+// never what is computed.
+//
 // The gate's load-balancing loss stays the baseline's: it is computed per HOME rank (the rank
 // whose batch a sample came from) from per-expert sums that every member adds up over the
 // tokens it holds, grouped by home, and all-gathers (gate.h AuxStats); member r reports home
 // r's aux, and the gate's backward differentiates each token's home aux.
 // Requires a token-choice gate and the dropless layout: every slot is kept, so each token's
 // residual is added exactly once.
+#include <functional>
 #include <vector>
 
 #include "nn/expert.h"
@@ -25,6 +35,7 @@
 #include "nn/moe_layer.h"
 #include "nn/order.h"
 #include "nn/tensor.h"
+#include "nn/token_exchange.h"
 
 namespace moecomm::nn {
 
@@ -49,6 +60,15 @@ class SampleExchange {
                                 const std::vector<int>& counts) = 0;
   // Alg. 1 line 13: the new member of each global sample [I], the same on every member.
   virtual std::vector<int> collect_placement(int layer) = 0;
+
+  // Pipeline degrees of the forward and the backward (FSMoE's r, Lina); 1: unchunked.
+  virtual int chunks(bool backward) const { return backward ? 1 : 1; }
+  // Runs, for i = 0..n-1, send(i) -> work(i) -> recv(i): send and recv exchange rows (and
+  // may overlap the other chunks' work), work computes. Every member makes the same calls.
+  // The default runs them one after another on the calling thread.
+  using ChunkStage = std::function<void(int chunk)>;
+  virtual void pipeline(int chunks, const ChunkStage& send, const ChunkStage& work,
+                        const ChunkStage& recv);
 };
 
 class SampleMovingMoe {
@@ -68,20 +88,39 @@ class SampleMovingMoe {
   const GateOutput& routing() const { return routing_; }
 
  private:
-  struct Received {  // the expert side of the scatter
-    Tensor h;        // residual rows, source-major
-    std::vector<int> recv_rows, local_expert, token, first;
+  // The expert side, in the canonical order: source-major, local-expert-major within a
+  // source (the A2A-v order of the unchunked scatter).
+  struct Received {
+    Tensor h, out;  // residual rows; expert outputs (unweighted)
+    std::vector<int> local_expert, token, first;
     std::vector<float> weight;
   };
+  // One gathered row as the new rank saw it (forward chunk-major, source-major within).
+  struct Gathered {
+    std::vector<int> src, dest, tag;  // expert-side member, row of y, backward chunk
+  };
   void home_aux(int seq_len, const std::vector<int>& samples);
-  void scatter(const Tensor& h, int seq_len, const std::vector<int>& samples);
-  Tensor run_experts();
-  Tensor gather(const Tensor& z, int seq_len, int tokens, std::vector<int>& samples);
-  Tensor backward_experts(const Tensor& dz, std::vector<float>& dw);
+  void exchange_layout();
+  void scatter_chunk(int i, int n, const Tensor& send, const std::vector<int>& meta,
+                     std::vector<Tensor>& got, std::vector<std::vector<int>>& got_meta);
+  Tensor run_expert_chunk(const std::vector<int>& rows, const Tensor& h,
+                          const std::vector<int>& meta);
+  void gather_chunk(const std::vector<int>& rows, const Tensor& z, int seq_len, Tensor& y);
+  void place_samples(int seq_len, int tokens, std::vector<int>& samples);
+  // The gather's backward of one backward chunk: which rows of dy go to which member, and
+  // where the arriving rows sit among the chunk's canonical rows.
+  struct DyRoute {
+    std::vector<int> rows;           // the chunk's canonical rows (expert side)
+    std::vector<int> dy_rows, send;  // token side: rows of dy sent, per member
+    std::vector<int> arrival;        // expert side: per arriving row, its index in rows
+  };
+  std::vector<DyRoute> dy_routes() const;
+  Tensor dy_chunk(const DyRoute& route, const Tensor& dy);
+  Tensor backward_expert_chunk(const std::vector<int>& rows, const Tensor& dz,
+                               std::vector<float>& dw);
 
   MoeLayer& moe_;
   LayerNorm& ln2_;
-  LayerNorm expert_ln_;  // LN2 on the expert side: ln2_'s parameters, its own saved input
   int layer_;
   SampleExchange& exchange_;
   // Saved by forward.
@@ -89,12 +128,16 @@ class SampleMovingMoe {
   std::vector<int> aux_home_;        // home rank of each token held
   std::vector<AuxStats> aux_stats_;  // per home rank, over the whole EP group
   OrderPlan plan_;
-  std::vector<int> send_rows_;
+  ExchangeLayout layout_;  // the scatter's: send [E], recv [src * L + l]
   Received in_;
-  std::vector<std::vector<int>> expert_rows_;  // per local expert: rows of in_
-  std::vector<ExpertCache> caches_;
-  Tensor out_;  // expert outputs (unweighted)
-  std::vector<int> gather_order_, gather_send_, gather_recv_, gather_token_;
+  std::vector<std::vector<int>> expert_rows_;  // per local expert: its rows of in_
+  std::vector<int> expert_pos_;                // per row of in_: its row in expert_rows_
+  std::vector<ExpertCache> caches_;            // per local expert, row-aligned with expert_rows_
+  std::vector<int> place_, slot_;              // per global sample: new member, slot there
+  std::vector<int> sent_row_, sent_dest_;      // gather rows sent: row of in_, new member
+  Gathered got_;
+  std::vector<int> bwd_chunk_;  // per row of in_: its backward chunk
+  int chunks_bwd_ = 1;
   bool has_forward_ = false;
 };
 

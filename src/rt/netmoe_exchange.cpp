@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "rt/collectives.h"
+#include "rt/tp_streams.h"
+#include "sched/strategy.h"
 
 namespace moecomm::rt {
 namespace {
@@ -33,6 +35,20 @@ class Pending {
   A2AActivity* a_;
   A2APhase phase_;
 };
+
+enum Stage { kSend, kWork, kRecv };
+
+// Stream 0 (the caller): work in chunk order. Stream 1: S_0, then S_{i+1}, G_i.
+StreamOrder overlapped_order(int chunks) {
+  StreamOrder order(2);
+  order[1].push_back({kSend, 0});
+  for (int i = 0; i < chunks; ++i) {
+    order[0].push_back({kWork, i});
+    if (i + 1 < chunks) order[1].push_back({kSend, i + 1});
+    order[1].push_back({kRecv, i});
+  }
+  return order;
+}
 
 }  // namespace
 
@@ -72,6 +88,7 @@ nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& 
   CallOptions o = options_;
   o.label = label;
   o.bytes = &rows_;
+  if (stage_cancel_) o.cancel = stage_cancel_;
   const bool scatter = std::string(label).find("scatter") != std::string::npos;
   Pending pending(activity_, scatter ? A2APhase::kDispatch : A2APhase::kCombine);
   const Received<float> got =
@@ -89,6 +106,7 @@ std::vector<int> NetMoeExchange::ints(const std::vector<int>& send,
   CallOptions o = options_;
   o.label = label;
   o.bytes = &meta_;
+  if (stage_cancel_) o.cancel = stage_cancel_;
   return all_to_all_v(ep_, std::span<const int>(send), std::span<const int64_t>(widen(send_counts)),
                       sched::Algorithm::kFlat, o)
       .data;
@@ -140,6 +158,36 @@ std::vector<int> NetMoeExchange::collect_placement(int layer) {
   stats_.wait_us += got.wait_us;
   ++stats_.solves;
   return std::move(got.placement.sample_device);
+}
+
+void NetMoeExchange::set_chunks(int forward, int backward) {
+  if (forward < 1 || forward > sched::kMaxChunks || backward < 1 || backward > sched::kMaxChunks)
+    throw Error("netmoe", "chunks must be in [1, " + std::to_string(sched::kMaxChunks) + "]");
+  chunks_fwd_ = forward;
+  chunks_bwd_ = backward;
+}
+
+// The exchanges only touch the EP communicator and this object's byte counters from the
+// communication thread; the work (experts) never calls into the exchange.
+void NetMoeExchange::pipeline(int chunks, const ChunkStage& send, const ChunkStage& work,
+                              const ChunkStage& recv) {
+  if (chunks <= 1) {
+    SampleExchange::pipeline(chunks, send, work, recv);
+    return;
+  }
+  auto comm = [this](const ChunkStage& f) {
+    return [this, &f](int i, const StreamContext& ctx) {
+      stage_cancel_ = ctx.cancel;
+      f(i);
+    };
+  };
+  const std::vector<StageFn> stages = {comm(send), [&](int i, const StreamContext&) { work(i); },
+                                       comm(recv)};
+  struct Reset {  // the calling thread's later calls use options_.cancel again
+    const std::atomic<bool>*& p;
+    ~Reset() { p = nullptr; }
+  } reset{stage_cancel_};
+  run_streams(stages, overlapped_order(chunks), {nullptr, options_.cancel});
 }
 
 void NetMoeExchange::reset_stats() {

@@ -5,6 +5,10 @@
 // solved by place::AsyncSamplePlacer on its background thread between submit (after the
 // gate) and collect (before the gather). Every member gathers the group's per-sample counts
 // and solves the same deterministic problem, so all members agree without a broadcast.
+// With chunks (FSMoE Fig. 3d, Lina's A2A/FFN micro-ops) the layer's pipeline runs chunk i's
+// experts on the calling thread while one communication thread runs the exchanges in the
+// order S_0, S_1, G_0, S_2, G_1, ..., G_{n-1} on the EP communicator (tp_chunk_pipeline.h).
+#include <atomic>
 #include <vector>
 
 #include "nn/sample_moving_moe.h"
@@ -46,6 +50,12 @@ class NetMoeExchange final : public nn::SampleExchange {
   void submit_placement(int layer, const std::vector<int>& samples,
                         const std::vector<int>& counts) override;
   std::vector<int> collect_placement(int layer) override;
+  // Pipeline degrees (strategy chunks_fwd, chunks_bwd with pipeline_experts), each in
+  // [1, sched::kMaxChunks]; 1 and 1 (the default): unchunked.
+  void set_chunks(int forward, int backward);
+  int chunks(bool backward) const override { return backward ? chunks_bwd_ : chunks_fwd_; }
+  void pipeline(int chunks, const ChunkStage& send, const ChunkStage& work,
+                const ChunkStage& recv) override;
 
   const LinkBytes& row_bytes() const { return rows_; }   // token rows this rank sent
   const LinkBytes& meta_bytes() const { return meta_; }  // metadata, counts and targets
@@ -64,7 +74,9 @@ class NetMoeExchange final : public nn::SampleExchange {
   LinkBytes rows_, meta_;
   NetMoeStats stats_;
   int pending_layer_ = -1;
-  place::AsyncSamplePlacer placer_;  // last: its thread stops first
+  int chunks_fwd_ = 1, chunks_bwd_ = 1;
+  const std::atomic<bool>* stage_cancel_ = nullptr;  // the pipeline's, on its comm thread
+  place::AsyncSamplePlacer placer_;                  // last: its thread stops first
 };
 
 }  // namespace moecomm::rt

@@ -50,8 +50,10 @@ void check_netmoe(const TrainConfig& c) {
   if (s.a2a != sched::Algorithm::kFlat) refuse("a2a", "runs on the flat A2A only for now");
   if (s.tp_dispatch != sched::TpDispatch::kReplicate)
     refuse("tp_dispatch", "runs without tensor parallelism only");
-  if (s.chunks_fwd != 1 || s.chunks_bwd != 1 || s.copy_pipelining)
-    refuse("chunks", "runs unchunked only for now (chunks=1)");
+  // FSMoE / Lina: chunks pipelined through the experts (nn/sample_moving_moe.h).
+  if (s.copy_pipelining) refuse("copy_pipelining", "does not run MoNTA's copy pipelining (O3)");
+  if ((s.chunks_fwd != 1 || s.chunks_bwd != 1) && !s.pipeline_experts)
+    refuse("chunks", "pipelines its chunks through the experts only (pipeline_experts=true)");
   if (c.model.moe.capacity_factor > 0.0f)
     refuse("placement",
            "inlines the expert residual, which needs the dropless layout "
@@ -226,6 +228,8 @@ TrainResult train(const TrainConfig& config_in,
   if (c.strategy.placement == sched::Placement::kNetMoe) {
     netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), options, c.model.layers,
                                               c.model.moe.experts, &activity);
+    if (c.strategy.pipeline_experts)
+      netmoe->set_chunks(c.strategy.chunks_fwd, c.strategy.chunks_bwd);
     model.move_samples(*netmoe);
   }
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});

@@ -23,9 +23,9 @@ struct TrainConfig {
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts
   // The knobs the runtime runs: a2a, tp_dispatch, chunks_fwd/bwd, pipeline_experts,
-  // copy_pipelining, grad_sync, grad_partitions, placement (netmoe: tp = 1, flat A2A, one
-  // chunk, dropless token-choice layers; rt/netmoe_exchange.h). expert_transfer=hybrid is
-  // refused by name (the simulator runs it).
+  // copy_pipelining, grad_sync, grad_partitions, placement (netmoe: tp = 1, flat A2A, chunks
+  // with pipeline_experts only (no copy pipelining), dropless token-choice layers;
+  // rt/netmoe_exchange.h). expert_transfer=hybrid is refused by name (the simulator runs it).
   sched::Strategy strategy;
   int batch = 4;  // sequences per rank per step
   int seq_len = 32;

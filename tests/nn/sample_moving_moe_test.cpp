@@ -23,13 +23,15 @@ namespace {
 
 // A2A-v between threads; the placement of layer l is a fixed function of l.
 struct MoveBoard {
-  explicit MoveBoard(int n, std::function<std::vector<int>(int)> place)
+  explicit MoveBoard(int n, std::function<std::vector<int>(int)> place, int fwd = 1, int bwd = 1)
       : ranks(n),
+        chunks_fwd(fwd),
+        chunks_bwd(bwd),
         sync(n),
         send(static_cast<size_t>(n)),
         counts(static_cast<size_t>(n)),
         place(std::move(place)) {}
-  int ranks;
+  int ranks, chunks_fwd, chunks_bwd;
   std::barrier<> sync;
   std::vector<std::vector<float>> send;
   std::vector<std::vector<int>> counts;  // elements per destination
@@ -74,6 +76,7 @@ class ThreadedSampleExchange : public SampleExchange {
   }
   void submit_placement(int, const std::vector<int>&, const std::vector<int>&) override {}
   std::vector<int> collect_placement(int layer) override { return b_.place(layer); }
+  int chunks(bool backward) const override { return backward ? b_.chunks_bwd : b_.chunks_fwd; }
 
  private:
   std::vector<float> a2a(const std::vector<float>& send, const std::vector<int>& counts,
@@ -125,7 +128,8 @@ void run_threads(const std::function<void(int)>& body) {
   for (std::thread& t : threads) t.join();
 }
 
-TEST(SampleMovingMoe, OutputsLandOnTheNewRanksAndGradientsMatch) {
+// The layer alone, unchunked or with chunks (forward and backward degrees apart).
+void check_layer(int chunks_fwd, int chunks_bwd) {
   // Reference: one process, every rank's tokens apart: y = h + MoE(LN2(h)).
   LocalExchange local;
   auto ref = make_moe_layer(spec(), local);
@@ -146,7 +150,7 @@ TEST(SampleMovingMoe, OutputsLandOnTheNewRanksAndGradientsMatch) {
   for (Param& p : ref->params()) ref_grad[p.name] = *p.grad;
   for (Param& p : ref_ln.params()) ref_grad["ln2." + p.name] = *p.grad;
 
-  MoveBoard board(kRanks, scrambled);
+  MoveBoard board(kRanks, scrambled, chunks_fwd, chunks_bwd);
   testing::ExchangeBoard unused(kRanks);
   std::vector<std::map<std::string, Tensor>> grads(kRanks);
   std::vector<std::vector<int>> samples(kRanks);
@@ -191,6 +195,17 @@ TEST(SampleMovingMoe, OutputsLandOnTheNewRanksAndGradientsMatch) {
   }
 }
 
+TEST(SampleMovingMoe, OutputsLandOnTheNewRanksAndGradientsMatch) {
+  check_layer(1, 1);
+}
+
+// FSMoE / Lina pipelining of the layer: chunks of every (source, expert) block, some empty.
+TEST(SampleMovingMoe, ChunkedOutputsLandOnTheNewRanksAndGradientsMatch) {
+  check_layer(3, 2);
+  check_layer(2, 5);
+  check_layer(4, 1);
+}
+
 TEST(SampleMovingMoe, NeedsTheDroplessLayout) {
   testing::ExchangeBoard unused(kRanks);
   MoveBoard board(kRanks, scrambled);
@@ -207,12 +222,12 @@ TEST(SampleMovingMoe, NeedsTheDroplessLayout) {
 
 // The whole model: per-sample losses by global id, each rank's aux loss (of its home samples,
 // wherever they sit) and gradients summed over ranks equal those of the non-moving EP model,
-// with the default aux loss weight.
-TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
+// with the default aux loss weight; chunked (forward and backward degrees apart) or not.
+void check_transformer(int chunks_fwd, int chunks_bwd) {
   MoeTransformerConfig c;
   c.vocab = 16, c.max_seq = kSeq, c.hidden = kHidden, c.heads = 2, c.layers = 2;
   c.moe = spec();
-  ASSERT_GT(c.aux_loss_weight, 0.0f);
+  EXPECT_GT(c.aux_loss_weight, 0.0f);
   const SyntheticText text({16, 3, 5});
   std::vector<TextBatch> data;
   for (int r = 0; r < kRanks; ++r) data.push_back(text.sample(kBatch, kSeq, 0, r));
@@ -220,7 +235,7 @@ TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
   std::vector<float> sample_loss[2], aux[2];
   for (int moving = 0; moving < 2; ++moving) {
     testing::ExchangeBoard tokens(kRanks);
-    MoveBoard board(kRanks, scrambled);
+    MoveBoard board(kRanks, scrambled, chunks_fwd, chunks_bwd);
     grads[moving].resize(kRanks);
     sample_loss[moving].assign(kRanks * kBatch, 0.0f);
     aux[moving].assign(kRanks, 0.0f);
@@ -262,6 +277,16 @@ TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
       }
       EXPECT_LE(max_abs_diff(a, b), 1e-5f) << name;
     }
+}
+
+TEST(SampleMovingMoe, TransformerFollowsTheSamples) {
+  check_transformer(1, 1);
+}
+
+// FSMoE / Lina pipelining under NetMoE: chunks of every (source, expert) block, some empty.
+TEST(SampleMovingMoe, ChunkedTransformerFollowsTheSamples) {
+  check_transformer(3, 2);
+  check_transformer(2, 5);
 }
 
 }  // namespace

@@ -106,6 +106,32 @@ TEST(NetMoe, ComposesWithGradientSync) {
         << base.gradients[g].first;
 }
 
+// FSMoE's and Lina's pipelining under NetMoE: the scatter, experts and gather in chunks
+// (forward and backward degrees apart), with their gradient scheduling.
+void expect_like_baseline(const std::string& strategy) {
+  const TrainResult base = train(tiny("baseline"));
+  const TrainResult run = train(tiny(strategy));
+  ASSERT_EQ(run.steps.size(), base.steps.size());
+  for (size_t s = 0; s < base.steps.size(); ++s)
+    EXPECT_NEAR(run.steps[s].loss, base.steps[s].loss, 1e-5) << strategy << " step " << s + 1;
+  ASSERT_EQ(run.sample_losses.size(), base.sample_losses.size());
+  for (size_t i = 0; i < base.sample_losses.size(); ++i)
+    EXPECT_NEAR(run.sample_losses[i], base.sample_losses[i], 1e-5) << strategy << " sample " << i;
+  ASSERT_EQ(run.gradients.size(), base.gradients.size());
+  for (size_t g = 0; g < base.gradients.size(); ++g)
+    EXPECT_LE(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 1e-5f)
+        << strategy << " " << base.gradients[g].first;
+  print_bytes("(" + strategy + ")", base.steps.back(), run.steps.back());
+}
+
+TEST(NetMoe, ComposesWithFsmoeChunks) {
+  expect_like_baseline("base=netmoe,chunks_fwd=4,chunks_bwd=3,grad_sync=fsmoe,grad_partitions=4");
+}
+
+TEST(NetMoe, ComposesWithLina) {
+  expect_like_baseline("base=lina,placement=netmoe");
+}
+
 TEST(NetMoe, CutsInterNodeBytesOnRoutingWithLocality) {
   TrainConfig b = tiny("baseline"), n = tiny("netmoe");
   b.corpus = n.corpus = banded_corpus();
@@ -123,7 +149,8 @@ TEST(NetMoe, RefusesWhatItCannotRun) {
   c.model.moe.capacity_factor = 1.25f;
   EXPECT_ERROR_HAS(train(c), "placement=netmoe", "dropless");
   EXPECT_ERROR_HAS(train(tiny("base=netmoe,a2a=2dh")), "strategy: a2a", "flat A2A");
-  EXPECT_ERROR_HAS(train(tiny("base=netmoe,chunks=2")), "strategy: chunks");
+  EXPECT_ERROR_HAS(train(tiny("base=netmoe,chunks=2,pipeline_experts=false")), "strategy: chunks");
+  EXPECT_ERROR_HAS(train(tiny("base=netmoe,chunks=2,copy_pipelining=true")), "copy");
   c = tiny("netmoe");
   c.tp = 2;
   EXPECT_ERROR_HAS(train(c), "strategy: tp", "tp=1");

@@ -6,12 +6,13 @@
 // (plain EP), Lina without estimation, Lina without fine-tuning, Lina, and Ideal (a
 // perfectly balanced routing, Sec. 7.3.1). Reports the median and 95th-percentile MoE layer
 // time per layer and overall, their ratio to Ideal (Fig. 16, Table 5) and the estimation
-// accuracy (Sec. 7.3.2).
+// accuracy (Sec. 7.3.2). The parts: infer_inputs (model and routing), infer_replay (the
+// measurement), infer_report (table and JSON).
 #include <CLI/CLI.hpp>
 
-#include <cstdint>
 #include <iosfwd>
-#include <string>
+
+#include "cli/infer_inputs.h"
 
 namespace moecomm::cli {
 
@@ -22,14 +23,12 @@ class InferCommand {
   int run(std::ostream& out, std::ostream& err) const;
 
  private:
+  void add_input_options();
+  void add_run_options();
   int infer(std::ostream& out, std::ostream& err) const;
 
   CLI::App* sub_;
-  std::string model_ = "small", trace_, synthetic_;
-  int path_length_ = 3, max_per_device_ = 0, batches_ = 0, batch_samples_ = 0,
-      profile_iterations_ = 0, ranks_per_node_ = 0, top_k_ = 0;
-  double timeout_s_ = 60;
-  bool json_ = false;
+  InferFlags flags_;
 };
 
 }  // namespace moecomm::cli

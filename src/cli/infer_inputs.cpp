@@ -1,0 +1,222 @@
+#include "cli/infer_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iomanip>
+#include <sstream>
+
+#include "cli/infer_variants.h"
+#include "core/error.h"
+#include "core/presets.h"
+
+namespace moecomm::cli {
+
+namespace {
+
+// Expert weights per rank above which `moecomm infer` refuses the model.
+constexpr double kMaxInferGB = 4;
+
+InferModel load_infer_model(const std::string& name) {
+  InferModel m;
+  m.name = name;
+  if (name == "small") return m;
+  const core::ModelConfig c = core::load_model(name);
+  m.hidden = static_cast<int>(c.hidden);
+  m.ffn_hidden = static_cast<int>(c.ffn_hidden);
+  m.experts = static_cast<int>(c.experts);
+  m.top_k = static_cast<int>(c.top_k);
+  m.expert =
+      c.ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  return m;
+}
+
+// The synthetic trace's defaults: 8 MoE layers, 48 iterations of 8 samples x 128 tokens
+// (36 profile, 12 evaluated batches of 1024 tokens), Zipf popularity with exponent 1.
+place::SyntheticRoutingSpec default_synthetic() {
+  place::SyntheticRoutingSpec s;
+  s.samples = 8;
+  s.tokens = 128;
+  s.layers = 8;
+  s.iterations = 48;
+  s.skew = 1.0;
+  s.locality = 0.5;
+  s.layer_correlation = 0.8;
+  s.preferred = 2;
+  s.seed = 1;
+  return s;
+}
+
+// `value` of "key=value" as a finite number; throws naming the whole item otherwise.
+double synthetic_number(const std::string& item, size_t eq, const std::string& value) {
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (eq == std::string::npos || used != value.size() || value.empty() || !std::isfinite(v))
+    throw Error("--synthetic", "'" + item + "' is not key=number");
+  return v;
+}
+
+int synthetic_whole(const std::string& key, const std::string& value, double v, double lo,
+                    double hi) {
+  if (v != std::floor(v) || v < lo || v > hi)
+    throw Error("--synthetic", key + " must be a whole number in [" +
+                                   std::to_string(static_cast<int64_t>(lo)) + ", " +
+                                   std::to_string(static_cast<int64_t>(hi)) + "], got " + value);
+  return static_cast<int>(v);
+}
+
+void set_synthetic_key(const std::string& key, const std::string& value, double v,
+                       place::SyntheticRoutingSpec& s) {
+  const auto whole = [&](double lo, double hi) { return synthetic_whole(key, value, v, lo, hi); };
+  if (key == "skew") {
+    s.skew = v;
+  } else if (key == "locality") {
+    s.locality = v;
+  } else if (key == "correlation") {
+    s.layer_correlation = v;
+  } else if (key == "preferred") {
+    s.preferred = whole(1, 1e6);
+  } else if (key == "layers") {
+    s.layers = whole(2, 4096);
+  } else if (key == "samples") {
+    s.samples = whole(1, 1 << 20);
+  } else if (key == "tokens") {
+    s.tokens = whole(1, 1 << 20);
+  } else if (key == "iterations") {
+    s.iterations = whole(2, 100000);
+  } else if (key == "seed") {
+    s.seed = static_cast<uint64_t>(whole(0, 2147483647.0));
+  } else {
+    throw Error("--synthetic", "unknown key '" + key +
+                                   "' (skew, locality, correlation, preferred, layers, "
+                                   "samples, tokens, iterations, seed)");
+  }
+}
+
+// "skew=1.2,locality=0.5,correlation=0.8,..." over the defaults.
+void parse_synthetic(const std::string& text, place::SyntheticRoutingSpec& s) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const double v = synthetic_number(item, eq, value);
+    set_synthetic_key(key, value, v, s);
+  }
+}
+
+// The routing: a trace file (its experts and top_k override the model's), or synthetic with
+// the model's experts and top_k (--top-k overriding the latter).
+void load_routing(const InferFlags& f, InferInputs& in) {
+  in.trace_file = f.trace;
+  in.synthetic = default_synthetic();
+  if (!f.trace.empty()) {
+    in.trace = place::read_routing_trace(f.trace);
+    in.model.experts = in.trace.experts;
+    in.model.top_k = in.trace.top_k;
+    return;
+  }
+  parse_synthetic(f.synthetic, in.synthetic);
+  if (f.top_k > 0) in.model.top_k = f.top_k;
+  in.synthetic.experts = in.model.experts;
+  in.synthetic.top_k = in.model.top_k;
+  place::validate(in.synthetic);
+  in.trace = place::generate_routing_trace(in.synthetic);
+}
+
+// Layer i is estimated from its predecessors' paths (Eq. 1), so it takes 2 layers, and
+// profiling (Sec. 5.2) and evaluation each take at least one iteration.
+void check_trace_shape(const InferFlags& f, const InferInputs& in) {
+  const int layers = in.layers();
+  if (layers < 2)
+    throw Error("--trace", "needs at least 2 MoE layers to estimate one from another");
+  if (in.iterations() < 2)
+    throw Error("--trace", "needs at least 2 iterations: profile on the first, evaluate the rest");
+  if (f.path_length > layers - 1)
+    throw Error("--path-length",
+                std::to_string(f.path_length) +
+                    " must be at most the layers - 1 = " + std::to_string(layers - 1));
+}
+
+// The baseline puts E/P experts per rank; Lina may host more (Sec. 6.2, 4 in Sec. 7.3).
+int resolve_max_per_device(const InferFlags& f, int experts, int world) {
+  if (experts % world != 0)
+    throw Error("--model", std::to_string(experts) + " experts must be a multiple of the " +
+                               std::to_string(world) + " ranks (the baseline puts E/P per rank)");
+  const int max_per = f.max_per_device > 0 ? f.max_per_device : std::max(4, experts / world);
+  if (max_per < experts / world)
+    throw Error("--max-experts-per-device",
+                std::to_string(max_per) + " is below the " + std::to_string(experts / world) +
+                    " experts per rank of the baseline (E = " + std::to_string(experts) +
+                    ", P = " + std::to_string(world) + ")");
+  return max_per;
+}
+
+int resolve_profile_iterations(const InferFlags& f, int iterations) {
+  const int profile_its =
+      f.profile_iterations > 0 ? f.profile_iterations : iterations - std::max(1, iterations / 4);
+  if (profile_its >= iterations)
+    throw Error("--profile-iterations", std::to_string(profile_its) +
+                                            " leaves no iteration to evaluate (the trace has " +
+                                            std::to_string(iterations) + ")");
+  return profile_its;
+}
+
+void resolve_batch(const InferFlags& f, InferInputs& in) {
+  const int samples = in.trace.samples();
+  in.batch_samples = f.batch_samples > 0 ? f.batch_samples : samples;
+  if (in.batch_samples > samples)
+    throw Error("--batch-samples", std::to_string(in.batch_samples) + " is more than the " +
+                                       std::to_string(samples) + " samples of an iteration");
+  in.batch_tokens = in.batch_samples * in.trace.tokens();
+  if (in.batch_tokens < in.ranks)
+    throw Error("--batch-samples", "a batch of " + std::to_string(in.batch_tokens) +
+                                       " tokens leaves a rank with none (" +
+                                       std::to_string(in.ranks) + " ranks)");
+}
+
+std::string with_decimals(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// Five layers (one per variant) with every expert in host memory and max_per resident.
+void check_memory(const InferInputs& in) {
+  const InferModel& m = in.model;
+  const double gemms = m.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
+  const double gb = static_cast<double>(kVariants) * 4.0 * (m.experts + in.max_per_device) * gemms *
+                    m.hidden * static_cast<double>(m.ffn_hidden) / 1e9;
+  if (gb > kMaxInferGB)
+    throw Error("--model",
+                "needs about " + with_decimals(gb, 1) + " GB per rank of expert weights (limit " +
+                    with_decimals(kMaxInferGB, 0) + "): moecomm infer runs small models");
+}
+
+}  // namespace
+
+InferInputs load_infer_inputs(const InferFlags& flags, int ranks) {
+  InferInputs in;
+  in.ranks = ranks;
+  in.model = load_infer_model(flags.model);
+  load_routing(flags, in);
+  check_trace_shape(flags, in);
+  in.path_length = flags.path_length;
+  in.max_per_device = resolve_max_per_device(flags, in.model.experts, ranks);
+  in.profile_iterations = resolve_profile_iterations(flags, in.iterations());
+  resolve_batch(flags, in);
+  check_memory(in);
+  in.max_batches = flags.batches;
+  in.ranks_per_node = flags.ranks_per_node > 0 ? flags.ranks_per_node : ranks;
+  in.timeout_s = flags.timeout_s;
+  return in;
+}
+
+}  // namespace moecomm::cli

@@ -5,36 +5,10 @@
 
 #include "cli/infer_replay.h"
 #include "cli/infer_report.h"
+#include "cli/mpi_command.h"
 #include "rt/mpi_base.h"
 
 namespace moecomm::cli {
-
-namespace {
-
-// CLI::Range lets NaN through (every comparison with it is false).
-const CLI::Validator kFinite(
-    [](std::string& text) {
-      try {
-        if (std::isfinite(std::stod(text))) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a finite number";
-    },
-    "FINITE");
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  return world;
-}
-
-}  // namespace
 
 InferCommand::InferCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -104,30 +78,12 @@ void InferCommand::add_run_options() {
 }
 
 int InferCommand::run(std::ostream& out, std::ostream& err) const {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  const int world = world_size();
-  int status = 0;
-  try {
-    status = infer(out, err);
-  } catch (const std::exception& e) {
-    // Every rank sees the same bad input; one failed rank must end the job.
-    err << "error: rank " << world_rank() << ": " << e.what() << "\n";
-    err.flush();
-    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    status = 2;
-  }
-  if (!initialized) MPI_Finalize();
-  return status;
+  return run_under_mpi(err, [&] { return infer(out, err); });
 }
 
 int InferCommand::infer(std::ostream& out, std::ostream& err) const {
-  const int me = world_rank();
-  const InferInputs in = load_infer_inputs(flags_, world_size());
+  const int me = mpi_world_rank();
+  const InferInputs in = load_infer_inputs(flags_, mpi_world_size());
   InferReplay replay(in, me);
   if (me == 0 && !flags_.json) print_infer_header(out, in, replay.batch_count());
   const InferReplayResult result = replay.run(err);

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/mpi_command.h"
 #include "cli/train_strategy.h"
 #include "core/error.h"
 #include "core/parallel_config.h"
@@ -17,21 +18,6 @@
 #include "sched/strategy.h"
 
 namespace moecomm::cli {
-
-namespace {
-
-// CLI::Range lets NaN through (every comparison with it is false).
-const CLI::Validator kFinite(
-    [](std::string& text) {
-      try {
-        if (std::isfinite(std::stod(text))) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a finite number";
-    },
-    "FINITE");
-
-}  // namespace
 
 TrainCommand::TrainCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -114,12 +100,6 @@ TrainCommand::TrainCommand(CLI::App& app) {
 namespace {
 
 constexpr double kMaxTrainGB = 4;
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 nn::MoeTransformerConfig tiny_model(int world) {
   nn::MoeTransformerConfig m;
@@ -214,32 +194,13 @@ nlohmann::json bytes_json(const rt::LinkBytes& b) {
 }  // namespace
 
 int TrainCommand::run(std::ostream& out, std::ostream& err) const {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int status = 0;
-  try {
-    status = train(out, err);
-  } catch (const std::exception& e) {
-    // Every rank sees the same bad input; one stalled or failed rank must end the job.
-    err << "error: rank " << world_rank() << ": " << e.what() << "\n";
-    err.flush();
-    if (world > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    status = 2;
-  }
-  if (!initialized) MPI_Finalize();
-  return status;
+  return run_under_mpi(err, [&] { return train(out, err); });
 }
 
 int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const int me = world_rank();
+  const int me = mpi_world_rank();
   rt::TrainConfig c;
   c.model = model_ == "tiny" ? tiny_model(world) : preset_model(model_);
   c.model.moe.gate = gate_of(gate_);

@@ -1,0 +1,54 @@
+#include "cli/mpi_command.h"
+
+#include <cmath>
+#include <exception>
+#include <string>
+
+#include "rt/mpi_base.h"
+
+namespace moecomm::cli {
+
+const CLI::Validator kFinite(
+    [](std::string& text) {
+      try {
+        if (std::isfinite(std::stod(text))) return std::string();
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a finite number";
+    },
+    "FINITE");
+
+int mpi_world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  }
+  int status = 0;
+  try {
+    status = body();
+  } catch (const std::exception& e) {
+    // Every rank sees the same bad input; one stalled or failed rank must end the job.
+    err << "error: rank " << mpi_world_rank() << ": " << e.what() << "\n";
+    err.flush();
+    if (mpi_world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    status = 2;
+  }
+  if (!initialized) MPI_Finalize();
+  return status;
+}
+
+}  // namespace moecomm::cli

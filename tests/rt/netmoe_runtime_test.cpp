@@ -13,32 +13,15 @@
 #include "nn/tensor.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
+#include "tiny_train.h"
 
 namespace moecomm::rt {
 namespace {
 
-// tiny() of strategy_equivalence_test.cpp, dropless, with the default aux loss weight: the
+// tiny_train (tiny_train.h) at tp = 1, dropless, with the default aux loss weight: the
 // load-balancing loss is computed per home rank wherever the samples sit, as the baseline's.
 TrainConfig tiny(const std::string& strategy) {
-  TrainConfig c;
-  const int world = test::world_size();
-  c.model.vocab = 64;
-  c.model.max_seq = 16;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.layers = 2;
-  c.model.moe.ffn_hidden = 48;
-  c.model.moe.experts = 2 * world;
-  c.model.moe.top_k = 2;
-  c.model.moe.capacity_factor = 0.0f;  // dropless: the residual rides on each token's first slot
-  c.batch = 2;
-  c.seq_len = 16;
-  c.steps = 3;
-  c.ranks_per_node = world / 2;  // 2 logical nodes
-  c.timeout_s = test::kTimeout;
-  c.strategy = sched::parse_strategy(strategy, "test");
-  c.keep_gradients = true;
-  return c;
+  return test::tiny_train(1, strategy);
 }
 
 // Text in blocks of 64 tokens, each block drawn from one band of 4 token ids: a window of

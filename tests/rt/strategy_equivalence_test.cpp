@@ -12,30 +12,13 @@
 #include "nn/tensor.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
+#include "tiny_train.h"
 
 namespace moecomm::rt {
 namespace {
 
 TrainConfig tiny(int tp, const std::string& strategy) {
-  TrainConfig c;
-  const int world = test::world_size();
-  c.model.vocab = 64;
-  c.model.max_seq = 16;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.layers = 2;
-  c.model.moe.ffn_hidden = 48;
-  c.model.moe.experts = 2 * world;
-  c.model.moe.top_k = 2;
-  c.tp = tp;
-  c.batch = 2;
-  c.seq_len = 16;
-  c.steps = 3;
-  c.ranks_per_node = world / 2;  // 2 logical nodes; a TP group (tp = 2) stays in one
-  c.timeout_s = test::kTimeout;
-  c.strategy = sched::parse_strategy(strategy, "test");
-  c.keep_gradients = true;
-  return c;
+  return test::tiny_train(tp, strategy);
 }
 
 void expect_same_training(const TrainResult& base, const TrainResult& run) {

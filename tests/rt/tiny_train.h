@@ -1,0 +1,36 @@
+#pragma once
+// The small training run the runtime's equivalence tests compare strategies on: a 2-layer
+// MoE LM, 2 experts per rank, dropless, 3 steps, over 2 logical nodes (a TP group of 2 stays
+// in one), keeping the last step's gradients.
+#include <string>
+
+#include "mpi_test_util.h"
+#include "rt/train_loop.h"
+#include "sched/strategy.h"
+
+namespace moecomm::rt::test {
+
+inline TrainConfig tiny_train(int tp, const std::string& strategy) {
+  TrainConfig c;
+  const int world = world_size();
+  c.model.vocab = 64;
+  c.model.max_seq = 16;
+  c.model.hidden = 32;
+  c.model.heads = 2;
+  c.model.layers = 2;
+  c.model.moe.ffn_hidden = 48;
+  c.model.moe.experts = 2 * world;
+  c.model.moe.top_k = 2;
+  c.model.moe.capacity_factor = 0.0f;  // dropless (NetMoE inlines the residual on slot 0)
+  c.tp = tp;
+  c.batch = 2;
+  c.seq_len = 16;
+  c.steps = 3;
+  c.ranks_per_node = world / 2;
+  c.timeout_s = kTimeout;
+  c.strategy = sched::parse_strategy(strategy, "test");
+  c.keep_gradients = true;
+  return c;
+}
+
+}  // namespace moecomm::rt::test

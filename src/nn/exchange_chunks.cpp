@@ -33,7 +33,6 @@ ExchangeLayout chunk_layout(const ExchangeLayout& layout, int i, int n) {
   return c;
 }
 
-// Send side: the rows of chunk i of every expert block, in the send buffer.
 std::vector<int> send_chunk_rows(const ExchangeLayout& layout, int i, int n) {
   std::vector<int> index;
   int at = 0;

@@ -21,7 +21,9 @@ int chunk_first(int rows, int i, int n);
 // The layout of chunk i alone: every send and recv count replaced by its chunk.
 ExchangeLayout chunk_layout(const ExchangeLayout& layout, int i, int n);
 
-// Send side (expert-major over E): chunk i's rows, in chunk_layout's send layout, and back.
+// Send side (expert-major over E): the rows of chunk i in the send buffer, in the order they
+// are sent; and chunk i's rows themselves, in chunk_layout's send layout, and back.
+std::vector<int> send_chunk_rows(const ExchangeLayout& layout, int i, int n);
 Tensor take_send_chunk(const Tensor& send, const ExchangeLayout& layout, int i, int n);
 void put_send_chunk(Tensor& send, const Tensor& chunk, const ExchangeLayout& layout, int i, int n);
 

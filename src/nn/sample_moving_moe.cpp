@@ -178,7 +178,7 @@ void SampleMovingMoe::exchange_layout() {
 void SampleMovingMoe::scatter_chunk(int i, int n, const Tensor& send, const std::vector<int>& meta,
                                     std::vector<Tensor>& got,
                                     std::vector<std::vector<int>>& got_meta) {
-  const std::vector<int> index = send_chunk_index(layout_, i, n);
+  const std::vector<int> index = send_chunk_rows(layout_, i, n);
   const std::vector<int> members = chunk_member_rows(layout_, i, n, false);
   std::vector<int> recv_rows;
   got[static_cast<size_t>(i)] =
@@ -312,7 +312,7 @@ Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
         for (float w : dw[k]) bits.push_back(std::bit_cast<int>(w));
         const Tensor got = exchange_.rows(dh[k], members, counts, "netmoe.scatter.backward");
         const std::vector<int> back = exchange_.ints(bits, members, "netmoe.scatter.backward.meta");
-        const std::vector<int> index = send_chunk_index(layout_, j, n);
+        const std::vector<int> index = send_chunk_rows(layout_, j, n);
         scatter_rows(dsend, got, index);
         for (size_t r = 0; r < index.size(); ++r)
           dw_send[static_cast<size_t>(index[r])] = std::bit_cast<float>(back[r]);

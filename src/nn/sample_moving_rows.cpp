@@ -21,17 +21,6 @@ void for_recv_blocks(const ExchangeLayout& layout, F f) {
 
 }  // namespace
 
-std::vector<int> send_chunk_index(const ExchangeLayout& layout, int i, int n) {
-  std::vector<int> index;
-  int at = 0;
-  for (int rows : layout.send_counts) {
-    const int first = at + chunk_first(rows, i, n);
-    for (int r = 0; r < chunk_rows(rows, i, n); ++r) index.push_back(first + r);
-    at += rows;
-  }
-  return index;
-}
-
 std::vector<int> chunk_member_rows(const ExchangeLayout& layout, int i, int n, bool recv) {
   const std::vector<int>& counts = recv ? layout.recv_counts : layout.send_counts;
   std::vector<int> out(static_cast<size_t>(layout.ranks), 0);

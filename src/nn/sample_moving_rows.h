@@ -11,8 +11,6 @@
 
 namespace moecomm::nn {
 
-// Rows of the send buffer in chunk i of n, in the order they are sent.
-std::vector<int> send_chunk_index(const ExchangeLayout& layout, int i, int n);
 // Rows per member of chunk i of n: sends (from send_counts) or receives (from recv_counts).
 std::vector<int> chunk_member_rows(const ExchangeLayout& layout, int i, int n, bool recv);
 // Canonical rows of chunk i of n on the expert side, in the order they arrive.

@@ -55,6 +55,20 @@ sched::LayerSetup layer_setup(int world, int experts, int heads, int seq_len, in
   return setup;
 }
 
+// The measured bytes (summed over ranks) equal the simulated ones per level, to the
+// simulator's rounding (it integrates rate x time); rank 0 prints both for the note.
+void expect_simulated_bytes(const int64_t* measured, const std::vector<double>& sim,
+                            const std::string& what) {
+  const double inter = double(measured[int(LinkLevel::kInterNode)]);
+  const double intra = double(measured[int(LinkLevel::kIntraNode)]);
+  EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
+  EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
+  EXPECT_GT(inter, 0);
+  if (test::world_rank() == 0)
+    std::cout << "np " << test::world_size() << " " << what << ": inter-node " << inter << " (sim "
+              << sim[0] << "), intra-node " << intra << " (sim " << sim[1] << ")\n";
+}
+
 TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
   const int p = test::world_size(), me = test::world_rank();
   CommPool pool(MPI_COMM_WORLD, {{test::all_ranks(), 0}});
@@ -102,12 +116,7 @@ TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
       a2a_only.add_collective(s, 0);
     }
     const sim::SimResult r = sim::simulate(a2a_only, core::Topology(setup.cluster));
-    // The simulator integrates rate x time, so its byte counts carry rounding.
-    const double inter = double(measured[int(LinkLevel::kInterNode)]);
-    const double intra = double(measured[int(LinkLevel::kIntraNode)]);
-    EXPECT_NEAR(r.bytes_by_level[0], inter, 1e-9 * inter);
-    EXPECT_NEAR(r.bytes_by_level[1], intra, 1e-9 * intra);
-    EXPECT_GT(measured[int(LinkLevel::kInterNode)], 0);
+    expect_simulated_bytes(measured, r.bytes_by_level, std::string(sched::to_string(a)));
   }
 }
 
@@ -186,14 +195,7 @@ TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouti
     setup.a2a_pair_bytes = {matrix, matrix};
     const std::vector<double> sim =
         token_path_bytes(sched::build_training_step(setup), setup.cluster);
-    const double inter = double(measured[int(LinkLevel::kInterNode)]);
-    const double intra = double(measured[int(LinkLevel::kIntraNode)]);
-    EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
-    EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
-    EXPECT_GT(inter, 0);
-    if (me == 0)
-      std::cout << "np " << p << " tp 2 " << tc.strategy << ": inter-node " << inter << " (sim "
-                << sim[0] << "), intra-node " << intra << " (sim " << sim[1] << ")\n";
+    expect_simulated_bytes(measured, sim, "tp 2 " + tc.strategy);
   }
 }
 
@@ -247,14 +249,7 @@ TEST(TrafficVsSim, NetMoeRowBytesEqualTheSimulatorsForTheSamePlacement) {
   setup.a2a_combine_pair_bytes = {gather};
   const std::vector<double> sim =
       token_path_bytes(sched::build_training_step(setup), setup.cluster);
-  const double inter = double(measured[int(LinkLevel::kInterNode)]);
-  const double intra = double(measured[int(LinkLevel::kIntraNode)]);
-  EXPECT_NEAR(sim[0], inter, 1e-9 * inter);
-  EXPECT_NEAR(sim[1], intra, 1e-9 * intra);
-  EXPECT_GT(inter, 0);
-  if (me == 0)
-    std::cout << "np " << p << " netmoe layer: inter-node rows " << inter << " (sim " << sim[0]
-              << "), intra-node " << intra << " (sim " << sim[1] << ")\n";
+  expect_simulated_bytes(measured, sim, "netmoe layer rows");
 }
 
 }  // namespace

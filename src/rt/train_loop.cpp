@@ -250,11 +250,10 @@ TrainResult train(const TrainConfig& config_in,
     result.routing.experts = c.model.moe.experts;
     result.routing.top_k = c.model.moe.top_k;
   }
-  // Means over the distinct batches: dense gradients (a TP shard's, or a replicated
-  // parameter's, equal on the TP members) sum over the DP group; an expert shard's sums its
-  // EP group's batches (A2A backward), then its EDP copies: every batch once.
-  const float dense_scale = 1.0f / static_cast<float>(g.data_ranks);
-  const float expert_scale = 1.0f / static_cast<float>(g.data_ranks);
+  // Means over the distinct batches: each gradient sums every batch once. Dense ones (a TP
+  // shard's, or a replicated parameter's, equal on the TP members) over the DP group; an
+  // expert shard's over its EP group's batches (A2A backward), then its EDP copies.
+  const float mean_scale = 1.0f / static_cast<float>(g.data_ranks);
   for (int step = 0; step < c.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const nn::TextBatch batch =
@@ -272,8 +271,7 @@ TrainResult train(const TrainConfig& config_in,
       sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
     });
     sync.finish();
-    nn::scale_grad(model.dense_params(), dense_scale);
-    nn::scale_grad(model.expert_params(), expert_scale);
+    nn::scale_grad(model.params(), mean_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
       gather_samples(model, g, netmoe != nullptr, c.batch, world, result);

@@ -4,6 +4,7 @@
 #include "mpi_test_util.h"
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
+#include "world_comm_test.h"
 
 namespace moecomm::rt {
 namespace {
@@ -12,16 +13,7 @@ using sched::Algorithm;
 using test::world_rank;
 using test::world_size;
 
-class Collectives : public testing::Test {
- protected:
-  Collectives() : pool_(MPI_COMM_WORLD, {{test::all_ranks(), 0}}) {}
-  const Comm& world() const { return pool_.at({test::all_ranks(), 0}); }
-  CallOptions options(const std::string& label) const {
-    return {.label = label, .timeout_s = test::kTimeout, .ranks_per_node = 2};
-  }
-
-  CommPool pool_;
-};
+using Collectives = test::WorldCommTest;
 
 TEST_F(Collectives, AllToAllVFloat) {
   const test::SendBlocks s = test::send_blocks(world().group(), world_rank());

@@ -14,6 +14,7 @@
 #include "place/traffic.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_token_exchange.h"
+#include "world_comm_test.h"
 
 namespace moecomm::rt {
 namespace {
@@ -24,7 +25,7 @@ using nn::max_abs_diff;
 using nn::Tensor;
 
 constexpr float kAuxCoef = 0.01f;
-constexpr int kRanksPerNode = 2;
+constexpr int kRanksPerNode = test::WorldCommTest::kRanksPerNode;
 
 nn::MoeLayerSpec spec_of(GateKind gate, float capacity_factor, ExpertKind expert, int experts) {
   nn::MoeLayerSpec s;
@@ -46,18 +47,7 @@ Tensor tokens_of(int rank, uint64_t salt) {
   return Tensor::randn({9 + rank, 8}, salt + 31 * rank);
 }
 
-class MoeLayerMpi : public ::testing::Test {
- protected:
-  MoeLayerMpi() : pool_(MPI_COMM_WORLD, {{test::all_ranks(), 0}}) {}
-  const Comm& world() const { return pool_.at({test::all_ranks(), 0}); }
-  CallOptions options() const {
-    CallOptions o;
-    o.timeout_s = test::kTimeout;
-    o.ranks_per_node = kRanksPerNode;
-    return o;
-  }
-  CommPool pool_;
-};
+using MoeLayerMpi = test::WorldCommTest;
 
 TEST_F(MoeLayerMpi, ExpertParallelEqualsOneProcessForEveryGateOrderAndExpert) {
   const int p = test::world_size(), me = test::world_rank(), experts = 2 * p;

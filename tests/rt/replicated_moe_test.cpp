@@ -15,6 +15,7 @@
 #include "rt/comm_pool.h"
 #include "rt/mpi_token_exchange.h"
 #include "rt/replicated_moe.h"
+#include "world_comm_test.h"
 
 namespace moecomm::rt {
 namespace {
@@ -23,7 +24,7 @@ using nn::ExpertKind;
 using nn::GateKind;
 using nn::Tensor;
 
-constexpr int kRanksPerNode = 2;
+constexpr int kRanksPerNode = test::WorldCommTest::kRanksPerNode;
 constexpr int kHidden = 8;
 
 nn::MoeLayerSpec spec_of(int experts, GateKind gate = GateKind::kGShard, float cf = 0.0f,
@@ -91,16 +92,8 @@ std::vector<int> all_gather_ints(const std::vector<int>& mine) {
   return all;
 }
 
-class Replicated : public ::testing::Test {
+class Replicated : public test::WorldCommTest {
  protected:
-  Replicated() : pool_(MPI_COMM_WORLD, {{test::all_ranks(), 0}}) {}
-  const Comm& world() const { return pool_.at({test::all_ranks(), 0}); }
-  CallOptions options() const {
-    CallOptions o;
-    o.timeout_s = test::kTimeout;
-    o.ranks_per_node = kRanksPerNode;
-    return o;
-  }
   // The baseline: plain EP over MpiTokenExchange, same spec, on this rank's tokens.
   Tensor baseline(const nn::MoeLayerSpec& spec, const Tensor& x, LinkBytes* bytes = nullptr) {
     MpiTokenExchange exchange(world(), options());
@@ -108,7 +101,6 @@ class Replicated : public ::testing::Test {
     if (bytes) *bytes = exchange.bytes();
     return y;
   }
-  CommPool pool_;
 };
 
 TEST_F(Replicated, OutputsEqualTheBaselineForEveryRandomPlan) {

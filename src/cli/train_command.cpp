@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/mpi_command.h"
+#include "cli/train_model.h"
 #include "cli/train_strategy.h"
 #include "core/error.h"
 #include "core/parallel_config.h"
@@ -99,37 +100,6 @@ TrainCommand::TrainCommand(CLI::App& app) {
 
 namespace {
 
-constexpr double kMaxTrainGB = 4;
-
-nn::MoeTransformerConfig tiny_model(int world) {
-  nn::MoeTransformerConfig m;
-  m.vocab = 64;
-  m.max_seq = 64;
-  m.hidden = 64;
-  m.heads = 4;
-  m.layers = 2;
-  m.moe.ffn_hidden = 128;
-  m.moe.experts = 2 * world;
-  m.moe.top_k = 2;
-  return m;
-}
-
-nn::MoeTransformerConfig preset_model(const std::string& name) {
-  const core::ModelConfig c = core::load_model(name);
-  nn::MoeTransformerConfig m;
-  m.vocab = static_cast<int>(c.vocab_size > 0 ? c.vocab_size : 64);
-  m.max_seq = static_cast<int>(c.seq_len);
-  m.hidden = static_cast<int>(c.hidden);
-  m.heads = static_cast<int>(c.heads);
-  m.layers = static_cast<int>(c.layers);
-  m.moe.ffn_hidden = static_cast<int>(c.ffn_hidden);
-  m.moe.experts = static_cast<int>(c.experts);
-  m.moe.top_k = static_cast<int>(c.top_k);
-  m.moe.expert =
-      c.ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
-  return m;
-}
-
 std::vector<int> read_corpus(const std::string& path, int vocab) {
   std::ifstream in(path);
   if (!in) throw Error(path, "cannot open the token file");
@@ -161,23 +131,6 @@ void check_writable(const std::string& path) {
   if (!existed) std::filesystem::remove(path);
 }
 
-// Parameters with their gradients and Adam's two moments (16 bytes each) must fit: this
-// command trains small models on CPUs.
-void check_memory(const rt::TrainConfig& c, int world) {
-  const auto& m = c.model;
-  const double h = m.hidden, layers = m.layers, experts = m.moe.experts;
-  const double tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
-  const double gemms = m.moe.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
-  const double dense = 2.0 * m.vocab * h + m.max_seq * h + layers * (4 * h * h + h * experts);
-  const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden / tp;
-  const double gb = 16.0 * (dense + local_experts) / 1e9;
-  if (gb > kMaxTrainGB)
-    throw Error("--model", "needs about " + std::to_string(static_cast<int>(gb)) +
-                               " GB per rank for parameters and optimizer state (limit " +
-                               std::to_string(static_cast<int>(kMaxTrainGB)) +
-                               "): moecomm train runs small models");
-}
-
 nn::GateKind gate_of(const std::string& g) {
   if (g == "sigmoid") return nn::GateKind::kSigmoid;
   if (g == "xmoe") return nn::GateKind::kXMoE;
@@ -202,7 +155,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int me = mpi_world_rank();
   rt::TrainConfig c;
-  c.model = model_ == "tiny" ? tiny_model(world) : preset_model(model_);
+  c.model = train_model(model_, world);
   c.model.moe.gate = gate_of(gate_);
   if (gate_ == "sigmoid") c.model.moe.top_k = 1;
   if (!expert_.empty())
@@ -210,23 +163,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
         expert_ == "mixtral" ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
   c.model.moe.capacity_factor = capacity_factor_;
   c.model.max_seq = std::max(c.model.max_seq, seq_len_);
-  if (!parallel_.empty()) {
-    const core::ParallelSpec spec = core::parse_parallel_spec(parallel_, "--parallel");
-    for (const auto& [key, value] : {std::pair{"cp", spec.cp}, {"pp", spec.pp}})
-      if (value && *value != 1)
-        throw Error("--parallel", std::string(key) + "=" + std::to_string(*value) +
-                                      ": train runs tensor, expert and data parallelism only");
-    if (spec.tp) c.tp = *spec.tp;
-    if (spec.esp && *spec.esp != c.tp)
-      throw Error("--parallel", "esp=" + std::to_string(*spec.esp) +
-                                    ": train shards the experts over the TP group (esp = tp = " +
-                                    std::to_string(c.tp) + ")");
-    if (spec.ep) c.ep = *spec.ep;
-    if (spec.dp && *spec.dp * c.tp != world) {
-      throw Error("--parallel", "dp=" + std::to_string(*spec.dp) + " must be the " +
-                                    std::to_string(world) + " ranks / tp " + std::to_string(c.tp));
-    }
-  }
+  apply_train_parallel(c, parallel_, world);
   c.batch = batch_;
   c.seq_len = seq_len_;
   c.steps = steps_;

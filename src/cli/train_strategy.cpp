@@ -10,26 +10,6 @@
 namespace moecomm::cli {
 namespace {
 
-// The model as the planner sees it (core::ModelConfig) for one rank's batch.
-core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
-  core::ModelConfig m;
-  m.name = name;
-  m.hidden = c.model.hidden;
-  m.ffn_hidden = c.model.moe.ffn_hidden;
-  m.experts = c.model.moe.experts;
-  m.top_k = c.model.moe.top_k;
-  m.layers = c.model.layers;
-  m.heads = c.model.heads;
-  m.seq_len = c.seq_len;
-  m.micro_batch = c.batch;
-  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
-  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
-  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                 : core::FfnType::kGelu;
-  m.vocab_size = c.model.vocab;
-  return m;
-}
-
 // Lina's expert packing (Sec. 4.2): k experts per device, so the A2A runs among E / k
 // devices: the EP size the Lina estimate chose, when --parallel leaves ep open and it fits.
 std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int world) {
@@ -51,6 +31,25 @@ std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int worl
 }
 
 }  // namespace
+
+core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
+  core::ModelConfig m;
+  m.name = name;
+  m.hidden = c.model.hidden;
+  m.ffn_hidden = c.model.moe.ffn_hidden;
+  m.experts = c.model.moe.experts;
+  m.top_k = c.model.moe.top_k;
+  m.layers = c.model.layers;
+  m.heads = c.model.heads;
+  m.seq_len = c.seq_len;
+  m.micro_batch = c.batch;
+  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
+  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
+  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
+                                                                 : core::FfnType::kGelu;
+  m.vocab_size = c.model.vocab;
+  return m;
+}
 
 sched::Algorithm algorithm_of(const std::string& a) {
   if (a == "1dh") return sched::Algorithm::k1DH;

@@ -5,10 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "core/model_config.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
 
 namespace moecomm::cli {
+
+// The model as the planner and the simulator see it (core::ModelConfig) for one rank's batch.
+core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name);
 
 sched::Algorithm algorithm_of(const std::string& a2a);  // "flat" | "1dh" | "2dh"
 

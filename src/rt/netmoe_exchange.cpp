@@ -89,7 +89,13 @@ nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& 
   o.label = label;
   o.bytes = &rows_;
   if (stage_cancel_) o.cancel = stage_cancel_;
-  const bool scatter = std::string(label).find("scatter") != std::string::npos;
+  const std::string name = label;
+  const bool scatter = name.find("scatter") != std::string::npos;
+  if (name == "netmoe.scatter" || name == "netmoe.gather") {
+    auto& to = scatter ? scatter_rows_ : gather_rows_;
+    to.resize(send_rows.size(), 0);
+    for (size_t j = 0; j < send_rows.size(); ++j) to[j] += send_rows[j];
+  }
   Pending pending(activity_, scatter ? A2APhase::kDispatch : A2APhase::kCombine);
   const Received<float> got =
       all_to_all_v(ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
@@ -125,6 +131,7 @@ std::vector<int> NetMoeExchange::all_gather(const std::vector<int>& mine) {
 void NetMoeExchange::submit_placement(int layer, const std::vector<int>& samples,
                                       const std::vector<int>& counts) {
   if (layer < 0 || layer >= layers_) throw Error("netmoe", "layer out of range");
+  ++scatters_;
   const size_t b = samples.size();
   std::vector<int> mine(samples);
   mine.insert(mine.end(), counts.begin(), counts.end());

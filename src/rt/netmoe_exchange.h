@@ -61,6 +61,12 @@ class NetMoeExchange final : public nn::SampleExchange {
   const LinkBytes& meta_bytes() const { return meta_; }  // metadata, counts and targets
   const NetMoeStats& stats() const { return stats_; }
   void reset_stats();
+  // Forward rows this rank sent to each EP member so far: scatters (to the experts) and
+  // gathers (to the samples' new ranks), for the simulator's NetMoE matrices; and how many
+  // layers' scatters that was.
+  const std::vector<int64_t>& scatter_rows() const { return scatter_rows_; }
+  const std::vector<int64_t>& gather_rows() const { return gather_rows_; }
+  int64_t scatters() const { return scatters_; }
 
  private:
   const Comm& ep_;
@@ -73,6 +79,8 @@ class NetMoeExchange final : public nn::SampleExchange {
   std::vector<place::RoutingCounts> counts_;  // per layer: this iteration's true counts
   LinkBytes rows_, meta_;
   NetMoeStats stats_;
+  std::vector<int64_t> scatter_rows_, gather_rows_;
+  int64_t scatters_ = 0;
   int pending_layer_ = -1;
   int chunks_fwd_ = 1, chunks_bwd_ = 1;
   const std::atomic<bool>* stage_cancel_ = nullptr;  // the pipeline's, on its comm thread

@@ -38,7 +38,12 @@ bool needs_tp_exchange(const TrainGroups& g, const sched::Strategy& s) {
 
 nn::ExchangeLayout ActivityExchange::exchange_counts(const std::vector<int>& send_counts) {
   Active a(activity_, A2APhase::kDispatch);
-  return inner_.exchange_counts(send_counts);
+  nn::ExchangeLayout layout = inner_.exchange_counts(send_counts);
+  dispatch_rows_.resize(static_cast<size_t>(layout.ranks), 0);
+  for (size_t e = 0; e < send_counts.size(); ++e)
+    dispatch_rows_[e / static_cast<size_t>(layout.local_experts)] += send_counts[e];
+  ++dispatches_;
+  return layout;
 }
 
 nn::Tensor ActivityExchange::dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) {

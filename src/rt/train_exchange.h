@@ -7,7 +7,9 @@
 //     with N chunks (O2) and copy pipelining (O3) when the experts do not pipeline.
 // FSMoE's and Lina's expert pipelining is the MoE layer's chunks (MoeLayer::set_chunks), run
 // through the exchange's pipeline().
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "nn/tensor_parallel.h"
 #include "nn/token_exchange.h"
@@ -35,10 +37,16 @@ class ActivityExchange final : public nn::TokenExchange {
   nn::Tensor combine(const nn::Tensor& expert_rows, const nn::ExchangeLayout& layout) override;
   nn::Tensor pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout, int chunks,
                       const ChunkExperts& experts) override;
+  // Rows this rank's dispatches sent to each EP member so far (the layer's counts, before
+  // any TP drop: the replicated dispatch the simulator takes), and how many dispatches.
+  const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  int64_t dispatches() const { return dispatches_; }
 
  private:
   nn::TokenExchange& inner_;
   A2AActivity& activity_;
+  std::vector<int64_t> dispatch_rows_;
+  int64_t dispatches_ = 0;
 };
 
 // Megatron's attention AllReduces over the TP group (nn/tensor_parallel.h), counting the
@@ -76,6 +84,7 @@ class TokenPath {
   // Bytes this rank sent on the token path (A2A, and the ESP/TP collectives), by link level.
   LinkBytes bytes() const;
   void reset_bytes();
+  const ActivityExchange& tracked() const { return *tracked_; }
 
  private:
   std::unique_ptr<MpiTokenExchange> mpi_;

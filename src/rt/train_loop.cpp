@@ -6,8 +6,10 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/rank_groups.h"
 #include "nn/adam.h"
 #include "nn/synthetic_text.h"
+#include "rt/busy_time.h"
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
 #include "rt/mpi_base.h"
@@ -184,6 +186,49 @@ StepReport step_report(int step, float loss, float lm_loss, double ms, const Lin
   return r;
 }
 
+// Busy seconds of this rank -> the step's means over ranks, in ms.
+void add_phase_times(StepReport& r, double token_fwd_s, double token_bwd_s, double grad_s,
+                     int world) {
+  double s[3] = {token_fwd_s, token_bwd_s, grad_s};
+  MPI_Allreduce(MPI_IN_PLACE, s, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  r.token_fwd_ms = s[0] * 1e3 / world;
+  r.token_bwd_ms = s[1] * 1e3 / world;
+  r.grad_sync_ms = s[2] * 1e3 / world;
+}
+
+// Every rank's rows to each EP member (per dispatch) -> per EP group byte matrices.
+std::vector<std::vector<double>> ep_matrices(const std::vector<int64_t>& rows, int64_t layers,
+                                             double row_bytes, const TrainGroups& g, int world) {
+  const int n = static_cast<int>(g.ep.size());
+  std::vector<double> mine(static_cast<size_t>(n), 0.0);
+  for (size_t j = 0; j < rows.size() && j < mine.size(); ++j)
+    mine[j] = layers > 0 ? static_cast<double>(rows[j]) * row_bytes / layers : 0.0;
+  std::vector<double> all(static_cast<size_t>(n * world));
+  MPI_Allgather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD);
+  std::vector<std::vector<double>> out;
+  for (const core::RankGroup& group : core::build_rank_groups(g.parallel).ep) {
+    std::vector<double> m(static_cast<size_t>(n * n), 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        m[static_cast<size_t>(i * n + j)] = all[static_cast<size_t>(group[i] * n + j)];
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// The routing the steps had, as the simulator takes it (TrainResult::dispatch_bytes).
+void add_routing_matrices(const TokenPath& path, const NetMoeExchange* netmoe, const TrainConfig& c,
+                          const TrainGroups& g, int world, TrainResult& out) {
+  const double row = static_cast<double>(c.model.hidden) * (c.bf16_a2a ? 2 : 4);
+  if (netmoe) {
+    out.dispatch_bytes = ep_matrices(netmoe->scatter_rows(), netmoe->scatters(), row, g, world);
+    out.combine_bytes = ep_matrices(netmoe->gather_rows(), netmoe->scatters(), row, g, world);
+    return;
+  }
+  const ActivityExchange& a = path.tracked();
+  out.dispatch_bytes = ep_matrices(a.dispatch_rows(), a.dispatches(), row, g, world);
+}
+
 // Per step, the statistics of this step only (GradSync's are cumulative).
 GradSyncStats minus(GradSyncStats a, const GradSyncStats& b) {
   a.micro_ops -= b.micro_ops;
@@ -212,7 +257,10 @@ TrainResult train(const TrainConfig& config_in,
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
   A2AActivity activity;
-  TokenPath path(g, pool, {c.strategy, c.bf16_a2a, options}, activity);
+  BusyTime token_busy, grad_busy;  // the phases StepReport times
+  CallOptions token_options = options;
+  token_options.busy = &token_busy;
+  TokenPath path(g, pool, {c.strategy, c.bf16_a2a, token_options}, activity);
   nn::MoeTransformerConfig model_config = c.model;
   model_config.moe.expert_shard = {g.tp_index, c.tp};
   model_config.tp_shard = g.tp_index;
@@ -226,7 +274,7 @@ TrainResult train(const TrainConfig& config_in,
   if (c.tp > 1) model.set_tensor_parallel(&tp_group);
   std::unique_ptr<NetMoeExchange> netmoe;  // NetMoE: samples move on its own token path
   if (c.strategy.placement == sched::Placement::kNetMoe) {
-    netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), options, c.model.layers,
+    netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), token_options, c.model.layers,
                                               c.model.moe.experts, &activity);
     if (c.strategy.pipeline_experts)
       netmoe->set_chunks(c.strategy.chunks_fwd, c.strategy.chunks_bwd);
@@ -237,6 +285,7 @@ TrainResult train(const TrainConfig& config_in,
   CallOptions grad_options = options;
   grad_options.label = "grad";
   grad_options.bytes = &grad_bytes;
+  grad_options.busy = &grad_busy;
   const Comm* edp = g.edp.size() > 1 ? &pool.at({g.edp, 1}) : nullptr;
   GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.dp, 1}), edp,
                 grad_options, activity);
@@ -266,11 +315,14 @@ TrainResult train(const TrainConfig& config_in,
     grad_bytes = {};
     const GradSyncStats before = sync.stats();
     adam.zero_grad();
+    const double token0 = token_busy.seconds(), grad0 = grad_busy.seconds();
     const float loss = model.forward(batch.tokens, batch.targets, c.seq_len);
+    const double token1 = token_busy.seconds();
     model.backward([&](int block) {
       sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
     });
     sync.finish();
+    const double token2 = token_busy.seconds(), grad2 = grad_busy.seconds();
     nn::scale_grad(model.params(), mean_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
@@ -283,6 +335,7 @@ TrainResult train(const TrainConfig& config_in,
                                netmoe ? netmoe->row_bytes() : path.bytes(), grad_bytes,
                                minus(sync.stats(), before), world);
     add_placement(netmoe.get(), r);
+    add_phase_times(r, token1 - token0, token2 - token1, grad2 - grad0, world);
     MPI_Allreduce(tp_group.bytes().bytes.data(), r.tp_attention.bytes.data(), kNumLinkLevels,
                   MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (routing) {
@@ -296,6 +349,7 @@ TrainResult train(const TrainConfig& config_in,
     result.steps.push_back(r);
     if (me == 0 && on_step) on_step(r);
   }
+  add_routing_matrices(path, netmoe.get(), c, g, world, result);
   return result;
 }
 

@@ -57,6 +57,11 @@ struct StepReport {
   LinkBytes a2a_meta;
   double placement_solve_ms = 0;  // slowest rank, summed over layers: solver time
   double placement_wait_ms = 0;   // slowest rank: time collect() blocked (not hidden)
+  // Mean over ranks, this step: wall time with a token-path collective (A2A, ESP/TP
+  // AllGather, ReduceScatter, AllReduce; NetMoE's scatter and gather) in flight on the
+  // rank, in the forward and in the backward; and with a gradient AllReduce in flight.
+  // Chunks in flight together count once (rt/busy_time.h), as the simulator's op union.
+  double token_fwd_ms = 0, token_bwd_ms = 0, grad_sync_ms = 0;
 };
 
 struct TrainResult {
@@ -71,6 +76,12 @@ struct TrainResult {
   // rank unless placement=netmoe moved it).
   std::vector<float> sample_losses;
   std::vector<int> sample_rank;
+  // On every rank: the routing the simulator needs to replay these steps (sched::LayerSetup
+  // a2a_pair_bytes, a2a_combine_pair_bytes), per EP group in core::RankGroups order, n x n
+  // bytes member i -> member j of one layer's forward dispatch, the mean over steps and
+  // layers (TP: the replicated dispatch, before MoNTA's drop). combine_bytes: NetMoE's
+  // gathers to the samples' new ranks; empty otherwise (the dispatch's transpose).
+  std::vector<std::vector<double>> dispatch_bytes, combine_bytes;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE

@@ -9,6 +9,7 @@ namespace moecomm::rt {
 void wait_all(std::span<MPI_Request> requests, const Comm& comm, const std::string& what,
               const CallOptions& options) {
   using Clock = std::chrono::steady_clock;
+  const BusyScope busy(options.busy);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options.timeout_s));
   for (int polls = 0;; ++polls) {

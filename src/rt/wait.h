@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "rt/busy_time.h"
 #include "rt/comm.h"
 #include "rt/link_bytes.h"
 
@@ -30,6 +31,7 @@ struct CallOptions {
   int ranks_per_node = 1;      // node = global rank / ranks_per_node (byte levels, 1DH and 2DH)
   LinkBytes* bytes = nullptr;  // bytes this rank sends, added by level (collectives.h)
   const std::atomic<bool>* cancel = nullptr;
+  BusyTime* busy = nullptr;  // time spent waiting for the call's requests, added
 };
 
 // Polls `requests` until all are complete. `what` says what they are ("all_reduce",

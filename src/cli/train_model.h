@@ -1,0 +1,26 @@
+#pragma once
+// The models the commands that train for real (train, bench) build: `tiny`, or a preset or
+// JSON model file; and the memory check that keeps them to what a CPU rank can hold.
+#include <string>
+
+#include "nn/moe_transformer.h"
+#include "rt/train_loop.h"
+
+namespace moecomm::cli {
+
+// tiny: vocab 64, hidden 64, 4 heads, 2 layers, FFN 128, 2 experts per rank, top-2.
+nn::MoeTransformerConfig tiny_model(int world);
+// A preset name or JSON file: its hidden, ffn_hidden, heads, layers, experts, top_k,
+// seq_len, vocab_size and ffn_type.
+nn::MoeTransformerConfig preset_model(const std::string& name);
+// "tiny" or a preset/file.
+nn::MoeTransformerConfig train_model(const std::string& name, int world);
+
+// --parallel's tp=T,ep=N (cp, pp = 1; esp = tp; dp = world / tp) into c.tp and c.ep.
+void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world);
+
+// Parameters with their gradients and Adam's two moments (16 bytes each) must fit in 4 GB
+// per rank; throws Error naming --model otherwise.
+void check_memory(const rt::TrainConfig& c, int world);
+
+}  // namespace moecomm::cli

@@ -1,0 +1,63 @@
+#include "sim/phase_times.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moecomm::sim {
+namespace {
+
+using Intervals = std::vector<std::pair<double, double>>;
+
+double union_length(Intervals v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, start = 0, end = -1;
+  for (const auto& [s, e] : v) {
+    if (s > end) {
+      total += std::max(0.0, end - start);
+      start = s;
+      end = e;
+    } else {
+      end = std::max(end, e);
+    }
+  }
+  return total + std::max(0.0, end - start);
+}
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+}  // namespace
+
+PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result) {
+  const int world = schedule.world_size();
+  // Per rank: token forward, token backward, gradient sync.
+  std::vector<std::array<Intervals, 3>> per_rank(static_cast<size_t>(world));
+  for (sched::OpId id = 0; id < schedule.num_ops(); ++id) {
+    const sched::Op& op = schedule.op(id);
+    if (!sched::is_collective(op.kind)) continue;
+    const sched::Label& label = schedule.label(id);
+    int phase = -1;
+    if (starts_with(label.name, "moe."))
+      phase = label.phase == sched::Phase::kBackward ? 1 : 0;
+    else if (starts_with(label.name, "grad."))
+      phase = 2;
+    if (phase < 0) continue;
+    const OpTiming& t = result.ops[static_cast<size_t>(id)];
+    per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(t.start, t.end);
+  }
+  double sums[3] = {0, 0, 0};
+  for (const auto& r : per_rank)
+    for (int p = 0; p < 3; ++p) sums[p] += union_length(r[static_cast<size_t>(p)]);
+  PhaseTimes out;
+  out.token_fwd_s = sums[0] / world;
+  out.token_bwd_s = sums[1] / world;
+  out.grad_sync_s = sums[2] / world;
+  out.iteration_s = result.makespan_s;
+  return out;
+}
+
+}  // namespace moecomm::sim

@@ -1,0 +1,20 @@
+#pragma once
+// The phases `moecomm bench` measures, read off a simulated step so the two line up (issue
+// 7): per rank, the wall time during which at least one op of a phase runs (the union of
+// their intervals: pipelined chunks in flight together count once), averaged over ranks.
+// The runtime measures the same unions (rt/busy_time.h).
+#include "sched/schedule.h"
+#include "sim/simulator.h"
+
+namespace moecomm::sim {
+
+struct PhaseTimes {
+  double token_fwd_s = 0;  // token-path collectives ("moe.*": A2A, ESP/TP) in the forward
+  double token_bwd_s = 0;  // the same in the backward
+  double grad_sync_s = 0;  // gradient AllReduces ("grad.*")
+  double iteration_s = 0;  // the makespan
+};
+
+PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result);
+
+}  // namespace moecomm::sim

@@ -3,7 +3,8 @@
 set -euo pipefail
 PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libnlopt-dev libnlopt-cxx-dev
-          liblemon-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev libopenblas-dev)
+          liblemon-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev libopenblas-dev
+          iproute2)  # iproute2: `moecomm testbed` (ip, tc)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

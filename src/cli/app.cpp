@@ -4,10 +4,13 @@
 
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/infer_command.h"
 #include "cli/place_command.h"
 #include "cli/plan_command.h"
+#include "cli/profile_command.h"
 #include "cli/sim_command.h"
+#include "cli/testbed_command.h"
 #include "cli/train_command.h"
 #include "core/error.h"
 
@@ -30,6 +33,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   SimCommand sim(app);
   TrainCommand train(app);
   InferCommand infer(app);
+  TestbedCommand testbed(app);
+  ProfileCommand profile(app);
+  BenchCommand bench(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
@@ -52,6 +58,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (sim.selected()) return sim.run(out, err);
     if (train.selected()) return train.run(out, err);
     if (infer.selected()) return infer.run(out, err);
+    if (testbed.selected()) return testbed.run(out, err);
+    if (profile.selected()) return profile.run(out, err);
+    if (bench.selected()) return bench.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

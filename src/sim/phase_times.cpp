@@ -30,6 +30,18 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+// When the rank reached the op: its stream predecessor and its events were done. A rank
+// that reaches a collective first waits there for its peers, inside the call, as the
+// runtime's timers see it.
+double ready_time(const sched::Schedule& schedule, const SimResult& result, sched::OpId id) {
+  double ready = 0;
+  const sched::OpId prev = schedule.op(id).prev;
+  if (prev != sched::kNone) ready = result.ops[static_cast<size_t>(prev)].end;
+  for (sched::OpId dep : schedule.deps(id))
+    ready = std::max(ready, result.ops[static_cast<size_t>(dep)].end);
+  return std::min(ready, result.ops[static_cast<size_t>(id)].start);
+}
+
 }  // namespace
 
 PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result) {
@@ -46,8 +58,11 @@ PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result)
     else if (starts_with(label.name, "grad."))
       phase = 2;
     if (phase < 0) continue;
+    // The token path from when the rank reached each op (it waits inside); gradient
+    // AllReduces from their start: a held micro-op waits outside the call (Lina's gate).
     const OpTiming& t = result.ops[static_cast<size_t>(id)];
-    per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(t.start, t.end);
+    const double from = phase < 2 ? ready_time(schedule, result, id) : t.start;
+    per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(from, t.end);
   }
   double sums[3] = {0, 0, 0};
   for (const auto& r : per_rank)

@@ -20,40 +20,51 @@ CollectiveSpec spec(OpKind kind, const char* name, sched::Phase phase) {
   return s;
 }
 
-TEST(PhaseTimes, UnionsOfEachPhasesIntervalsPerRankAveragedOverRanks) {
+sched::Label compute_label() {
+  sched::Label l;
+  l.name = "moe.expert";
+  return l;
+}
+
+TEST(PhaseTimes, TokenOpsCountFromWhenTheRankReachedThemGradientOpsFromTheirStart) {
   sched::Schedule s(2);
-  const auto fwd_a =
-      s.add_collective(spec(OpKind::kAllToAll, "moe.dispatch.a2a", sched::Phase::kForward), 1);
-  const auto fwd_b = s.add_collective(
-      spec(OpKind::kAllGather, "moe.dispatch.esp_allgather", sched::Phase::kForward), 4);
-  const auto bwd =
-      s.add_collective(spec(OpKind::kAllToAll, "moe.combine.a2a", sched::Phase::kBackward), 1);
+  const sched::OpId gate0 = s.add_compute(0, 0, 1, 0, compute_label());
+  const sched::OpId gate1 = s.add_compute(1, 0, 1, 0, compute_label());
+  const auto a2a = s.add_collective(
+      spec(OpKind::kAllToAll, "moe.dispatch.a2a", sched::Phase::kForward), 1, {{gate0}, {gate1}});
+  const auto gather = s.add_collective(
+      spec(OpKind::kAllGather, "moe.dispatch.esp_allgather", sched::Phase::kForward), 4,
+      {{a2a.ops[0]}, {a2a.ops[1]}});
+  const auto chunk = s.add_collective(  // a second chunk on stream 1, under the AllGather
+      spec(OpKind::kAllToAll, "moe.dispatch.a2a", sched::Phase::kForward), 1);
+  const sched::OpId late1 = s.add_compute(1, 0, 1, 0, compute_label());
+  const auto bwd = s.add_collective(
+      spec(OpKind::kAllToAll, "moe.combine.a2a", sched::Phase::kBackward), 1, {{}, {late1}});
   const auto grad = s.add_collective(
       spec(OpKind::kAllReduce, "grad.dense.allreduce", sched::Phase::kBackward), 2);
   const auto attn =
-      s.add_collective(spec(OpKind::kAllReduce, "attn.tp.allreduce", sched::Phase::kForward), 1);
-  sched::Label expert;
-  expert.name = "moe.expert";
-  const sched::OpId compute = s.add_compute(0, 0, 1e6, 0, expert);
+      s.add_collective(spec(OpKind::kAllReduce, "attn.tp.allreduce", sched::Phase::kForward), 3);
   SimResult r;
   r.ops.resize(static_cast<size_t>(s.num_ops()));
   auto at = [&](sched::OpId id, double a, double b) { r.ops[static_cast<size_t>(id)] = {a, b}; };
-  // Rank 0: forward chunks overlap ([1, 3] and [2, 5] -> 4 s); rank 1: disjoint (1 + 1).
-  at(fwd_a.ops[0], 1, 3);
-  at(fwd_b.ops[0], 2, 5);
-  at(fwd_a.ops[1], 0, 1);
-  at(fwd_b.ops[1], 4, 5);
-  at(bwd.ops[0], 6, 7);
-  at(bwd.ops[1], 6, 9);
+  auto both = [&](const sched::Schedule::Issued& c, double a, double b) {
+    at(c.ops[0], a, b);
+    at(c.ops[1], a, b);
+  };
+  at(gate0, 0, 1);
+  at(gate1, 0, 2);
+  both(a2a, 2, 4);        // rank 0 waits from 1, rank 1 from 2
+  both(gather, 4, 6);     // forward: rank 0 [1, 6], rank 1 [2, 6]
+  both(chunk, 4.5, 5.5);  // inside the AllGather: counted once
+  at(late1, 6.5, 7.5);
+  both(bwd, 8, 9);  // rank 0 reached it at 5.5 (its chunk), rank 1 at 7.5
   at(grad.ops[0], 7, 10);
   at(grad.ops[1], 8, 9);
-  at(attn.ops[0], 0, 100);  // neither phase
-  at(attn.ops[1], 0, 100);
-  at(compute, 0, 50);
+  both(attn, 0, 100);  // neither phase
   r.makespan_s = 100;
   const PhaseTimes p = phase_times(s, r);
-  EXPECT_DOUBLE_EQ(p.token_fwd_s, (4.0 + 2.0) / 2);
-  EXPECT_DOUBLE_EQ(p.token_bwd_s, (1.0 + 3.0) / 2);
+  EXPECT_DOUBLE_EQ(p.token_fwd_s, (5.0 + 4.0) / 2);
+  EXPECT_DOUBLE_EQ(p.token_bwd_s, (3.5 + 1.5) / 2);
   EXPECT_DOUBLE_EQ(p.grad_sync_s, (3.0 + 1.0) / 2);
   EXPECT_DOUBLE_EQ(p.iteration_s, 100);
 }

@@ -1,0 +1,76 @@
+#include "cli/bench_case.h"
+
+#include <algorithm>
+
+#include "cli/train_strategy.h"
+#include "core/topology.h"
+#include "rt/mpi_base.h"
+#include "rt/train_groups.h"
+#include "sched/layer_builder.h"
+#include "sim/phase_times.h"
+#include "sim/simulator.h"
+
+namespace moecomm::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Medians over the steps after the warm-up (noise on a shared machine is one-sided).
+BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup) {
+  std::vector<double> fwd, bwd, grad, step;
+  for (size_t i = static_cast<size_t>(warmup); i < steps.size(); ++i) {
+    fwd.push_back(steps[i].token_fwd_ms);
+    bwd.push_back(steps[i].token_bwd_ms);
+    grad.push_back(steps[i].grad_sync_ms);
+    step.push_back(steps[i].step_ms);
+  }
+  return {median(fwd), median(bwd), median(grad), median(step)};
+}
+
+// The same step in the simulator: the planner's model of the run's batch, its parallel
+// folding, the strategy with the same knobs and the dispatch matrices the run measured.
+BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
+                             const rt::TrainResult& result, int world) {
+  sched::LayerSetup layer;
+  layer.model = planner_model(c, setup.model_name);
+  layer.cluster = setup.cluster;
+  layer.parallel =
+      rt::train_groups(world, c.tp, c.ep, c.model.moe.experts, 0, "--parallel").parallel;
+  layer.strategy = c.strategy;
+  layer.layers = c.model.layers;
+  layer.a2a_pair_bytes = result.dispatch_bytes;
+  layer.a2a_combine_pair_bytes = result.combine_bytes;
+  const sched::Schedule schedule = sched::build_training_step(layer);
+  const sim::SimResult r = sim::simulate(schedule, core::Topology(setup.cluster));
+  const sim::PhaseTimes p = sim::phase_times(schedule, r);
+  return {p.token_fwd_s * 1e3, p.token_bwd_s * 1e3, p.grad_sync_s * 1e3, p.iteration_s * 1e3};
+}
+
+}  // namespace
+
+BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, int world) {
+  rt::TrainConfig c = setup.train;
+  c.steps = setup.warmup + setup.steps;
+  BenchCase out;
+  out.name = strategy;
+  out.notes =
+      resolve_strategy(c, strategy, "flat", false, setup.cluster_path, setup.model_name, world);
+  out.strategy = sched::to_string(c.strategy);
+  const rt::TrainResult result = rt::train(c);
+  out.measured = measured_phases(result.steps, setup.warmup);
+  out.token_bytes = result.steps.back().a2a;
+  for (size_t i = static_cast<size_t>(setup.warmup); i < result.steps.size(); ++i)
+    out.grad_overlap_s += result.steps[i].grad_sync.overlap_s / setup.steps;
+  out.loss = result.steps.back().loss;
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) out.simulated = simulated_phases(setup, c, result, world);
+  return out;
+}
+
+}  // namespace moecomm::cli

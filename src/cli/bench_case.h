@@ -1,0 +1,45 @@
+#pragma once
+// One row of `moecomm bench` (issue 7): a strategy trained for real on the ranks of mpirun,
+// its phases timed per step, and the same steps replayed in the simulator on the profiled
+// cluster with the routing the run had, so measured and predicted phases line up.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "rt/link_bytes.h"
+#include "rt/train_loop.h"
+
+namespace moecomm::cli {
+
+// Milliseconds per step: wall time with a token-path collective in flight in the forward
+// and in the backward, with a gradient AllReduce in flight (means over ranks), the step.
+struct BenchPhases {
+  double token_fwd_ms = 0, token_bwd_ms = 0, grad_sync_ms = 0, step_ms = 0;
+  double token_ms() const { return token_fwd_ms + token_bwd_ms; }
+};
+
+struct BenchCase {
+  std::string name;                // as asked (a strategy name or knobs)
+  std::string strategy;            // every knob (sched::to_string)
+  std::vector<std::string> notes;  // knobs the planner chose, and why
+  BenchPhases measured;            // medians over the measured steps
+  BenchPhases simulated;           // the simulator on the profiled cluster
+  rt::LinkBytes token_bytes;       // all ranks, the last step's token path
+  double grad_overlap_s = 0;       // per step, summed over ranks: AllReduce time beside an A2A
+  float loss = 0;                  // the last step's
+};
+
+struct BenchSetup {
+  rt::TrainConfig train;     // model, parallel sizes, batch, seq_len, ranks per node, timeout
+  std::string model_name;    // for the planner and the report
+  std::string cluster_path;  // the profiled cluster (moecomm profile)
+  core::Cluster cluster;
+  int warmup = 2, steps = 5;
+};
+
+// Collective over MPI_COMM_WORLD; the simulation runs on rank 0 (other ranks leave
+// `simulated` zero). Throws Error naming --strategy for a strategy the runtime refuses.
+BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, int world);
+
+}  // namespace moecomm::cli

@@ -1,0 +1,350 @@
+#include "cli/profile_command.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <ostream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/mpi_command.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "cost/profile_fit.h"
+#include "rt/collective_profile.h"
+#include "rt/device_profile.h"
+#include "rt/mpi_base.h"
+
+namespace moecomm::cli {
+
+ProfileCommand::ProfileCommand(CLI::App& app) {
+  sub_ = app.add_subcommand(
+      "profile",
+      "Measure A2A, AllGather, ReduceScatter and AllReduce per level (one rank per worker of\n"
+      "the level) over a sweep of sizes, and the device's GEMM and memcpy rates with all ranks\n"
+      "at work; print a table like nccl-tests' and write the fitted bandwidth, latency and\n"
+      "efficiency curves as a cluster file for plan, sim and train --cluster.\n"
+      "Run as: mpirun -np P moecomm profile [--ranks-per-node R] [...]");
+  add_layout_options();
+  add_sweep_options();
+  add_output_options();
+}
+
+void ProfileCommand::add_layout_options() {
+  sub_->add_option("--ranks-per-node", ranks_per_node_,
+                   "ranks per node (node n holds ranks nR..nR+R-1; default: "
+                   "MOECOMM_TESTBED_RANKS_PER_NODE, else all ranks on one node)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub_->add_option("--datacenters", datacenters_,
+                   "datacenters the nodes are split over, in order (default: "
+                   "MOECOMM_TESTBED_DATACENTERS, else 1)")
+      ->check(CLI::Range(1, 1 << 20));
+}
+
+void ProfileCommand::add_sweep_options() {
+  sub_->add_option("--min-bytes", min_bytes_,
+                   "smallest size: bytes of the per-rank buffer (A2A: sent by a rank; "
+                   "AllGather: output; ReduceScatter: input; AllReduce: buffer); KB/MB/GB = "
+                   "1e3/1e6/1e9, K/M/G and KiB/MiB/GiB = 2^10/2^20/2^30")
+      ->capture_default_str();
+  sub_->add_option("--max-bytes", max_bytes_, "largest size (at most 1GiB)")->capture_default_str();
+  sub_->add_option("--factor", factor_, "ratio of consecutive sizes")
+      ->check(kFinite)
+      ->capture_default_str()
+      ->check(CLI::Range(1.1, 1024.0));
+  sub_->add_option("--iters", iters_,
+                   "timed iterations per size, at most: repetitions stop after 3 once a size's "
+                   "iterations took 0.25 s, so large sizes on slow links run 3 times")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub_->add_option("--warmup", warmup_, "untimed iterations before each size (at most 0.25 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  sub_->add_option("--gemm-size", gemm_size_,
+                   "order of the square fp32 GEMM that measures the device (an expert GEMM's)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 8192));
+  sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
+      ->check(kFinite)
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+}
+
+void ProfileCommand::add_output_options() {
+  sub_->add_option("--out", out_, "the cluster file to write")->capture_default_str();
+  sub_->add_option("--name", name_, "the cluster's name (default: profiled-<counts>, e.g. 2x4)");
+  sub_->add_option("--table-out", table_out_,
+                   "also write the measurements and the fit as JSON (what --json prints)");
+  sub_->add_flag("--json", json_,
+                 "print one JSON object: {levels: [{name, count, ranks, bandwidth_GBps, "
+                 "latency_us, r_squared}], device, rows: [{level, collective, ranks, bytes, "
+                 "time_us, algbw_GBps, busbw_GBps, algorithm}], cluster_file}");
+}
+
+namespace {
+
+constexpr int64_t kMaxSize = int64_t{1} << 30;
+
+// "64KiB", "4KB", "16M", "1048576": bytes.
+int64_t parse_size(const std::string& text, const std::string& flag) {
+  static const std::regex form(R"(\s*([0-9]+(\.[0-9]+)?([eE][0-9]+)?)\s*([A-Za-z]*)\s*)");
+  std::smatch m;
+  const std::string why =
+      "'" + text + "' is not a size (bytes, or a number with KB/MB/GB or K/M/G, KiB/MiB/GiB)";
+  if (!std::regex_match(text, m, form)) throw Error(flag, why);
+  std::string unit = m[4];
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "kb") scale = 1e3;
+  if (unit == "mb") scale = 1e6;
+  if (unit == "gb") scale = 1e9;
+  if (unit == "k" || unit == "kib") scale = 1 << 10;
+  if (unit == "m" || unit == "mib") scale = 1 << 20;
+  if (unit == "g" || unit == "gib") scale = 1 << 30;
+  if (scale == 0) throw Error(flag, why);
+  const double bytes = std::stod(m[1]) * scale;
+  if (!(bytes >= 1 && bytes <= kMaxSize))
+    throw Error(flag, "'" + text + "' must be between 1 byte and 1GiB");
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+std::vector<int64_t> sweep_sizes(int64_t lo, int64_t hi, double factor) {
+  if (lo > hi) throw Error("--min-bytes", "is larger than --max-bytes");
+  std::vector<int64_t> sizes;
+  for (double s = static_cast<double>(lo); s <= hi * (1 + 1e-12); s *= factor)
+    if (sizes.empty() || std::llround(s) != sizes.back()) sizes.push_back(std::llround(s));
+  if (sizes.size() < 2)
+    throw Error("--max-bytes",
+                "the sweep has one size; the fit needs at least 2 (raise "
+                "--max-bytes or lower --factor)");
+  return sizes;
+}
+
+// A testbed variable: unset (0) or a positive integer.
+int env_int(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return 0;
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != std::string(text).size() || v < 1)
+    throw Error(name, std::string("'") + text + "' is not a positive integer");
+  return v;
+}
+
+struct Layout {
+  int ranks_per_node = 1;
+  std::vector<rt::ProfileGroup> groups;
+  std::vector<cost::LevelSpec> levels;
+};
+
+// The flags, else the testbed's variables, else one node in one datacenter.
+Layout resolve_layout(int world, int ranks_per_node, int datacenters) {
+  Layout l;
+  if (!ranks_per_node) ranks_per_node = env_int("MOECOMM_TESTBED_RANKS_PER_NODE");
+  if (!datacenters) datacenters = env_int("MOECOMM_TESTBED_DATACENTERS");
+  l.ranks_per_node = ranks_per_node ? ranks_per_node : world;
+  l.groups = rt::profile_groups(world, l.ranks_per_node, datacenters ? datacenters : 1);
+  const int nodes = env_int("MOECOMM_TESTBED_NODES");
+  if (nodes && nodes * l.ranks_per_node != world)
+    throw Error("MOECOMM_TESTBED_NODES", std::to_string(nodes) + " nodes do not hold the " +
+                                             std::to_string(world) + " ranks at " +
+                                             std::to_string(l.ranks_per_node) + " per node");
+  for (const rt::ProfileGroup& g : l.groups)
+    l.levels.push_back({g.level, static_cast<int>(g.ranks.size())});
+  return l;
+}
+
+// Fail before measuring, not after it.
+void check_writable(const std::string& path, const std::string& flag) {
+  if (path.empty()) throw Error(flag, "must name a file");
+  const bool existed = std::filesystem::exists(path);
+  std::ofstream probe(path, std::ios::app);
+  if (!probe) throw Error(flag, path + ": cannot be written");
+  probe.close();
+  if (!existed) std::filesystem::remove(path);
+}
+
+void write_json(const nlohmann::json& doc, const std::string& path, const std::string& flag) {
+  std::ofstream f(path);
+  f << doc.dump(2) << "\n";
+  if (!f) throw Error(flag, path + ": cannot be written");
+}
+
+std::string counts_name(const std::vector<cost::LevelSpec>& levels) {
+  std::string name = "profiled-";
+  for (size_t i = 0; i < levels.size(); ++i)
+    name += (i ? "x" : "") + std::to_string(levels[i].count);
+  return name;
+}
+
+double gbps(double bytes_per_s) {
+  return bytes_per_s / units::kGB;
+}
+
+nlohmann::json rows_json(const std::vector<cost::ProfileRow>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const cost::ProfileRow& r : rows)
+    out.push_back({{"level", r.level},
+                   {"collective", cost::collective_name(r.op)},
+                   {"ranks", r.ranks},
+                   {"bytes", static_cast<int64_t>(r.bytes)},
+                   {"time_us", r.seconds / units::kUs},
+                   {"algbw_GBps", gbps(cost::algbw(r))},
+                   {"busbw_GBps", gbps(cost::busbw(r))},
+                   {"algorithm", r.algorithm}});
+  return out;
+}
+
+struct Report {
+  std::vector<rt::ProfileGroup> groups;
+  std::vector<cost::ProfileRow> rows;
+  cost::ProfileFit fit;
+  rt::DeviceProfile device;
+  int gemm_size = 0;
+  std::string cluster_file;
+};
+
+nlohmann::json report_json(const Report& r) {
+  nlohmann::json levels = nlohmann::json::array();
+  for (size_t i = 0; i < r.fit.levels.size(); ++i) {
+    const cost::LevelFit& l = r.fit.levels[i];
+    levels.push_back({{"name", l.name},
+                      {"count", l.count},
+                      {"ranks", r.groups[i].ranks},
+                      {"bandwidth_GBps", gbps(l.bandwidth)},
+                      {"latency_us", l.latency / units::kUs},
+                      {"r_squared", l.r_squared},
+                      {"fitted_sizes", l.sizes}});
+  }
+  const rt::DeviceProfile& d = r.device;
+  return {{"levels", levels},
+          {"device",
+           {{"tflops", d.gemm_flops / units::kTflops},
+            {"gemm_size", r.gemm_size},
+            {"gemm_tflops_slowest_rank", d.gemm_flops_min / units::kTflops},
+            {"memory_GB", d.memory_bytes / units::kGB},
+            {"memory_bandwidth_GBps", gbps(d.memory_bandwidth)}}},
+          {"rows", rows_json(r.rows)},
+          {"cluster_file", r.cluster_file}};
+}
+
+void print_table(std::ostream& out, const std::vector<cost::ProfileRow>& rows) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%-11s %-14s %5s %12s %12s %11s %11s  %s\n", "level",
+                "collective", "ranks", "size", "time_us", "algbw_GBps", "busbw_GBps", "algorithm");
+  out << line;
+  for (const cost::ProfileRow& r : rows) {
+    std::snprintf(line, sizeof line, "%-11s %-14s %5d %12.0f %12.2f %11.4f %11.4f  %s\n",
+                  r.level.c_str(), cost::collective_name(r.op).c_str(), r.ranks, r.bytes,
+                  r.seconds / units::kUs, gbps(cost::algbw(r)), gbps(cost::busbw(r)),
+                  r.algorithm.c_str());
+    out << line;
+  }
+}
+
+void print_fit(std::ostream& out, const Report& r, int world) {
+  char line[512];
+  out << "\nfitted per level (alpha-beta of the alltoall against the bytes crossing one "
+         "worker's link, bandwidth-bound sizes):\n";
+  std::snprintf(line, sizeof line, "%-11s %5s %15s %11s %10s %6s  %s\n", "level", "count",
+                "bandwidth_GBps", "latency_us", "r_squared", "sizes", "efficiency min..max");
+  out << line;
+  for (const cost::LevelFit& l : r.fit.levels) {
+    std::string eff;
+    for (const auto& [op, points] : r.fit.efficiency.at(l.name)) {
+      double lo = 1, hi = 0;
+      for (auto [bytes, e] : points) lo = std::min(lo, e), hi = std::max(hi, e);
+      char part[64];
+      std::snprintf(part, sizeof part, "%s%s %.2f..%.2f", eff.empty() ? "" : ", ", op.c_str(), lo,
+                    hi);
+      eff += part;
+    }
+    std::snprintf(line, sizeof line, "%-11s %5d %15.4f %11.2f %10.4f %6d  %s\n", l.name.c_str(),
+                  l.count, gbps(l.bandwidth), l.latency / units::kUs, l.r_squared, l.sizes,
+                  eff.c_str());
+    out << line;
+  }
+  const rt::DeviceProfile& d = r.device;
+  std::snprintf(line, sizeof line,
+                "device, per rank with all %d ranks at work: GEMM %d^3 %.2f GFLOP/s (slowest rank "
+                "%.2f), memcpy %.2f GB/s, memory %.2f GB\n",
+                world, r.gemm_size, d.gemm_flops / 1e9, d.gemm_flops_min / 1e9,
+                gbps(d.memory_bandwidth), d.memory_bytes / units::kGB);
+  out << line << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file
+      << ", moecomm sim --cluster " << r.cluster_file << ")\n";
+}
+
+// Progress on rank 0: a line when a level's collective has done its largest size.
+std::function<void(const cost::ProfileRow&)> progress(std::ostream& err, int64_t largest) {
+  const double start = MPI_Wtime();
+  return [&err, largest, start](const cost::ProfileRow& r) {
+    if (mpi_world_rank() != 0 || r.bytes != rt::profile_bytes(largest, r.ranks)) return;
+    char line[160];
+    std::snprintf(line, sizeof line, "profile: %s %s over %d ranks done (%.1f s so far)\n",
+                  r.level.c_str(), cost::collective_name(r.op).c_str(), r.ranks,
+                  MPI_Wtime() - start);
+    err << line;
+    err.flush();
+  };
+}
+
+}  // namespace
+
+int ProfileCommand::run(std::ostream& out, std::ostream& err) const {
+  return run_under_mpi(err, [&] { return profile(out, err); });
+}
+
+int ProfileCommand::profile(std::ostream& out, std::ostream& err) const {
+  const int world = mpi_world_size(), me = mpi_world_rank();
+  const Layout layout = resolve_layout(world, ranks_per_node_, datacenters_);
+  rt::ProfileSweep sweep;
+  sweep.sizes = sweep_sizes(parse_size(min_bytes_, "--min-bytes"),
+                            parse_size(max_bytes_, "--max-bytes"), factor_);
+  sweep.max_iters = iters_;
+  sweep.warmup = warmup_;
+  sweep.timeout_s = timeout_s_;
+  if (me == 0) {
+    check_writable(out_, "--out");
+    if (!table_out_.empty()) check_writable(table_out_, "--table-out");
+    err << "profile: device (GEMM " << gemm_size_ << ", memcpy) with all ranks at once\n";
+  }
+  Report report;
+  report.groups = layout.groups;
+  report.gemm_size = gemm_size_;
+  report.cluster_file = out_;
+  rt::DeviceProbe probe;
+  probe.gemm_size = gemm_size_;
+  probe.ranks_per_node = layout.ranks_per_node;
+  probe.timeout_s = timeout_s_;
+  report.device = rt::profile_device(probe);
+  report.rows = rt::profile_collectives(layout.groups, sweep, progress(err, sweep.sizes.back()));
+  if (me != 0) return 0;
+  if (!json_) print_table(out, report.rows);
+  report.fit = cost::fit_profile(report.rows, layout.levels);
+  const std::string name = name_.empty() ? counts_name(layout.levels) : name_;
+  write_json(
+      core::cluster_to_json(cost::profiled_cluster(report.fit, report.device.device(), name)), out_,
+      "--out");
+  const nlohmann::json doc = report_json(report);
+  if (!table_out_.empty()) write_json(doc, table_out_, "--table-out");
+  if (json_)
+    out << doc.dump() << "\n";
+  else
+    print_fit(out, report, world);
+  return 0;
+}
+
+}  // namespace moecomm::cli

@@ -1,0 +1,154 @@
+#include "cost/profile_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace moecomm::cost {
+
+namespace {
+
+constexpr Collective kOps[] = {Collective::kAllToAll, Collective::kAllGather,
+                               Collective::kReduceScatter, Collective::kAllReduce};
+
+std::string row_where(const ProfileRow& r) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%.0f", r.bytes);
+  return "profile row " + r.level + " " + collective_name(r.op) + " " + size + " bytes";
+}
+
+void check_row(const ProfileRow& r, const LevelSpec& level) {
+  if (!(r.bytes > 0) || !std::isfinite(r.bytes)) throw Error(row_where(r), "size must be positive");
+  if (!(r.seconds > 0) || !std::isfinite(r.seconds))
+    throw Error(row_where(r), "time must be positive and finite");
+  if (r.ranks != level.count)
+    throw Error(row_where(r), "measured over " + std::to_string(r.ranks) +
+                                  " ranks, but the level has " + std::to_string(level.count) +
+                                  " workers");
+}
+
+// The level's rows of `op`, checked, sorted by size, without repeated sizes.
+std::vector<ProfileRow> rows_of(const std::vector<ProfileRow>& rows, const LevelSpec& level,
+                                Collective op) {
+  std::vector<ProfileRow> out;
+  for (const ProfileRow& r : rows)
+    if (r.level == level.name && r.op == op) {
+      check_row(r, level);
+      out.push_back(r);
+    }
+  std::sort(out.begin(), out.end(),
+            [](const ProfileRow& a, const ProfileRow& b) { return a.bytes < b.bytes; });
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].bytes == out[i - 1].bytes) throw Error(row_where(out[i]), "size measured twice");
+  return out;
+}
+
+}  // namespace
+
+double bus_factor(Collective op, int ranks) {
+  const double share = (ranks - 1.0) / ranks;
+  return op == Collective::kAllReduce ? 2 * share : share;
+}
+
+double algbw(const ProfileRow& row) {
+  return row.bytes / row.seconds;
+}
+double busbw(const ProfileRow& row) {
+  return algbw(row) * bus_factor(row.op, row.ranks);
+}
+double link_bytes(const ProfileRow& row) {
+  return row.bytes * bus_factor(row.op, row.ranks);
+}
+
+int sim_latency_steps(Collective op, int ranks) {
+  switch (op) {
+    case Collective::kAllToAll:
+      return 1;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return ranks - 1;
+    case Collective::kAllReduce:
+      return 2 * (ranks - 1);
+  }
+  return 0;
+}
+
+int model_latency_steps(Collective op, int ranks) {
+  return op == Collective::kAllToAll ? ranks - 1 : sim_latency_steps(op, ranks);
+}
+
+LevelFit fit_level(const std::vector<ProfileRow>& rows, const LevelSpec& level) {
+  const std::vector<ProfileRow> a2a = rows_of(rows, level, Collective::kAllToAll);
+  const std::string where = "level " + level.name + ": alltoall";
+  if (a2a.size() < 2)
+    throw Error(where,
+                "measured at " + std::to_string(a2a.size()) + " size(s); the fit needs at least 2");
+  double shortest = a2a.front().seconds;
+  for (const ProfileRow& r : a2a) shortest = std::min(shortest, r.seconds);
+  std::vector<std::pair<double, double>> bound, all;
+  for (const ProfileRow& r : a2a) {
+    all.emplace_back(link_bytes(r), r.seconds);
+    if (r.seconds >= 2 * shortest) bound.emplace_back(link_bytes(r), r.seconds);
+  }
+  const auto& samples = bound.size() >= 2 ? bound : all;
+  const LineFit f = fit_alpha_beta(samples);
+  if (!(f.line.beta > 0))
+    throw Error(where, "the times do not grow with the size; measure larger sizes (--max-bytes)");
+  return {level.name,        level.count,
+          1.0 / f.line.beta, std::max(f.line.alpha, 0.0),
+          f.r_squared,       static_cast<int>(samples.size())};
+}
+
+core::CurvePoints efficiency_points(const std::vector<ProfileRow>& rows, Collective op,
+                                    const LevelFit& fit) {
+  core::CurvePoints points;
+  for (const ProfileRow& r : rows_of(rows, {fit.name, fit.count}, op)) {
+    const double rest = r.seconds - model_latency_steps(op, r.ranks) * fit.latency;
+    const double e = rest > 0 ? link_bytes(r) / (fit.bandwidth * rest) : 1.0;
+    points.emplace_back(r.bytes, std::clamp(e, 1e-9, 1.0));  // the format needs (0, 1]
+  }
+  return points;
+}
+
+ProfileFit fit_profile(const std::vector<ProfileRow>& rows, const std::vector<LevelSpec>& levels) {
+  for (const ProfileRow& r : rows)
+    if (std::none_of(levels.begin(), levels.end(),
+                     [&](const LevelSpec& l) { return l.name == r.level; }))
+      throw Error(row_where(r), "names no profiled level");
+  ProfileFit fit;
+  for (const LevelSpec& level : levels) {
+    fit.levels.push_back(fit_level(rows, level));
+    for (Collective op : kOps) {
+      core::CurvePoints points = efficiency_points(rows, op, fit.levels.back());
+      if (!points.empty()) fit.efficiency[level.name][collective_name(op)] = std::move(points);
+    }
+  }
+  return fit;
+}
+
+core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device,
+                               const std::string& name) {
+  core::Cluster c;
+  c.name = name;
+  c.device = device;
+  c.efficiency = fit.efficiency;
+  std::string fits;
+  for (const LevelFit& l : fit.levels) {
+    c.levels.push_back({l.name, l.count, l.bandwidth, l.latency});
+    char text[96];
+    std::snprintf(text, sizeof text, "%s%s R^2 %.4f over %d sizes", fits.empty() ? "" : "; ",
+                  l.name.c_str(), l.r_squared, l.sizes);
+    fits += text;
+  }
+  c.description =
+      "measured by moecomm profile. Per level, bandwidth and latency are an alpha-beta fit of "
+      "the alltoall time against the bytes crossing one worker's link (" +
+      fits +
+      "); efficiency = the share of that bandwidth that reproduces each measured time after "
+      "the model's latencies.";
+  return c;
+}
+
+}  // namespace moecomm::cost

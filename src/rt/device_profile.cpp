@@ -1,0 +1,84 @@
+#include "rt/device_profile.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "nn/gemm.h"
+#include "rt/comm_pool.h"
+#include "rt/wait.h"
+
+namespace moecomm::rt {
+
+namespace {
+
+double reduce(const Comm& world, double v, MPI_Op op, const CallOptions& options) {
+  double out = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, op, world.handle(), &req), "MPI_Iallreduce");
+  wait_all({&req, 1}, world, "device profile reduction", options);
+  return out;
+}
+
+// Repeats `step` (returning the work it did) for `seconds` once all ranks are ready.
+template <class F>
+double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step) {
+  step();                              // warm-up: thread pools, page faults
+  reduce(world, 0, MPI_SUM, options);  // a barrier
+  const double start = MPI_Wtime();
+  double work = 0, elapsed = 0;
+  do {
+    work += step();
+    elapsed = MPI_Wtime() - start;
+  } while (elapsed < seconds);
+  return work / elapsed;
+}
+
+double mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemTotal:") return kb * 1024;
+  throw Error("/proc/meminfo", "no MemTotal: cannot tell the memory per rank");
+}
+
+}  // namespace
+
+DeviceProfile profile_device(const DeviceProbe& probe) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  core::RankGroup all(size);
+  std::iota(all.begin(), all.end(), 0);
+  const CommPool pool(MPI_COMM_WORLD, {{all, 0, "device profile"}});
+  const Comm& world = pool.at({all, 0});
+  CallOptions options;
+  options.label = "profile.device";
+  options.timeout_s = probe.timeout_s + 2 * probe.seconds;
+  DeviceProfile d;
+  const int64_t k = probe.gemm_size;
+  const nn::Tensor a = nn::Tensor::randn({k, k}, 1), b = nn::Tensor::randn({k, k}, 2);
+  nn::Tensor c({k, k});
+  const double flops = rate_all_at_once(world, probe.seconds, options, [&] {
+    nn::gemm(nn::Trans::kNo, nn::Trans::kNo, 1.0f, a, b, 0.0f, c);
+    return 2.0 * k * k * k;
+  });
+  d.gemm_flops = reduce(world, flops, MPI_SUM, options) / size;
+  d.gemm_flops_min = reduce(world, flops, MPI_MIN, options);
+  std::vector<char> src(static_cast<size_t>(probe.copy_bytes), 1), dst(src.size(), 0);
+  const double copied = rate_all_at_once(world, probe.seconds, options, [&] {
+    std::memcpy(dst.data(), src.data(), src.size());
+    return static_cast<double>(src.size());
+  });
+  volatile char sink = dst[dst.size() / 2];  // the copies are used
+  (void)sink;
+  d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;
+  d.memory_bytes = mem_total_bytes() / std::max(probe.ranks_per_node, 1);
+  return d;
+}
+
+}  // namespace moecomm::rt

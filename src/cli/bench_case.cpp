@@ -27,7 +27,7 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
     fwd.push_back(steps[i].token_fwd_ms);
     bwd.push_back(steps[i].token_bwd_ms);
     grad.push_back(steps[i].grad_sync_ms);
-    step.push_back(steps[i].step_ms);
+    step.push_back(steps[i].synced_ms);
   }
   return {median(fwd), median(bwd), median(grad), median(step)};
 }
@@ -45,8 +45,11 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
   layer.layers = c.model.layers;
   layer.a2a_pair_bytes = result.dispatch_bytes;
   layer.a2a_combine_pair_bytes = result.combine_bytes;
+  layer.dense_grad_bytes = result.block_dense_grad_bytes;
   const sched::Schedule schedule = sched::build_training_step(layer);
-  const sim::SimResult r = sim::simulate(schedule, core::Topology(setup.cluster));
+  sim::SimOptions options;
+  options.fairness = setup.fairness;
+  const sim::SimResult r = sim::simulate(schedule, core::Topology(setup.cluster), options);
   const sim::PhaseTimes p = sim::phase_times(schedule, r);
   return {p.token_fwd_s * 1e3, p.token_bwd_s * 1e3, p.grad_sync_s * 1e3, p.iteration_s * 1e3};
 }

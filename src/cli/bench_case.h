@@ -9,11 +9,13 @@
 #include "core/cluster.h"
 #include "rt/link_bytes.h"
 #include "rt/train_loop.h"
+#include "sim/simulator.h"
 
 namespace moecomm::cli {
 
 // Milliseconds per step: wall time with a token-path collective in flight in the forward
-// and in the backward, with a gradient AllReduce in flight (means over ranks), the step.
+// and in the backward, with a gradient AllReduce in flight (means over ranks), and the step
+// from the forward's start to the gradients synced (the slowest rank; no optimizer step).
 struct BenchPhases {
   double token_fwd_ms = 0, token_bwd_ms = 0, grad_sync_ms = 0, step_ms = 0;
   double token_ms() const { return token_fwd_ms + token_bwd_ms; }
@@ -36,6 +38,7 @@ struct BenchSetup {
   std::string cluster_path;  // the profiled cluster (moecomm profile)
   core::Cluster cluster;
   int warmup = 2, steps = 5;
+  sim::Fairness fairness = sim::Fairness::kPerFlow;  // how the simulator shares a link
 };
 
 // Collective over MPI_COMM_WORLD; the simulation runs on rank 0 (other ranks leave

@@ -89,6 +89,11 @@ BenchCommand::BenchCommand(CLI::App& app) {
       ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
+  sub_->add_option("--fairness", fairness_,
+                   "how the simulator shares a link between collectives: per-flow (plain "
+                   "max-min over flows, as TCP connections share a queue) or per-collective")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"per-flow", "per-collective"}));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
   sub_->add_option("--svg", svg_, "write a bar chart of measured and simulated phases here");
   sub_->add_flag("--json", json_,
@@ -110,6 +115,8 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
   setup.cluster = core::load_cluster(cluster_);
   setup.warmup = warmup_;
   setup.steps = steps_;
+  setup.fairness =
+      fairness_ == "per-collective" ? sim::Fairness::kPerCollective : sim::Fairness::kPerFlow;
   rt::TrainConfig& c = setup.train;
   c.model = train_model(model_, world);
   apply_train_parallel(c, parallel_, world);

@@ -1,6 +1,7 @@
 #include "cli/mpi_command.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -34,6 +35,10 @@ int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // The schedule's AllReduce is a ring (sched::Algorithm::kRing, what the simulator
+    // prices); Open MPI's non-blocking AllReduce picks binomial or recursive doubling by size
+    // unless told. A value the user set is kept.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/model_step_probe.h"
 #include "cli/mpi_command.h"
 #include "core/error.h"
 #include "core/units.h"
@@ -70,6 +71,16 @@ void ProfileCommand::add_sweep_options() {
                    "order of the square fp32 GEMM that measures the device (an expert GEMM's)")
       ->capture_default_str()
       ->check(CLI::Range(16, 8192));
+  sub_->add_option("--model", model_,
+                   "rate the device by this model's training step instead of the GEMM: tiny, "
+                   "a preset or a JSON file, as `moecomm bench --model` (its forward and "
+                   "backward on each rank's share of the experts, all ranks at once; the flops "
+                   "are the simulator's count), so `bench` predicts its compute");
+  sub_->add_option("--batch", batch_, "with --model: sequences per rank (default: the model's)")
+      ->check(CLI::Range(1, 4096));
+  sub_->add_option("--seq-len", seq_len_,
+                   "with --model: tokens per sequence (default: the model's)")
+      ->check(CLI::Range(2, 4096));
   sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
       ->check(kFinite)
       ->capture_default_str()
@@ -232,9 +243,10 @@ nlohmann::json report_json(const Report& r) {
   const rt::DeviceProfile& d = r.device;
   return {{"levels", levels},
           {"device",
-           {{"tflops", d.gemm_flops / units::kTflops},
+           {{"tflops", d.device().flops / units::kTflops},
             {"gemm_size", r.gemm_size},
             {"gemm_tflops_slowest_rank", d.gemm_flops_min / units::kTflops},
+            {"model_step_tflops", d.model_flops / units::kTflops},
             {"memory_GB", d.memory_bytes / units::kGB},
             {"memory_bandwidth_GBps", gbps(d.memory_bandwidth)}}},
           {"rows", rows_json(r.rows)},
@@ -283,7 +295,15 @@ void print_fit(std::ostream& out, const Report& r, int world) {
                 "%.2f), memcpy %.2f GB/s, memory %.2f GB\n",
                 world, r.gemm_size, d.gemm_flops / 1e9, d.gemm_flops_min / 1e9,
                 gbps(d.memory_bandwidth), d.memory_bytes / units::kGB);
-  out << line << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file
+  out << line;
+  if (d.model_flops > 0) {
+    std::snprintf(line, sizeof line,
+                  "device rate from the model's training step: %.2f GFLOP/s per rank (the "
+                  "cluster file's tflops)\n",
+                  d.model_flops / 1e9);
+    out << line;
+  }
+  out << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file
       << ", moecomm sim --cluster " << r.cluster_file << ")\n";
 }
 
@@ -329,6 +349,7 @@ int ProfileCommand::profile(std::ostream& out, std::ostream& err) const {
   probe.gemm_size = gemm_size_;
   probe.ranks_per_node = layout.ranks_per_node;
   probe.timeout_s = timeout_s_;
+  if (!model_.empty()) probe.model_step = model_step_probe(model_, world, batch_, seq_len_);
   report.device = rt::profile_device(probe);
   report.rows = rt::profile_collectives(layout.groups, sweep, progress(err, sweep.sizes.back()));
   if (me != 0) return 0;

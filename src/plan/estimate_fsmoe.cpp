@@ -22,7 +22,16 @@ cost::AlphaBeta fitted_line(double n, int max_degree, TimeOf time_of) {
   for (int r = 1; r <= max_degree; ++r) samples.push_back({n / r, time_of(n / r)});
   // One degree (a one-token layer) gives one size: the empty message pins the start-up.
   if (max_degree == 1) samples.push_back({0.0, time_of(0.0)});
-  return cost::fit_alpha_beta(samples).line;
+  cost::AlphaBeta line = cost::fit_alpha_beta(samples).line;
+  if (line.alpha >= 0) return line;
+  // A measured efficiency curve (moecomm profile) can bend the fit below zero at n = 0, and a
+  // start-up time is never negative: the least-squares line through the origin instead.
+  double xy = 0, xx = 0;
+  for (const auto& [x, y] : samples) {
+    xy += x * y;
+    xx += x * x;
+  }
+  return {0.0, xx > 0 ? xy / xx : 0.0};
 }
 
 cost::AlphaBeta a2a_line(const EstimateContext& ctx, const core::RankGroup& group, double n,

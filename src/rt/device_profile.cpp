@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "nn/gemm.h"
+#include "nn/local_exchange.h"
+#include "nn/synthetic_text.h"
 #include "rt/comm_pool.h"
 #include "rt/wait.h"
 
@@ -36,6 +38,22 @@ double rate_all_at_once(const Comm& world, double seconds, const CallOptions& op
     elapsed = MPI_Wtime() - start;
   } while (elapsed < seconds);
   return work / elapsed;
+}
+
+// Forward and backward of the model on this rank's experts (no communication), repeated.
+double model_step_rate(const Comm& world, const ModelStepProbe& probe, double seconds,
+                       const CallOptions& options) {
+  nn::LocalExchange local;
+  nn::MoeTransformer model(probe.model, local);
+  const nn::SyntheticText text(nn::SyntheticTextConfig{.vocab = probe.model.vocab});
+  uint64_t step = 0;
+  return rate_all_at_once(world, seconds, options, [&] {
+    const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
+    model.zero_grad();
+    model.forward(batch.tokens, batch.targets, probe.seq_len);
+    model.backward();
+    return probe.flops;
+  });
 }
 
 double mem_total_bytes() {
@@ -78,6 +96,10 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   (void)sink;
   d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;
   d.memory_bytes = mem_total_bytes() / std::max(probe.ranks_per_node, 1);
+  if (probe.model_step) {
+    const double rate = model_step_rate(world, *probe.model_step, probe.seconds, options);
+    d.model_flops = reduce(world, rate, MPI_SUM, options) / size;
+  }
   return d;
 }
 

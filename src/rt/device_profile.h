@@ -2,10 +2,21 @@
 // `moecomm profile`'s device measurement. Every rank measures at the same time, so a rate is
 // the rank's real share of the node (ranks share the CPU cores and the memory system).
 #include <cstdint>
+#include <optional>
 
 #include "core/cluster.h"
+#include "nn/moe_transformer.h"
 
 namespace moecomm::rt {
+
+// A model's training step (forward and backward, no optimizer) as the device's workload:
+// FSMoE fits its compute model to micro-benchmarks of the layers it runs (Sec. 6.2); on CPU
+// ranks a square GEMM's rate overstates what a step's many small and memory-bound ops reach.
+struct ModelStepProbe {
+  nn::MoeTransformerConfig model;  // experts: this rank's share (the layer runs them locally)
+  int batch = 4, seq_len = 64;
+  double flops = 0;  // what the simulator counts for one such step on one rank
+};
 
 struct DeviceProbe {
   int gemm_size = 512;            // square fp32 GEMM (nn/gemm.h), an expert GEMM's order
@@ -13,6 +24,7 @@ struct DeviceProbe {
   int64_t copy_bytes = 32 << 20;  // memcpy size, well past the caches
   int ranks_per_node = 1;         // memory per rank = the node's MemTotal / this
   double timeout_s = 60;          // a rank that never joins fails the job after this
+  std::optional<ModelStepProbe> model_step;
 };
 
 struct DeviceProfile {
@@ -20,8 +32,12 @@ struct DeviceProfile {
   double gemm_flops_min = 0;    // of the slowest rank
   double memory_bandwidth = 0;  // bytes copied per second per rank, mean over the ranks
   double memory_bytes = 0;      // per rank
+  double model_flops = 0;       // with a model step probe: its flops / its time, mean over ranks
 
-  core::Device device() const { return {gemm_flops, memory_bytes, memory_bandwidth}; }
+  // The device's flop/s: the model step's rate when measured, else the GEMM's.
+  core::Device device() const {
+    return {model_flops > 0 ? model_flops : gemm_flops, memory_bytes, memory_bandwidth};
+  }
 };
 
 // Collective over MPI_COMM_WORLD. Throws moecomm::Error when /proc/meminfo cannot be read.

@@ -224,7 +224,8 @@ bool GradSync::lina_agree(const MicroOp& op, std::optional<A2AActivity::Hold>& h
 bool GradSync::vote(bool clear, const MicroOp& op) {
   *vote_buf_ = clear ? 1.0f : 0.0f;
   CallOptions o = options_for("vote", op);
-  o.bytes = nullptr;  // not gradient traffic
+  o.bytes = nullptr;  // not gradient traffic, nor AllReduce time (the simulator has no votes)
+  o.busy = nullptr;
   all_reduce_sum(*vote_comm_, std::span<float>(vote_buf_.get(), 1), o);
   {
     std::lock_guard lock(mu_);

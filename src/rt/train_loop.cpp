@@ -323,6 +323,8 @@ TrainResult train(const TrainConfig& config_in,
     });
     sync.finish();
     const double token2 = token_busy.seconds(), grad2 = grad_busy.seconds();
+    const double synced_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     nn::scale_grad(model.params(), mean_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
@@ -336,6 +338,7 @@ TrainResult train(const TrainConfig& config_in,
                                minus(sync.stats(), before), world);
     add_placement(netmoe.get(), r);
     add_phase_times(r, token1 - token0, token2 - token1, grad2 - grad0, world);
+    MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(tp_group.bytes().bytes.data(), r.tp_attention.bytes.data(), kNumLinkLevels,
                   MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (routing) {
@@ -350,6 +353,11 @@ TrainResult train(const TrainConfig& config_in,
     if (me == 0 && on_step) on_step(r);
   }
   add_routing_matrices(path, netmoe.get(), c, g, world, result);
+  for (int b = 0; b < c.model.layers; ++b) {
+    double bytes = 0;
+    for (const nn::Param* p : model.block_dense_params(b)) bytes += 4.0 * p->value->size();
+    result.block_dense_grad_bytes.push_back(bytes);
+  }
   return result;
 }
 

@@ -62,6 +62,9 @@ struct StepReport {
   // rank, in the forward and in the backward; and with a gradient AllReduce in flight.
   // Chunks in flight together count once (rt/busy_time.h), as the simulator's op union.
   double token_fwd_ms = 0, token_bwd_ms = 0, grad_sync_ms = 0;
+  // Slowest rank: the forward's start to the gradients synced, the optimizer step left out
+  // (what the simulator's step holds).
+  double synced_ms = 0;
 };
 
 struct TrainResult {
@@ -82,6 +85,10 @@ struct TrainResult {
   // layers (TP: the replicated dispatch, before MoNTA's drop). combine_bytes: NetMoE's
   // gathers to the samples' new ranks; empty otherwise (the dispatch's transpose).
   std::vector<std::vector<double>> dispatch_bytes, combine_bytes;
+  // This rank's dense gradient bytes AllReduced per block (sched::LayerSetup::
+  // dense_grad_bytes): the block's, plus the LM head and final norm with the last, the
+  // embeddings with the first.
+  std::vector<double> block_dense_grad_bytes;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE

@@ -17,6 +17,11 @@ int BuildContext::chunks() const {
   return phase == Phase::kBackward ? strategy.chunks_bwd : strategy.chunks_fwd;
 }
 
+double BuildContext::dense_grad_bytes(int l) const {
+  return setup.dense_grad_bytes.empty() ? work.dense_grad_bytes
+                                        : setup.dense_grad_bytes[static_cast<size_t>(l)];
+}
+
 Label BuildContext::label(const std::string& name, const std::string& knob, int chunk) const {
   return Label{name, layer, phase, chunk, knob};
 }

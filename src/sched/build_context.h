@@ -51,6 +51,8 @@ struct BuildContext {
 
   int world() const { return schedule.world_size(); }
   int chunks() const;  // of the current phase
+  // Layer l's dense gradient bytes per rank: LayerSetup::dense_grad_bytes, else the workload's.
+  double dense_grad_bytes(int layer) const;
   Label label(const std::string& name, const std::string& knob = "", int chunk = -1) const;
 };
 

@@ -16,7 +16,7 @@ void fsmoe_sync_layer(BuildContext& ctx, int layer, const std::vector<OpId>& win
   allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts,
                   merge({single(g.expert_ready), single(window)}), expert, 0);
   const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "fsmoe"};
-  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.work.dense_grad_bytes, parts,
+  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), parts,
                   merge({single(g.dense_ready), single(window)}), dense, 0);
 }
 

@@ -13,7 +13,7 @@ void bucketed_sync_layer(BuildContext& ctx, int layer) {
   allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
                   expert, 0);
   const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "bucketed"};
-  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.work.dense_grad_bytes, 1, single(g.dense_ready),
+  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), 1, single(g.dense_ready),
                   dense, 0);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // The data-parallel gradient AllReduce of the dense parameters (over dp x cp) and of the
 // expert parameters (over edp), by the grad_sync knob: bucketed (one AllReduce per layer as
-// soon as its backward made the gradients, sharing links fairly: Lina Fig. 7a), lina (per layer, grad_partitions micro-ops of priority -1 against A2As of
-// priority 1) or fsmoe (per layer, grad_partitions pieces issued in the next MoE layer's
-// backward window).
+// soon as its backward made the gradients, sharing links fairly: Lina Fig. 7a), lina (per layer,
+// grad_partitions micro-ops of priority -1 against A2As of priority 1) or fsmoe (per layer,
+// grad_partitions pieces issued in the next MoE layer's backward window).
 #include <vector>
 
 #include "sched/build_context.h"

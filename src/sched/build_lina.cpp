@@ -14,7 +14,7 @@ void lina_sync_layer(BuildContext& ctx, int layer) {
   allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts, single(g.expert_ready),
                   expert, kLinaGradPriority);
   const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "lina"};
-  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.work.dense_grad_bytes, parts, single(g.dense_ready),
+  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), parts, single(g.dense_ready),
                   dense, kLinaGradPriority);
 }
 

@@ -1,5 +1,6 @@
 #include "sched/layer_builder.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -48,6 +49,15 @@ void check_setup(const LayerSetup& s) {
     throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "], got " +
                               std::to_string(s.layers));
   validate(s.strategy, "strategy");
+  if (!s.dense_grad_bytes.empty()) {
+    if (static_cast<int>(s.dense_grad_bytes.size()) != s.layers)
+      throw Error("dense_grad_bytes", "has " + std::to_string(s.dense_grad_bytes.size()) +
+                                          " entries, the step " + std::to_string(s.layers) +
+                                          " layers");
+    for (double b : s.dense_grad_bytes)
+      if (!(b >= 0) || !std::isfinite(b))
+        throw Error("dense_grad_bytes", "must be finite and >= 0, got " + std::to_string(b));
+  }
   check_size(s);
 }
 

@@ -39,6 +39,11 @@ struct LayerSetup {
   // samples go). The backward sends the gradients the reverse ways (its transposes). Empty:
   // the dispatch's transpose (samples return where they came from). Needs a2a_pair_bytes.
   std::vector<std::vector<double>> a2a_combine_pair_bytes;
+  // Per layer, per rank: the dense gradient bytes AllReduced with that layer, in place of the
+  // block's own (4h^2/tp + hE). A whole model's run groups more with them: `moecomm train`
+  // AllReduces the LM head and final norm with the last block, the embeddings with the
+  // first (`moecomm bench` replays those buckets). Empty: the block's own.
+  std::vector<double> dense_grad_bytes;
 };
 
 // Throws moecomm::Error naming the field when the setup does not fit (world sizes differ,

@@ -58,10 +58,11 @@ PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result)
     else if (starts_with(label.name, "grad."))
       phase = 2;
     if (phase < 0) continue;
-    // The token path from when the rank reached each op (it waits inside); gradient
-    // AllReduces from their start: a held micro-op waits outside the call (Lina's gate).
+    // From when the rank reached the op (it waits inside for its peers); Lina's gradient
+    // micro-ops from their start: one held back by the gate waits outside the call.
     const OpTiming& t = result.ops[static_cast<size_t>(id)];
-    const double from = phase < 2 ? ready_time(schedule, result, id) : t.start;
+    const bool gated = phase == 2 && label.knob == "lina";
+    const double from = gated ? t.start : ready_time(schedule, result, id);
     per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(from, t.end);
   }
   double sums[3] = {0, 0, 0};

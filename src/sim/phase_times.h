@@ -2,9 +2,9 @@
 // The phases `moecomm bench` measures, read off a simulated step so the two line up (issue
 // 7): per rank, the wall time during which at least one op of a phase runs (the union of
 // their intervals: pipelined chunks in flight together count once), averaged over ranks.
-// The runtime measures the same unions (rt/busy_time.h): a token-path op counts from when
-// the rank reached it (a rank that arrives first waits inside the collective), a gradient
-// AllReduce from its start (a micro-op held back by Lina's gate waits outside the call).
+// The runtime measures the same unions (rt/busy_time.h): an op counts from when the rank
+// reached it (a rank that arrives first waits inside the collective), except Lina's
+// gradient micro-ops, from their start (one held back by the gate waits outside the call).
 #include "sched/schedule.h"
 #include "sim/simulator.h"
 

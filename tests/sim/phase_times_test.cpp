@@ -26,7 +26,7 @@ sched::Label compute_label() {
   return l;
 }
 
-TEST(PhaseTimes, TokenOpsCountFromWhenTheRankReachedThemGradientOpsFromTheirStart) {
+TEST(PhaseTimes, OpsCountFromWhenTheRankReachedThemLinaMicroOpsFromTheirStart) {
   sched::Schedule s(2);
   const sched::OpId gate0 = s.add_compute(0, 0, 1, 0, compute_label());
   const sched::OpId gate1 = s.add_compute(1, 0, 1, 0, compute_label());
@@ -40,8 +40,12 @@ TEST(PhaseTimes, TokenOpsCountFromWhenTheRankReachedThemGradientOpsFromTheirStar
   const sched::OpId late1 = s.add_compute(1, 0, 1, 0, compute_label());
   const auto bwd = s.add_collective(
       spec(OpKind::kAllToAll, "moe.combine.a2a", sched::Phase::kBackward), 1, {{}, {late1}});
-  const auto grad = s.add_collective(
-      spec(OpKind::kAllReduce, "grad.dense.allreduce", sched::Phase::kBackward), 2);
+  CollectiveSpec micro_op =
+      spec(OpKind::kAllReduce, "grad.dense.allreduce", sched::Phase::kBackward);
+  micro_op.label.knob = "lina";  // held back by Lina's gate outside the call
+  const auto grad = s.add_collective(micro_op, 2);
+  const auto bucket = s.add_collective(  // reached when the micro-op ended
+      spec(OpKind::kAllReduce, "grad.expert.allreduce", sched::Phase::kBackward), 2);
   const auto attn =
       s.add_collective(spec(OpKind::kAllReduce, "attn.tp.allreduce", sched::Phase::kForward), 3);
   SimResult r;
@@ -60,12 +64,13 @@ TEST(PhaseTimes, TokenOpsCountFromWhenTheRankReachedThemGradientOpsFromTheirStar
   both(bwd, 8, 9);  // rank 0 reached it at 5.5 (its chunk), rank 1 at 7.5
   at(grad.ops[0], 7, 10);
   at(grad.ops[1], 8, 9);
-  both(attn, 0, 100);  // neither phase
+  both(bucket, 11, 12);  // rank 0 waits from 10, rank 1 from 9
+  both(attn, 0, 100);    // neither phase
   r.makespan_s = 100;
   const PhaseTimes p = phase_times(s, r);
   EXPECT_DOUBLE_EQ(p.token_fwd_s, (5.0 + 4.0) / 2);
   EXPECT_DOUBLE_EQ(p.token_bwd_s, (3.5 + 1.5) / 2);
-  EXPECT_DOUBLE_EQ(p.grad_sync_s, (3.0 + 1.0) / 2);
+  EXPECT_DOUBLE_EQ(p.grad_sync_s, (5.0 + 4.0) / 2);
   EXPECT_DOUBLE_EQ(p.iteration_s, 100);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -78,6 +79,10 @@ TEST(TestbedLaunchFiles, MpirunStartsInNodeZeroWithTheLayoutInTheEnvironment) {
   EXPECT_TRUE(follows("plm_rsh_agent", "/s/agent.sh"));
   EXPECT_TRUE(follows("btl", "self,vader,tcp"));
   EXPECT_TRUE(follows("btl_tcp_if_include", "10.213.0.0/16"));
+  EXPECT_TRUE(follows("mpi_yield_when_idle", "1"));
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) {
+    EXPECT_TRUE(follows("-x", "OPENBLAS_NUM_THREADS=1"));
+  }
   EXPECT_TRUE(follows("oob_tcp_if_include", "10.213.0.0/16"));
   EXPECT_TRUE(follows("orte_leave_session_attached", "1"));
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--oversubscribe"), argv.end());

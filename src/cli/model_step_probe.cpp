@@ -1,0 +1,53 @@
+#include "cli/model_step_probe.h"
+
+#include <algorithm>
+
+#include "cli/train_model.h"
+#include "cli/train_strategy.h"
+#include "core/error.h"
+#include "core/presets.h"
+#include "rt/train_groups.h"
+#include "sched/layer_builder.h"
+
+namespace moecomm::cli {
+namespace {
+
+// The compute flops the simulator gives rank 0 for one step of the baseline.
+double simulated_step_flops(const rt::TrainConfig& c, const std::string& name, int world) {
+  sched::LayerSetup setup;
+  setup.model = planner_model(c, name);
+  setup.parallel = rt::train_groups(world, 1, world, c.model.moe.experts, 0, "--model").parallel;
+  setup.strategy = sched::parse_strategy("baseline", "--model");
+  setup.layers = c.model.layers;
+  const sched::Schedule schedule = sched::build_training_step(setup);
+  double flops = 0;
+  for (sched::OpId id : schedule.ops_of(0))
+    if (schedule.op(id).kind == sched::OpKind::kCompute) flops += schedule.op(id).flops;
+  return flops;
+}
+
+}  // namespace
+
+rt::ModelStepProbe model_step_probe(const std::string& model, int world, int batch, int seq_len) {
+  rt::TrainConfig c;
+  c.model = train_model(model, world);
+  c.batch = batch > 0
+                ? batch
+                : (model == "tiny" ? 4 : std::max<int>(1, core::load_model(model).micro_batch));
+  c.seq_len = seq_len > 0 ? seq_len : c.model.max_seq;
+  c.model.max_seq = std::max(c.model.max_seq, c.seq_len);
+  const int experts = c.model.moe.experts;
+  if (experts % world != 0 || experts / world < c.model.moe.top_k)
+    throw Error("--model", std::to_string(experts) + " experts over " + std::to_string(world) +
+                               " ranks: each rank must hold the same number, at least top_k = " +
+                               std::to_string(c.model.moe.top_k));
+  rt::ModelStepProbe probe;
+  probe.flops = simulated_step_flops(c, model, world);
+  probe.model = c.model;
+  probe.model.moe.experts = experts / world;
+  probe.batch = c.batch;
+  probe.seq_len = c.seq_len;
+  return probe;
+}
+
+}  // namespace moecomm::cli

@@ -81,6 +81,11 @@ BenchCommand::BenchCommand(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   sub_->add_option("--seq-len", seq_len_, "tokens per sequence (default: the model's)")
       ->check(CLI::Range(2, 4096));
+  sub_->add_option("--topics", topics_,
+                   "synthetic data in this many topics: the vocabulary in equal blocks, each "
+                   "sequence inside one (per-sample routing locality, what NetMoE exploits)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node (default: the testbed's MOECOMM_TESTBED_RANKS_PER_NODE, "
                    "else all ranks on one node)")
@@ -132,6 +137,11 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
                                         std::to_string(world) + " ranks");
   c.timeout_s = timeout_s_;
   c.data_seed = seed_;
+  c.topics = topics_;
+  if (c.model.vocab % topics_ != 0 || c.model.vocab / topics_ < 4)
+    throw Error("--topics", std::to_string(topics_) + " must divide the vocabulary " +
+                                std::to_string(c.model.vocab) +
+                                " into blocks of at least 4 tokens (the successors per token)");
   check_cluster(setup.cluster, cluster_, world, c.ranks_per_node);
   check_memory(c, world);
   BenchRun run{world, c.ranks_per_node, c.tp, c.ep, model_, cluster_, warmup_, steps_, {}};

@@ -25,16 +25,22 @@ double unit(std::mt19937_64& rng) {  // [0, 1), the same on every platform
 }  // namespace
 
 SyntheticText::SyntheticText(SyntheticTextConfig config) : config_(config) {
-  const int v = config_.vocab, k = config_.successors;
-  if (v < 2 || k < 1 || k > v)
-    throw Error("synthetic text", "need vocab >= 2 and 1 <= successors <= vocab, got vocab " +
-                                      std::to_string(v) + ", successors " + std::to_string(k));
+  const int v = config_.vocab, k = config_.successors, t = config_.topics;
+  if (t < 1 || v % t != 0)
+    throw Error("synthetic text", "topics must divide the vocabulary " + std::to_string(v) +
+                                      ", got " + std::to_string(t));
+  const int block = v / t;
+  if (v < 2 || k < 1 || k > block)
+    throw Error("synthetic text",
+                "need vocab >= 2 and 1 <= successors <= vocab / topics, got vocab " +
+                    std::to_string(v) + ", successors " + std::to_string(k) + ", topics " +
+                    std::to_string(t));
   std::mt19937_64 rng(mix(config_.seed));
-  std::vector<int> all(static_cast<size_t>(v));
-  std::iota(all.begin(), all.end(), 0);
+  std::vector<int> all(static_cast<size_t>(block));
   for (int i = 0; i < v; ++i) {
+    if (i % block == 0) std::iota(all.begin(), all.end(), i);  // the token's topic
     for (int j = 0; j < k; ++j) {  // partial Fisher-Yates: k distinct successors
-      const int pick = j + static_cast<int>(unit(rng) * (v - j));
+      const int pick = j + static_cast<int>(unit(rng) * (block - j));
       std::swap(all[static_cast<size_t>(j)], all[static_cast<size_t>(pick)]);
     }
     std::vector<double> w(static_cast<size_t>(k));

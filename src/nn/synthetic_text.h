@@ -22,6 +22,10 @@ struct SyntheticTextConfig {
   int vocab = 64;
   int successors = 4;  // next tokens with nonzero probability, per token (<= vocab)
   uint64_t seed = 1;   // the chain and the sample streams
+  // The vocabulary in this many equal blocks; a token's successors stay in its block, so a
+  // sequence keeps to one topic: the per-sample routing locality that NetMoE's placement
+  // exploits (trained MoE models route a topic's tokens to a few experts). 1: no blocks.
+  int topics = 1;
 };
 
 struct TextBatch {

@@ -290,7 +290,7 @@ TrainResult train(const TrainConfig& config_in,
   GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.dp, 1}), edp,
                 grad_options, activity);
   const nn::SyntheticText text(
-      nn::SyntheticTextConfig{.vocab = c.model.vocab, .seed = c.data_seed});
+      nn::SyntheticTextConfig{.vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics});
   TrainResult result;
   if (c.corpus.empty()) result.entropy_floor = text.entropy_floor(c.seq_len);
   const bool routing = c.record_routing && !model.moe_layers().empty() &&

@@ -33,6 +33,7 @@ struct TrainConfig {
   float lr = 3e-3f;
   uint64_t data_seed = 1;
   std::vector<int> corpus;      // token ids to draw windows from; empty: synthetic Markov text
+  int topics = 1;               // synthetic text: topic blocks (nn::SyntheticTextConfig)
   int ranks_per_node = 0;       // node = rank / ranks_per_node for byte levels; 0: one node
   double timeout_s = 60;        // any collective that stalls longer fails the job
   bool bf16_a2a = false;        // token rows travel as bfloat16

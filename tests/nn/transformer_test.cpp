@@ -271,6 +271,29 @@ TEST(SyntheticText, BatchesAreDeterministicNextTokenChains) {
   }
 }
 
+TEST(SyntheticText, TopicsKeepEverySequenceInsideItsFirstTokensBlock) {
+  const SyntheticText text({.vocab = 64, .successors = 3, .seed = 2, .topics = 16});
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j)
+      if (text.probability(i, j) > 0) {
+        EXPECT_EQ(i / 4, j / 4) << i << " -> " << j;
+      }
+  const TextBatch b = text.sample(8, 20, 3, 1);
+  for (int seq = 0; seq < 8; ++seq)
+    for (int t = 0; t < 20; ++t) {
+      const size_t at = static_cast<size_t>(seq * 20 + t);
+      EXPECT_EQ(b.targets[at] / 4, b.tokens[static_cast<size_t>(seq * 20)] / 4);
+    }
+  EXPECT_GT(text.entropy_floor(20), 0.0);
+}
+
+TEST(SyntheticText, TopicsMustSplitTheVocabularyAndHoldTheSuccessors) {
+  EXPECT_THROW(SyntheticText({.vocab = 64, .successors = 3, .seed = 1, .topics = 5}),
+               moecomm::Error);
+  EXPECT_THROW(SyntheticText({.vocab = 64, .successors = 5, .seed = 1, .topics = 16}),
+               moecomm::Error);
+}
+
 TEST(SyntheticText, EntropyFloorIsTheTrueModelsLoss) {
   const SyntheticText text;
   const double floor = text.entropy_floor(16);

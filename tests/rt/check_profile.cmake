@@ -75,3 +75,21 @@ execute_process(COMMAND ${MOECOMM} sim --cluster ${OUT} --json OUTPUT_VARIABLE o
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "moecomm sim on the 2x2x1 file exited ${status}:\n${out}\n${err}")
 endif()
+
+# --model rates the device by the model's training step: the file's tflops is that rate.
+execute_process(
+  COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} profile --ranks-per-node 2 ${small}
+          --model tiny --batch 2 --seq-len 16 --out ${OUT} --json
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "profile --model exited ${status}:\n${out}\n${err}")
+endif()
+string(JSON step GET "${out}" device model_step_tflops)
+string(JSON tflops GET "${out}" device tflops)
+file(READ ${OUT} cluster)
+string(JSON written GET "${cluster}" device tflops)
+# Compared as text: the values may be printed in e-notation, which if() does not read.
+if(step MATCHES "^-" OR step MATCHES "^0(\\.0*)?$" OR NOT tflops STREQUAL step)
+  message(FATAL_ERROR "expected the model step's rate as the device's, got ${step} and ${tflops}")
+endif()
+message(STATUS "model step rate ${step} TFLOP/s per rank, written ${written}")

@@ -92,7 +92,9 @@ LevelFit fit_level(const std::vector<ProfileRow>& rows, const LevelSpec& level) 
     all.emplace_back(link_bytes(r), r.seconds);
     if (r.seconds >= 2 * shortest) bound.emplace_back(link_bytes(r), r.seconds);
   }
-  const auto& samples = bound.size() >= 2 ? bound : all;
+  // Few bandwidth-bound sizes on a noisy machine can tilt that line flat: then every size.
+  const bool use_bound = bound.size() >= 2 && fit_alpha_beta(bound).line.beta > 0;
+  const auto& samples = use_bound ? bound : all;
   const LineFit f = fit_alpha_beta(samples);
   if (!(f.line.beta > 0))
     throw Error(where, "the times do not grow with the size; measure larger sizes (--max-bytes)");

@@ -152,5 +152,16 @@ TEST(ProfileFit, Errors) {
   EXPECT_ERROR_HAS(fit_level(bad, {"gpu", 2}), "do not grow with the size");
 }
 
+TEST(ProfileFit, NoisyBandwidthBoundSizesFallBackToEverySize) {
+  // The two sizes at least twice the shortest time fall (noise); all four still grow.
+  const std::vector<ProfileRow> rows = {{"gpu", Collective::kAllToAll, 2, 4096, 1.0e-3, "x"},
+                                        {"gpu", Collective::kAllToAll, 2, 16384, 1.2e-3, "x"},
+                                        {"gpu", Collective::kAllToAll, 2, 65536, 3.0e-3, "x"},
+                                        {"gpu", Collective::kAllToAll, 2, 262144, 2.9e-3, "x"}};
+  const LevelFit f = fit_level(rows, {"gpu", 2});
+  EXPECT_EQ(f.sizes, 4);
+  EXPECT_GT(f.bandwidth, 0);
+}
+
 }  // namespace
 }  // namespace moecomm::cost

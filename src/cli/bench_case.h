@@ -38,7 +38,7 @@ struct BenchSetup {
   std::string cluster_path;  // the profiled cluster (moecomm profile)
   core::Cluster cluster;
   int warmup = 2, steps = 5;
-  sim::Fairness fairness = sim::Fairness::kPerFlow;  // how the simulator shares a link
+  sim::Fairness fairness = sim::Fairness::kPerCollective;  // how the simulator shares a link
 };
 
 // Collective over MPI_COMM_WORLD; the simulation runs on rank 0 (other ranks leave

@@ -1,6 +1,5 @@
 #include "cli/bench_command.h"
 
-#include <cstdlib>
 #include <ostream>
 
 #include "cli/bench_report.h"
@@ -23,14 +22,8 @@ std::vector<std::string> default_strategies(int tp) {
 // --ranks-per-node, else the testbed's (moecomm testbed run exports it), else one node.
 int ranks_per_node(int flag, int world) {
   if (flag > 0) return flag;
-  if (const char* env = std::getenv("MOECOMM_TESTBED_RANKS_PER_NODE")) {
-    const int r = std::atoi(env);
-    if (r < 1)
-      throw Error("MOECOMM_TESTBED_RANKS_PER_NODE",
-                  std::string("'") + env + "' is not a positive count");
-    return r;
-  }
-  return world;
+  const int testbed = testbed_env_int("MOECOMM_TESTBED_RANKS_PER_NODE");
+  return testbed > 0 ? testbed : world;
 }
 
 // The simulator must see the machine the ranks run on: as many devices, as many per node.
@@ -126,11 +119,7 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
   c.model = train_model(model_, world);
   apply_train_parallel(c, parallel_, world);
   if (c.ep == 0) c.ep = world / std::max(c.tp, 1);
-  c.batch = batch_ > 0
-                ? batch_
-                : (model_ == "tiny" ? 4 : std::max<int>(1, core::load_model(model_).micro_batch));
-  c.seq_len = seq_len_ > 0 ? seq_len_ : c.model.max_seq;
-  c.model.max_seq = std::max(c.model.max_seq, c.seq_len);
+  apply_batch_shape(c, model_, batch_, seq_len_);
   c.ranks_per_node = ranks_per_node(ranks_per_node_, world);
   if (world % c.ranks_per_node != 0)
     throw Error("--ranks-per-node", std::to_string(c.ranks_per_node) + " does not divide the " +

@@ -5,7 +5,6 @@
 #include "cli/train_model.h"
 #include "cli/train_strategy.h"
 #include "core/error.h"
-#include "core/presets.h"
 #include "rt/train_groups.h"
 #include "sched/layer_builder.h"
 
@@ -31,11 +30,7 @@ double simulated_step_flops(const rt::TrainConfig& c, const std::string& name, i
 rt::ModelStepProbe model_step_probe(const std::string& model, int world, int batch, int seq_len) {
   rt::TrainConfig c;
   c.model = train_model(model, world);
-  c.batch = batch > 0
-                ? batch
-                : (model == "tiny" ? 4 : std::max<int>(1, core::load_model(model).micro_batch));
-  c.seq_len = seq_len > 0 ? seq_len : c.model.max_seq;
-  c.model.max_seq = std::max(c.model.max_seq, c.seq_len);
+  apply_batch_shape(c, model, batch, seq_len);
   const int experts = c.model.moe.experts;
   if (experts % world != 0 || experts / world < c.model.moe.top_k)
     throw Error("--model", std::to_string(experts) + " experts over " + std::to_string(world) +

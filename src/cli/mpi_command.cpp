@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "core/error.h"
 #include "rt/mpi_base.h"
 
 namespace moecomm::cli {
@@ -23,6 +24,21 @@ int mpi_world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+int testbed_env_int(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return 0;
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != std::string(text).size() || v < 1)
+    throw Error(name, std::string("'") + text + "' is not a positive integer");
+  return v;
 }
 
 int mpi_world_size() {

@@ -12,6 +12,10 @@ namespace moecomm::cli {
 
 extern const CLI::Validator kFinite;
 
+// A variable `moecomm testbed run` exports (MOECOMM_TESTBED_RANKS_PER_NODE, ...): 0 when
+// unset; throws Error naming it when it is not a positive integer.
+int testbed_env_int(const char* name);
+
 int mpi_world_rank();
 int mpi_world_size();
 

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -139,22 +138,6 @@ std::vector<int64_t> sweep_sizes(int64_t lo, int64_t hi, double factor) {
   return sizes;
 }
 
-// A testbed variable: unset (0) or a positive integer.
-int env_int(const char* name) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return 0;
-  size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != std::string(text).size() || v < 1)
-    throw Error(name, std::string("'") + text + "' is not a positive integer");
-  return v;
-}
-
 struct Layout {
   int ranks_per_node = 1;
   std::vector<rt::ProfileGroup> groups;
@@ -164,11 +147,11 @@ struct Layout {
 // The flags, else the testbed's variables, else one node in one datacenter.
 Layout resolve_layout(int world, int ranks_per_node, int datacenters) {
   Layout l;
-  if (!ranks_per_node) ranks_per_node = env_int("MOECOMM_TESTBED_RANKS_PER_NODE");
-  if (!datacenters) datacenters = env_int("MOECOMM_TESTBED_DATACENTERS");
+  if (!ranks_per_node) ranks_per_node = testbed_env_int("MOECOMM_TESTBED_RANKS_PER_NODE");
+  if (!datacenters) datacenters = testbed_env_int("MOECOMM_TESTBED_DATACENTERS");
   l.ranks_per_node = ranks_per_node ? ranks_per_node : world;
   l.groups = rt::profile_groups(world, l.ranks_per_node, datacenters ? datacenters : 1);
-  const int nodes = env_int("MOECOMM_TESTBED_NODES");
+  const int nodes = testbed_env_int("MOECOMM_TESTBED_NODES");
   if (nodes && nodes * l.ranks_per_node != world)
     throw Error("MOECOMM_TESTBED_NODES", std::to_string(nodes) + " nodes do not hold the " +
                                              std::to_string(world) + " ranks at " +

@@ -62,6 +62,14 @@ void check_memory(const rt::TrainConfig& c, int world) {
                                "): moecomm train runs small models");
 }
 
+void apply_batch_shape(rt::TrainConfig& c, const std::string& model, int batch, int seq_len) {
+  c.batch = batch > 0
+                ? batch
+                : (model == "tiny" ? 4 : std::max<int>(1, core::load_model(model).micro_batch));
+  c.seq_len = seq_len > 0 ? seq_len : c.model.max_seq;
+  c.model.max_seq = std::max(c.model.max_seq, c.seq_len);
+}
+
 void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world) {
   if (text.empty()) return;
   const core::ParallelSpec spec = core::parse_parallel_spec(text, "--parallel");

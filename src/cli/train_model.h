@@ -16,6 +16,10 @@ nn::MoeTransformerConfig preset_model(const std::string& name);
 // "tiny" or a preset/file.
 nn::MoeTransformerConfig train_model(const std::string& name, int world);
 
+// --batch and --seq-len, else the model's micro_batch (4 for tiny) and seq_len; the
+// positional table grows to fit.
+void apply_batch_shape(rt::TrainConfig& c, const std::string& model, int batch, int seq_len);
+
 // --parallel's tp=T,ep=N (cp, pp = 1; esp = tp; dp = world / tp) into c.tp and c.ep.
 void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world);
 

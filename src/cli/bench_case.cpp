@@ -1,8 +1,7 @@
 #include "cli/bench_case.h"
 
-#include <algorithm>
-
 #include "cli/train_strategy.h"
+#include "core/statistics.h"
 #include "core/topology.h"
 #include "rt/mpi_base.h"
 #include "rt/train_groups.h"
@@ -13,13 +12,6 @@
 namespace moecomm::cli {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Medians over the steps after the warm-up (noise on a shared machine is one-sided).
 BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup) {
   std::vector<double> fwd, bwd, grad, step;
@@ -29,7 +21,7 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
     grad.push_back(steps[i].grad_sync_ms);
     step.push_back(steps[i].synced_ms);
   }
-  return {median(fwd), median(bwd), median(grad), median(step)};
+  return {core::median(fwd), core::median(bwd), core::median(grad), core::median(step)};
 }
 
 // The same step in the simulator: the planner's model of the run's batch, its parallel

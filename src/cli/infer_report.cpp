@@ -1,11 +1,11 @@
 #include "cli/infer_report.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "core/statistics.h"
 
 namespace moecomm::cli {
 
@@ -13,18 +13,8 @@ using nlohmann::json;
 
 namespace {
 
-// Linear interpolation between order statistics (q in [0, 1]).
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(at));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
-
 double median_ms(const std::vector<double>& seconds) {
-  return quantile(seconds, 0.5) * 1e3;
+  return core::quantile(seconds, 0.5) * 1e3;
 }
 
 struct Stat {
@@ -32,7 +22,7 @@ struct Stat {
 };
 
 Stat stat_of(const std::vector<double>& seconds) {
-  return {quantile(seconds, 0.5) * 1e3, quantile(seconds, 0.95) * 1e3};
+  return {core::quantile(seconds, 0.5) * 1e3, core::quantile(seconds, 0.95) * 1e3};
 }
 
 std::string fmt(const char* f, double a) {

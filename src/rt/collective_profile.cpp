@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "core/statistics.h"
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
 
@@ -95,12 +96,6 @@ double time_once(const Comm& comm, Collective op, Buffers& b, const CallOptions&
   return group_max(comm, MPI_Wtime() - start, options);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 double time_point(const Comm& comm, const cost::ProfileRow& row, const ProfileSweep& sweep,
                   const CallOptions& options) {
   Buffers b(row.op, static_cast<int64_t>(row.bytes), comm.size());
@@ -115,7 +110,7 @@ double time_point(const Comm& comm, const cost::ProfileRow& row, const ProfileSw
     times.push_back(time_once(comm, row.op, b, options));
     spent += times.back();
   }
-  return median(times);
+  return core::median(times);
 }
 
 // Members of the group fill in the times; the first member sends them to every rank.

@@ -59,6 +59,7 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   const rt::TrainResult result = rt::train(c);
   out.measured = measured_phases(result.steps, setup.warmup);
   out.token_bytes = result.steps.back().a2a;
+  out.expert_bytes = result.steps.back().expert;
   for (size_t i = static_cast<size_t>(setup.warmup); i < result.steps.size(); ++i)
     out.grad_overlap_s += result.steps[i].grad_sync.overlap_s / setup.steps;
   out.loss = result.steps.back().loss;

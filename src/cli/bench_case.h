@@ -28,6 +28,7 @@ struct BenchCase {
   BenchPhases measured;            // medians over the measured steps
   BenchPhases simulated;           // the simulator on the profiled cluster
   rt::LinkBytes token_bytes;       // all ranks, the last step's token path
+  rt::LinkBytes expert_bytes;      // all ranks, the last step's expert transfers (HybridEP)
   double grad_overlap_s = 0;       // per step, summed over ranks: AllReduce time beside an A2A
   float loss = 0;                  // the last step's
 };

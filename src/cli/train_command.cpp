@@ -68,10 +68,12 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
-                   "lina, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); knobs "
-                   "not given come from the planner (`moecomm plan`) for --cluster. netmoe runs "
-                   "with tp=1, the flat A2A, pipelined chunks only and the dropless layout; "
-                   "expert_transfer=hybrid runs in `moecomm sim` only")
+                   "lina, hybridep, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); "
+                   "knobs not given come from the planner (`moecomm plan`) for --cluster. "
+                   "netmoe runs with tp=1, the flat A2A, pipelined chunks only and the dropless "
+                   "layout; hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL) with "
+                   "tp=1: experts travel inside domains of S consecutive EP ranks, tokens "
+                   "across them")
       ->capture_default_str();
   sub_->add_option("--cluster", cluster_,
                    "the machine the ranks run on (a cluster preset or JSON file with as many "

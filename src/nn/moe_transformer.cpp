@@ -28,6 +28,11 @@ void append(std::vector<Param>& out, const std::string& prefix, std::vector<Para
   }
 }
 
+bool owns(const MoeTransformerConfig& c, int local_expert) {
+  return c.owned_count < 0 ||
+         (local_expert >= c.owned_first && local_expert < c.owned_first + c.owned_count);
+}
+
 std::vector<Param*> pointers(std::vector<Param>& params) {
   std::vector<Param*> out;
   for (Param& p : params) out.push_back(&p);
@@ -60,9 +65,11 @@ MoeTransformer::MoeTransformer(const MoeTransformerConfig& config, TokenExchange
     append(dense_, prefix + "ln2.", block->ln2.params());
     append(dense_, prefix + "moe.", block->moe->gate().params());
     MoeLayer& moe = *block->moe;
-    for (int e = 0; e < moe.local_experts(); ++e)
+    for (int e = 0; e < moe.local_experts(); ++e) {
+      if (!owns(config, e)) continue;
       append(expert_, prefix + "moe.expert" + std::to_string(moe.first_expert() + e) + ".",
              moe.expert(e).params());
+    }
     blocks_.push_back(std::move(block));
   }
   append(dense_, "ln_f.", ln_f_.params());

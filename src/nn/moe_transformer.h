@@ -49,6 +49,10 @@ struct MoeTransformerConfig {
   // Tensor parallelism: this rank's shard of every attention layer's heads (attention.h);
   // with tp_shards > 1 the model needs set_tensor_parallel() before forward.
   int tp_shard = 0, tp_shards = 1;
+  // HybridEP (rt/hybrid_experts.h): each MoE layer holds its expert domain's experts, of
+  // which this rank owns owned_count from local index owned_first; the others are copies
+  // that travel in before every forward and are not in expert_params(). -1: owns all.
+  int owned_first = 0, owned_count = -1;
 };
 
 class MoeTransformer {
@@ -89,7 +93,7 @@ class MoeTransformer {
   // "block<l>.moe.expert<e>.w1", "ln_f.gamma", "head.w", ... (pointers stay valid for the
   // model's lifetime; the order is the same on every rank).
   std::vector<Param*> dense_params();   // everything but experts: data-parallel
-  std::vector<Param*> expert_params();  // this rank's local experts of every layer
+  std::vector<Param*> expert_params();  // this rank's own experts of every layer
   std::vector<Param*> params();         // dense then expert
   std::vector<MoeLayer*> moe_layers();  // per block: routing(), plan(), layout()
   // The parameters whose gradients are final at block_done(l): block l's, plus the final

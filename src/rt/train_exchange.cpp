@@ -39,9 +39,8 @@ bool needs_tp_exchange(const TrainGroups& g, const sched::Strategy& s) {
 nn::ExchangeLayout ActivityExchange::exchange_counts(const std::vector<int>& send_counts) {
   Active a(activity_, A2APhase::kDispatch);
   nn::ExchangeLayout layout = inner_.exchange_counts(send_counts);
-  dispatch_rows_.resize(static_cast<size_t>(layout.ranks), 0);
-  for (size_t e = 0; e < send_counts.size(); ++e)
-    dispatch_rows_[e / static_cast<size_t>(layout.local_experts)] += send_counts[e];
+  expert_rows_.resize(send_counts.size(), 0);
+  for (size_t e = 0; e < send_counts.size(); ++e) expert_rows_[e] += send_counts[e];
   ++dispatches_;
   return layout;
 }
@@ -70,7 +69,7 @@ nn::Tensor ActivityExchange::pipeline(const nn::Tensor& send, const nn::Exchange
 TokenPath::TokenPath(const TrainGroups& g, const CommPool& comms, const TokenPathOptions& o,
                      A2AActivity& activity) {
   const sched::Strategy& s = o.strategy;
-  const Comm& ep = comms.at({g.ep, 0});
+  const Comm& ep = comms.at({o.token_group.empty() ? g.ep : o.token_group, 0});
   if (!needs_tp_exchange(g, s)) {
     mpi_ = std::make_unique<MpiTokenExchange>(ep, o.call, s.a2a, o.bf16);
     tracked_ = std::make_unique<ActivityExchange>(*mpi_, activity);

@@ -37,15 +37,16 @@ class ActivityExchange final : public nn::TokenExchange {
   nn::Tensor combine(const nn::Tensor& expert_rows, const nn::ExchangeLayout& layout) override;
   nn::Tensor pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout, int chunks,
                       const ChunkExperts& experts) override;
-  // Rows this rank's dispatches sent to each EP member so far (the layer's counts, before
-  // any TP drop: the replicated dispatch the simulator takes), and how many dispatches.
-  const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  // Rows this rank's dispatches sent to each global expert so far (the layer's counts,
+  // before any TP drop or HybridEP's local computation: the plain EP dispatch the simulator
+  // takes), and how many dispatches.
+  const std::vector<int64_t>& expert_rows() const { return expert_rows_; }
   int64_t dispatches() const { return dispatches_; }
 
  private:
   nn::TokenExchange& inner_;
   A2AActivity& activity_;
-  std::vector<int64_t> dispatch_rows_;
+  std::vector<int64_t> expert_rows_;
   int64_t dispatches_ = 0;
 };
 
@@ -71,6 +72,9 @@ struct TokenPathOptions {
   sched::Strategy strategy;
   bool bf16 = false;
   CallOptions call;  // timeout and ranks per node
+  // The group the token A2A runs over; empty: the EP group. HybridEP: the members at this
+  // rank's offset in every expert domain (rt/hybrid_experts.h).
+  core::RankGroup token_group;
 };
 
 class TokenPath {

@@ -12,6 +12,7 @@
 #include "rt/busy_time.h"
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
+#include "rt/hybrid_experts.h"
 #include "rt/mpi_base.h"
 #include "rt/netmoe_exchange.h"
 #include "rt/train_exchange.h"
@@ -32,13 +33,24 @@ int world_size() {
   return n;
 }
 
-// The knobs the runtime does not run yet are refused by name: no run silently differs from
-// what was asked.
-void check_strategy(const sched::Strategy& s) {
-  sched::validate(s, "strategy");
-  if (s.expert_transfer != sched::ExpertTransfer::kNone)
-    throw Error("strategy: expert_transfer",
-                "expert_transfer=hybrid (HybridEP) runs in `moecomm sim` only for now");
+// HybridEP runs on the plain EP token path: the knobs that would change it are refused by
+// name, so no run silently differs from what was asked.
+void check_hybrid(const TrainConfig& c) {
+  const sched::Strategy& s = c.strategy;
+  auto refuse = [](const std::string& knob, const std::string& why) {
+    throw Error("strategy: " + knob, "expert_transfer=hybrid " + why);
+  };
+  if (c.tp != 1) refuse("tp", "runs with tp=1 only for now, got tp=" + std::to_string(c.tp));
+  if (s.placement != sched::Placement::kNone) refuse("placement", "does not move samples");
+  if (s.tp_dispatch != sched::TpDispatch::kReplicate)
+    refuse("tp_dispatch", "runs without tensor parallelism only");
+  if (!s.pipeline_experts && (s.chunks_fwd != 1 || s.chunks_bwd != 1))
+    refuse("chunks", "pipelines its chunks through the experts only (pipeline_experts=true)");
+}
+
+void check_strategy(const TrainConfig& c) {
+  sched::validate(c.strategy, "strategy");
+  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) check_hybrid(c);
 }
 
 // NetMoE moves samples on its own token path (rt/netmoe_exchange.h): the token-path knobs
@@ -68,7 +80,7 @@ void check_netmoe(const TrainConfig& c) {
 }
 
 void check(const TrainConfig& c) {
-  check_strategy(c.strategy);
+  check_strategy(c);
   if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
   if (c.seq_len < 2 || c.seq_len > c.model.max_seq)
     throw Error("seq_len", "must be in [2, " + std::to_string(c.model.max_seq) + "]");
@@ -226,7 +238,11 @@ void add_routing_matrices(const TokenPath& path, const NetMoeExchange* netmoe, c
     return;
   }
   const ActivityExchange& a = path.tracked();
-  out.dispatch_bytes = ep_matrices(a.dispatch_rows(), a.dispatches(), row, g, world);
+  const size_t per_member = static_cast<size_t>(c.model.moe.experts) / g.ep.size();
+  std::vector<int64_t> member_rows(g.ep.size(), 0);
+  for (size_t e = 0; e < a.expert_rows().size(); ++e)
+    member_rows[e / per_member] += a.expert_rows()[e];
+  out.dispatch_bytes = ep_matrices(member_rows, a.dispatches(), row, g, world);
 }
 
 // Per step, the statistics of this step only (GradSync's are cumulative).
@@ -238,6 +254,43 @@ GradSyncStats minus(GradSyncStats a, const GradSyncStats& b) {
   a.held_s -= b.held_s;
   a.votes -= b.votes;
   return a;
+}
+
+// HybridEP's partition of this rank's EP group; a one-member domain when the strategy has none.
+HybridLayout train_hybrid_layout(const TrainConfig& c, const TrainGroups& g, int me) {
+  const int index = static_cast<int>(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
+  const bool hybrid = c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
+  return hybrid_layout(g.ep, index, hybrid ? c.strategy.hybrid_domain : 1,
+                       "strategy: hybrid_domain");
+}
+
+std::vector<CommKey> comm_keys(const TrainConfig& c, const TrainGroups& g) {
+  std::vector<CommKey> keys = train_comm_keys(g.parallel, 3);
+  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {
+    for (CommKey& k : hybrid_comm_keys(g.parallel, c.strategy.hybrid_domain, 3))
+      keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+// The experts that travel (domains of more than one member), each layer receiving its
+// domain's experts just before its MoE forward.
+std::unique_ptr<HybridExperts> start_hybrid(nn::MoeTransformer& model, const CommPool& pool,
+                                            const HybridLayout& h, const TrainConfig& c,
+                                            const TrainGroups& g, const CallOptions& options) {
+  if (h.domain_size == 1) return nullptr;
+  const int own = c.model.moe.experts / static_cast<int>(g.ep.size());
+  HybridConfig config{c.strategy.compression, c.strategy.shared_expert, c.model.moe.experts,
+                      options};
+  auto experts = std::make_unique<HybridExperts>(
+      model.moe_layers(), h.offset * own, own, pool.at({h.domain, 3}), pool.at({g.ep, 3}), config);
+  const std::vector<nn::MoeLayer*> layers = model.moe_layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    layers[l]->hooks().before_moe_start = [e = experts.get(), l](nn::Tensor&) {
+      e->receive(static_cast<int>(l));
+    };
+  }
+  return experts;
 }
 
 }  // namespace
@@ -252,7 +305,8 @@ TrainResult train(const TrainConfig& config_in,
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
   // gradient AllReduce thread; 2: the attention's TP AllReduces.
-  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 3));
+  const HybridLayout hybrid = train_hybrid_layout(c, g, me);
+  CommPool pool(MPI_COMM_WORLD, comm_keys(c, g));
   CallOptions options;
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
@@ -260,11 +314,15 @@ TrainResult train(const TrainConfig& config_in,
   BusyTime token_busy, grad_busy;  // the phases StepReport times
   CallOptions token_options = options;
   token_options.busy = &token_busy;
-  TokenPath path(g, pool, {c.strategy, c.bf16_a2a, token_options}, activity);
+  TokenPath path(g, pool, {c.strategy, c.bf16_a2a, token_options, hybrid.peers}, activity);
   nn::MoeTransformerConfig model_config = c.model;
   model_config.moe.expert_shard = {g.tp_index, c.tp};
   model_config.tp_shard = g.tp_index;
   model_config.tp_shards = c.tp;
+  if (hybrid.domain_size > 1) {  // HybridEP: each layer holds its domain's experts
+    model_config.owned_count = c.model.moe.experts / static_cast<int>(g.ep.size());
+    model_config.owned_first = hybrid.offset * model_config.owned_count;
+  }
   if (c.strategy.pipeline_experts) {
     model_config.moe.chunks_fwd = c.strategy.chunks_fwd;
     model_config.moe.chunks_bwd = c.strategy.chunks_bwd;
@@ -280,6 +338,8 @@ TrainResult train(const TrainConfig& config_in,
       netmoe->set_chunks(c.strategy.chunks_fwd, c.strategy.chunks_bwd);
     model.move_samples(*netmoe);
   }
+  const std::unique_ptr<HybridExperts> travelling =
+      start_hybrid(model, pool, hybrid, c, g, options);
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
   LinkBytes grad_bytes;
   CallOptions grad_options = options;
@@ -315,12 +375,21 @@ TrainResult train(const TrainConfig& config_in,
     grad_bytes = {};
     const GradSyncStats before = sync.stats();
     adam.zero_grad();
+    if (travelling) {
+      travelling->reset_bytes();
+      travelling->start_iteration();
+    }
     const double token0 = token_busy.seconds(), grad0 = grad_busy.seconds();
     const float loss = model.forward(batch.tokens, batch.targets, c.seq_len);
     const double token1 = token_busy.seconds();
     model.backward([&](int block) {
+      if (travelling) {  // the copies' gradients go home before the EDP AllReduce reads them
+        travelling->return_grads(block);
+        if (edp) travelling->wait_grads(block);
+      }
       sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
     });
+    if (travelling) travelling->finish();
     sync.finish();
     const double token2 = token_busy.seconds(), grad2 = grad_busy.seconds();
     const double synced_ms =
@@ -341,6 +410,9 @@ TrainResult train(const TrainConfig& config_in,
     MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(tp_group.bytes().bytes.data(), r.tp_attention.bytes.data(), kNumLinkLevels,
                   MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    const LinkBytes expert_bytes = travelling ? travelling->bytes() : LinkBytes{};
+    MPI_Allreduce(expert_bytes.bytes.data(), r.expert.bytes.data(), kNumLinkLevels, MPI_INT64_T,
+                  MPI_SUM, MPI_COMM_WORLD);
     if (routing) {
       std::vector<place::LayerRouting> layers;
       for (nn::MoeLayer* layer : model.moe_layers()) {

@@ -25,7 +25,8 @@ struct TrainConfig {
   // The knobs the runtime runs: a2a, tp_dispatch, chunks_fwd/bwd, pipeline_experts,
   // copy_pipelining, grad_sync, grad_partitions, placement (netmoe: tp = 1, flat A2A, chunks
   // with pipeline_experts only (no copy pipelining), dropless token-choice layers;
-  // rt/netmoe_exchange.h). expert_transfer=hybrid is refused by name (the simulator runs it).
+  // rt/netmoe_exchange.h), expert_transfer (hybrid: tp = 1, no placement; the token A2A
+  // runs over the peers at this rank's domain offset, rt/hybrid_experts.h).
   sched::Strategy strategy;
   int batch = 4;  // sequences per rank per step
   int seq_len = 32;
@@ -51,7 +52,10 @@ struct StepReport {
   // AllReduces.
   LinkBytes a2a;
   LinkBytes grad;
-  LinkBytes tp_attention;   // Megatron's attention AllReduces over the TP groups (tp > 1)
+  LinkBytes tp_attention;  // Megatron's attention AllReduces over the TP groups (tp > 1)
+  // HybridEP: the experts' AllGathers, their gradients' ReduceScatters and the shared
+  // expert's AllReduces (rt/hybrid_experts.h).
+  LinkBytes expert;
   GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
   // placement=netmoe, all ranks, this step: the scatter/gather metadata (expert, token,
   // weight), per-sample counts and moved targets; a2a above holds the token rows only.

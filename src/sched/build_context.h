@@ -47,6 +47,7 @@ struct BuildContext {
   int layer = 0;
   Phase phase = Phase::kForward;
   std::vector<OpId> prefetch;     // per rank: HybridEP's expert AllGather of this layer
+  Frontier step_start;            // the forward's first frontier (HybridEP's send queue)
   std::vector<LayerGrads> grads;  // per layer
 
   int world() const { return schedule.world_size(); }

@@ -63,6 +63,7 @@ void check_setup(const LayerSetup& s) {
 
 void forward_layer(BuildContext& ctx, int layer) {
   ctx.layer = layer;
+  if (layer == 0) ctx.step_start = ctx.ready;
   if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) build_hybrid_prefetch(ctx);
   build_attention(ctx);
   build_gate(ctx);

@@ -119,6 +119,8 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"compression", [](Strategy& s, const std::string& v,
                          const std::string& w) { s.compression = parse_ratio(v, w); }},
+      {"shared_expert", [](Strategy& s, const std::string& v,
+                           const std::string& w) { s.shared_expert = pick(kBools, v, w); }},
   };
   return table;
 }
@@ -276,7 +278,7 @@ std::string to_string(const Strategy& s) {
      << s.pipeline_experts << ",copy_pipelining=" << s.copy_pipelining
      << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
-     << ",compression=" << s.compression;
+     << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert;
   return os.str();
 }
 

@@ -38,6 +38,9 @@ struct Strategy {
   ExpertTransfer expert_transfer = ExpertTransfer::kNone;
   int hybrid_domain = 2;     // HybridEP S_ED: consecutive EP ranks that exchange experts
   double compression = 1.0;  // HybridEP SR: bytes of the expert AllGather per parameter byte
+  // HybridEP SR with compression < 1: residuals against the shared expert (the average of the
+  // layer's experts, AllReduced in every backward), or against zero ("w/o S", Fig. 14).
+  bool shared_expert = true;
 
   bool operator==(const Strategy&) const = default;
 };
@@ -50,8 +53,8 @@ std::vector<std::string> strategy_names();
 // Either a name from strategy_names() or "knob=value,..." whose first item may be
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
-// grad_sync, grad_partitions, expert_transfer, hybrid_domain, compression. `where` names the
-// source (e.g. "--strategy"); errors name the knob and list what is accepted.
+// grad_sync, grad_partitions, expert_transfer, hybrid_domain, compression, shared_expert. `where`
+// names the source (e.g. "--strategy"); errors name the knob and list what is accepted.
 Strategy parse_strategy(const std::string& text, const std::string& where);
 
 // parse_strategy's result with what the text said: the planner fills only the knobs the user

@@ -39,8 +39,10 @@ void report(const std::string& name, int tp, const StepReport& b, const StepRepo
             << ": token-path bytes per step inter-node " << r.a2a[LinkLevel::kInterNode]
             << " (baseline " << b.a2a[LinkLevel::kInterNode] << "), intra-node "
             << r.a2a[LinkLevel::kIntraNode] << " (baseline " << b.a2a[LinkLevel::kIntraNode]
-            << "); gradient micro-ops " << r.grad_sync.micro_ops << ", overlapping an A2A "
-            << r.grad_sync.overlap_s * 1e3 << " rank-ms\n";
+            << "); expert transfers inter-node " << r.expert[LinkLevel::kInterNode]
+            << ", intra-node " << r.expert[LinkLevel::kIntraNode] << "; gradient micro-ops "
+            << r.grad_sync.micro_ops << ", overlapping an A2A " << r.grad_sync.overlap_s * 1e3
+            << " rank-ms\n";
 }
 
 void check_strategies(int tp, const std::vector<std::string>& strategies) {
@@ -76,6 +78,17 @@ TEST(StrategyEquivalence, TensorParallelStrategiesTrainLikeTheReplicatedBaseline
                           "base=lina,tp_dispatch=drop-allgather",
                           "base=baseline,chunks=2",  // replicate, pipelined
                       });
+}
+
+// HybridEP with experts sent as they are (compression 1): every domain size that divides the
+// EP group trains like plain EP (domain 1 is plain EP; domain = world gathers every expert
+// and moves no token).
+TEST(StrategyEquivalence, HybridEpDomainsTrainLikeTheBaseline) {
+  std::vector<std::string> strategies;
+  for (int domain = 1; domain <= test::world_size(); domain *= 2)
+    strategies.push_back("base=hybridep,hybrid_domain=" + std::to_string(domain));
+  strategies.push_back("base=hybridep,hybrid_domain=2,grad_sync=lina,chunks=2");
+  check_strategies(1, strategies);
 }
 
 }  // namespace

@@ -351,6 +351,31 @@ TEST(LayerBuilder, HybridEpGathersExpertsInsideDomainsAndSendsOnlyAcrossThem) {
   EXPECT_DOUBLE_EQ(total_flops(sched), total_flops(build_training_step(setup("ep=8", "baseline"))));
 }
 
+// SR's shared expert (HybridEP Sec. IV-B): one expert's parameters AllReduced over the EP
+// group per layer in the backward, only when experts travel compressed against it; and every
+// layer's AllGather is queued at the step's start (Fig. 10), not at its layer.
+TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
+  const LayerSetup s = setup("ep=8", "expert_transfer=hybrid,hybrid_domain=2,compression=0.5");
+  const Schedule sched = build_training_step(s);
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  const auto shared = collectives(sched, "moe.hybrid.shared_allreduce");
+  ASSERT_EQ(shared.size(), 2u);  // one EP group x 2 layers
+  for (const Collective* c : shared) {
+    EXPECT_EQ(c->group.size(), 8u);
+    EXPECT_DOUBLE_EQ(c->bytes, w.expert_param_bytes / (s.model.experts / 8.0));
+    EXPECT_EQ(sched.op(c->ops[0]).stream, kCopyStream);
+  }
+  for (const char* off : {"shared_expert=false,compression=0.5", "compression=1"}) {
+    const LayerSetup o =
+        setup("ep=8", std::string("expert_transfer=hybrid,hybrid_domain=2,") + off);
+    EXPECT_TRUE(collectives(build_training_step(o), "moe.hybrid.shared_allreduce").empty()) << off;
+  }
+  for (const Collective* c : collectives(sched, "moe.hybrid.expert_allgather")) {
+    for (OpId dep : sched.deps(c->ops[0]))  // nothing of the forward's layers before it
+      EXPECT_EQ(sched.label(dep).name, "moe.hybrid.expert_allgather") << sched.label(dep).layer;
+  }
+}
+
 TEST(LayerBuilder, NetMoeUsesTheGivenMatrices) {
   LayerSetup s = setup("ep=4", "netmoe");
   s.a2a_pair_bytes = skewed_pairs(s);

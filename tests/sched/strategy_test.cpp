@@ -46,13 +46,15 @@ TEST(Strategy, ParsesNamesAndKnobs) {
   EXPECT_EQ(s.grad_sync, GradSync::kFsmoe);
   s = parse_strategy(
       "placement=netmoe,a2a=1dh,expert_transfer=hybrid,hybrid_domain=4,"
-      "compression=0.25,chunks=3,name=mix",
+      "compression=0.25,shared_expert=false,chunks=3,name=mix",
       "-");
   EXPECT_EQ(s.name, "mix");
   EXPECT_EQ(s.placement, Placement::kNetMoe);
   EXPECT_EQ(s.a2a, Algorithm::k1DH);
   EXPECT_EQ(s.hybrid_domain, 4);
   EXPECT_DOUBLE_EQ(s.compression, 0.25);
+  EXPECT_FALSE(s.shared_expert);
+  EXPECT_TRUE(named_strategy("hybridep").shared_expert);
   EXPECT_EQ(s.chunks_fwd, 3);
   EXPECT_EQ(s.chunks_bwd, 3);
   EXPECT_EQ(parse_strategy("base=lina", "-").name, "lina");
@@ -64,7 +66,8 @@ TEST(Strategy, ToStringRoundTrips) {
     const Strategy s = named_strategy(n);
     EXPECT_EQ(parse_strategy(to_string(s), "-"), s) << to_string(s);
   }
-  Strategy s = parse_strategy("compression=0.3,hybrid_domain=4,expert_transfer=hybrid", "-");
+  Strategy s = parse_strategy(
+      "compression=0.3,hybrid_domain=4,expert_transfer=hybrid,shared_expert=false", "-");
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
 }
 

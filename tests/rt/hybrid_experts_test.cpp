@@ -1,0 +1,181 @@
+// HybridEP's expert transfers (rt/hybrid_experts.h) on every rank of the world as one EP
+// group: the copies a rank receives are exactly the owners' experts (compression 1) or the
+// owners' SR encoding decoded against the shared expert, the mean of all experts (Sec. IV-B);
+// the copies' gradients return to their owners summed over the domain.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "mpi_test_util.h"
+#include "nn/moe_layer_factory.h"
+#include "nn/sr_codec.h"
+#include "rt/comm_pool.h"
+#include "rt/hybrid_experts.h"
+#include "rt/mpi_token_exchange.h"
+#include "rt/train_groups.h"
+
+namespace moecomm::rt {
+namespace {
+
+constexpr int kOwn = 2;  // experts per rank
+
+nn::MoeLayerSpec spec(int experts) {
+  nn::MoeLayerSpec s;
+  s.hidden = 8;
+  s.ffn_hidden = 12;
+  s.experts = experts;
+  s.seed = 5;
+  return s;
+}
+
+// Global expert e's parameter i after its owner's "training": a value only the owner sets.
+// Multiples of 1/64: sums over the experts, and their mean over a power-of-two E, are exact
+// in fp32 in any order, so the shared expert is bit-exact whatever the AllReduce's order.
+float trained(int e, size_t i) {
+  return float(int((e * 37 + i * 11) % 64) - 32) / 64.0f;
+}
+
+// Global expert e's parameters, flat, as the owner holds them.
+std::vector<float> owner_weights(const std::vector<nn::Param>& shape, int e) {
+  std::vector<float> out;
+  for (const nn::Param& p : shape)
+    for (int64_t i = 0; i < p.value->size(); ++i) out.push_back(trained(e, out.size()));
+  return out;
+}
+
+struct Setup {
+  HybridLayout layout;
+  CommPool pool;
+  std::unique_ptr<MpiTokenExchange> exchange;
+  std::unique_ptr<nn::MoeLayer> layer;
+};
+
+std::unique_ptr<Setup> make_setup(int domain) {
+  const int n = test::world_size(), me = test::world_rank();
+  auto s = std::make_unique<Setup>();
+  const core::RankGroup ep = test::all_ranks();
+  s->layout = hybrid_layout(ep, me, domain, "test");
+  const core::ParallelConfig parallel = train_groups(n, 1, n, kOwn * n, me, "test").parallel;
+  std::vector<CommKey> keys = hybrid_comm_keys(parallel, domain, 3);
+  s->pool = CommPool(MPI_COMM_WORLD, keys);
+  CallOptions call{.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2};
+  s->exchange = std::make_unique<MpiTokenExchange>(s->pool.at({s->layout.peers, 0}), call);
+  s->layer = nn::make_moe_layer(spec(kOwn * n), *s->exchange);
+  for (int j = s->layout.offset * kOwn; j < (s->layout.offset + 1) * kOwn; ++j) {
+    std::vector<nn::Param> params = s->layer->expert(j).params();
+    const std::vector<float> w = owner_weights(params, s->layer->first_expert() + j);
+    size_t at = 0;
+    for (nn::Param& p : params)
+      for (int64_t i = 0; i < p.value->size(); ++i) p.value->data()[i] = w[at++];
+  }
+  return s;
+}
+
+std::vector<float> flat(const std::vector<nn::Param>& params) {
+  std::vector<float> out;
+  for (const nn::Param& p : params)
+    out.insert(out.end(), p.value->data(), p.value->data() + p.value->size());
+  return out;
+}
+
+HybridExperts make_experts(Setup& s, double compression, bool shared) {
+  HybridConfig c{compression,
+                 shared,
+                 kOwn * test::world_size(),
+                 {.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2}};
+  return HybridExperts({s.layer.get()}, s.layout.offset * kOwn, kOwn,
+                       s.pool.at({s.layout.domain, 3}), s.pool.at({test::all_ranks(), 3}), c);
+}
+
+// What a copy of global expert e must hold: the owner's weights through SR with k per tensor.
+std::vector<float> expected_copy(const std::vector<nn::Param>& shape, int e, double compression,
+                                 const std::vector<float>& shared) {
+  const std::vector<float> w = owner_weights(shape, e);
+  if (compression >= 1) return w;
+  std::vector<float> out(w.size());
+  size_t at = 0;
+  for (const nn::Param& p : shape) {
+    const size_t n = static_cast<size_t>(p.value->size());
+    const std::span<const float> s =
+        shared.empty() ? std::span<const float>() : std::span<const float>(shared).subspan(at, n);
+    const auto enc = nn::sr_encode(std::span<const float>(w).subspan(at, n), s,
+                                   nn::sr_kept(static_cast<int64_t>(n), compression));
+    nn::sr_decode(enc, s, std::span<float>(out).subspan(at, n));
+    at += n;
+  }
+  return out;
+}
+
+TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
+  const int n = test::world_size();
+  for (int domain : {2, n}) {
+    for (auto [compression, shared] : {std::pair{1.0, true}, {0.1, true}, {0.1, false}}) {
+      SCOPED_TRACE(::testing::Message() << "domain " << domain << " compression " << compression
+                                        << " shared " << shared);
+      auto s = make_setup(domain);
+      HybridExperts experts = make_experts(*s, compression, shared);
+      experts.start_iteration();
+      experts.receive(0);
+      const std::vector<nn::Param> shape = s->layer->expert(0).params();
+      std::vector<float> mean;  // the shared expert: the mean of all E experts
+      if (compression < 1 && shared) {
+        mean.assign(owner_weights(shape, 0).size(), 0.0f);
+        for (int e = 0; e < kOwn * n; ++e) {
+          const std::vector<float> w = owner_weights(shape, e);
+          for (size_t i = 0; i < w.size(); ++i) mean[i] += w[i];
+        }
+        for (float& m : mean) m *= 1.0f / float(kOwn * n);
+        {}
+      }
+      for (int j = 0; j < s->layer->local_experts(); ++j) {
+        const int e = s->layer->first_expert() + j;
+        const bool own = j / kOwn == s->layout.offset;
+        const std::vector<float> want =
+            own ? owner_weights(shape, e) : expected_copy(shape, e, compression, mean);
+        const std::vector<float> got = flat(s->layer->expert(j).params());
+        ASSERT_EQ(got.size(), want.size());
+        float worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+        EXPECT_EQ(worst, 0.0f) << "expert " << e;
+      }
+      if (compression < 1) {
+        EXPECT_EQ(experts.encoded_bytes_per_expert(),
+                  8 * (nn::sr_kept(8 * 12, 0.1) * 2 + nn::sr_kept(12, 0.1) + nn::sr_kept(8, 0.1)));
+      }
+    }
+  }
+}
+
+TEST(HybridExperts, CopiesGradientsReturnSummedToTheirOwners) {
+  const int n = test::world_size(), me = test::world_rank();
+  for (int domain : {2, n}) {
+    SCOPED_TRACE("domain " + std::to_string(domain));
+    auto s = make_setup(domain);
+    HybridExperts experts = make_experts(*s, 1.0, true);
+    const int first_member = me - s->layout.offset;  // the domain's first global rank
+    auto grad_of = [](int rank, int slot, size_t i) {
+      return float(rank * 1000 + slot * 10) + 0.5f * float(i % 7);
+    };
+    for (int j = 0; j < s->layer->local_experts(); ++j) {
+      size_t at = 0;
+      for (nn::Param& p : s->layer->expert(j).params())
+        for (int64_t i = 0; i < p.grad->size(); ++i) p.grad->data()[i] = grad_of(me, j, at++);
+    }
+    experts.return_grads(0);
+    experts.finish();
+    for (int j = 0; j < s->layer->local_experts(); ++j) {
+      const bool own = j / kOwn == s->layout.offset;
+      size_t at = 0;
+      for (nn::Param& p : s->layer->expert(j).params()) {
+        for (int64_t i = 0; i < p.grad->size(); ++i, ++at) {
+          float want = 0;
+          for (int m = 0; m < domain && own; ++m) want += grad_of(first_member + m, j, at);
+          ASSERT_EQ(p.grad->data()[i], want) << "slot " << j << " index " << at;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moecomm::rt

@@ -97,7 +97,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   sub_->add_flag("--json", json_,
                  "print one JSON object: {steps: [{step, loss, lm_loss, step_ms, "
-                 "a2a_bytes: {same_device, intra_node, inter_node}}], ...}");
+                 "a2a_bytes: {same_device, intra_node, inter_node}, grad_bytes, tp_bytes, "
+                 "expert_bytes (HybridEP), grad_sync}], ...}");
 }
 
 namespace {
@@ -231,6 +232,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
                        {"a2a_bytes", bytes_json(r.a2a)},
                        {"grad_bytes", bytes_json(r.grad)},
                        {"tp_bytes", bytes_json(r.tp_attention)},
+                       {"expert_bytes", bytes_json(r.expert)},
                        {"grad_sync",
                         {{"micro_ops", r.grad_sync.micro_ops},
                          {"allreduce_s", r.grad_sync.allreduce_s},

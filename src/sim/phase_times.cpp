@@ -30,16 +30,18 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-// When the rank reached the op: its stream predecessor and its events were done. A rank
-// that reaches a collective first waits there for its peers, inside the call, as the
+// When the rank entered the call: its stream predecessor and its events were done and, if
+// a Lina micro-op ran on the rank then, that had ended (the gate is outside the call). A rank
+// that enters a collective first waits there for its peers, inside the call, as the
 // runtime's timers see it.
-double ready_time(const sched::Schedule& schedule, const SimResult& result, sched::OpId id) {
-  double ready = 0;
+double entered_time(const sched::Schedule& schedule, const SimResult& result, sched::OpId id) {
+  const OpTiming& t = result.ops[static_cast<size_t>(id)];
+  double ready = t.gated_until;
   const sched::OpId prev = schedule.op(id).prev;
-  if (prev != sched::kNone) ready = result.ops[static_cast<size_t>(prev)].end;
+  if (prev != sched::kNone) ready = std::max(ready, result.ops[static_cast<size_t>(prev)].end);
   for (sched::OpId dep : schedule.deps(id))
     ready = std::max(ready, result.ops[static_cast<size_t>(dep)].end);
-  return std::min(ready, result.ops[static_cast<size_t>(id)].start);
+  return std::min(ready, t.start);
 }
 
 }  // namespace
@@ -58,11 +60,11 @@ PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result)
     else if (starts_with(label.name, "grad."))
       phase = 2;
     if (phase < 0) continue;
-    // From when the rank reached the op (it waits inside for its peers); Lina's gradient
+    // From when the rank entered the call (it waits inside for its peers); Lina's gradient
     // micro-ops from their start: one held back by the gate waits outside the call.
     const OpTiming& t = result.ops[static_cast<size_t>(id)];
     const bool gated = phase == 2 && label.knob == "lina";
-    const double from = gated ? t.start : ready_time(schedule, result, id);
+    const double from = gated ? t.start : entered_time(schedule, result, id);
     per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(from, t.end);
   }
   double sums[3] = {0, 0, 0};

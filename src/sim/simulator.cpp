@@ -23,9 +23,12 @@ using sched::OpKind;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One discrete-event run. Ops become ready when their stream predecessor and events are
-// done; a collective starts when all members are ready (and, for priority < 0, when no
-// collective of priority >= 0 runs on its ranks: Lina's A2A first), runs its phases of flows,
-// and ends on every member at once. Send/recv is one flow between ready ends.
+// done; a collective starts when all members are ready, runs its phases of flows, and ends on
+// every member at once. Send/recv is one flow between ready ends. Lina's gate (ATC '23 Sec.
+// 4.1, strict priority without preemption): a collective of priority < 0 (a gradient
+// micro-op) starts only while no collective of priority >= 0 (the A2As) is pending or running
+// on its ranks, and one of priority >= 0 starts only while no micro-op runs on its ranks:
+// "subsequent operations have to wait until the running one finish".
 class Run {
  public:
   Run(const sched::Schedule& s, const core::Topology& topo, const SimOptions& options)
@@ -55,8 +58,10 @@ class Run {
   void push(double time, int kind, int id) { queue_.push({time, seq_++, kind, id}); }
   void op_ready(OpId id, double t);
   void op_done(OpId id, double t);
-  void collective_member_ready(CollectiveId c, double t);
+  void collective_member_ready(OpId id, double t);
   bool blocked(CollectiveId c) const;
+  bool gate_closed(CollectiveId c) const;
+  void open_gates(CollectiveId micro_op, double t);
   bool waits_on(CollectiveId p, CollectiveId d) const;
   void start_collective(CollectiveId c, double t);
   void start_phase(CollectiveId c, double t);
@@ -90,6 +95,11 @@ class Run {
   // Per rank: collectives of priority >= 0 pending (a member waits in it) or running.
   std::vector<std::vector<CollectiveId>> in_flight_;
   std::vector<CollectiveId> deferred_;
+  // Lina's gate, per rank: micro-ops (priority < 0) running, and the members of priority >= 0
+  // collectives that became ready meanwhile and wait for them; collectives so held back.
+  std::vector<int> micro_ops_running_;
+  std::vector<std::vector<OpId>> at_gate_;
+  std::vector<CollectiveId> gated_;
   std::vector<std::pair<FlowOwner, int>> flow_owner_;  // by FlowId
   std::vector<char> p2p_ready_;
   std::vector<PendingFlow> pending_;
@@ -152,7 +162,7 @@ void Run::op_ready(OpId id, double t) {
       return;
     }
     default:
-      collective_member_ready(op.collective, t);
+      collective_member_ready(id, t);
   }
 }
 
@@ -164,18 +174,49 @@ void Run::op_done(OpId id, double t) {
   }
 }
 
-void Run::collective_member_ready(CollectiveId c, double t) {
+void Run::collective_member_ready(OpId id, double t) {
+  const CollectiveId c = s_.op(id).collective;
   const sched::Collective& col = s_.collective(c);
   CollectiveState& st = coll_[c];
-  if (st.ready_members++ == 0 && col.priority >= 0) {
-    for (int r : col.group) in_flight_[r].push_back(c);
+  if (col.priority >= 0) {
+    if (st.ready_members == 0)
+      for (int r : col.group) in_flight_[r].push_back(c);
+    const int rank = s_.op(id).rank;
+    if (micro_ops_running_[rank] > 0) at_gate_[rank].push_back(id);  // waits outside the call
   }
-  if (st.ready_members < col.size()) return;
+  if (++st.ready_members < col.size()) return;
   if (col.priority < 0) {  // decided once every event of this instant is in: release_deferred
     deferred_.push_back(c);
     return;
   }
+  if (gate_closed(c)) {
+    gated_.push_back(c);
+    return;
+  }
   start_collective(c, t);
+}
+
+// A collective of priority >= 0 waits while a micro-op runs on one of its ranks.
+bool Run::gate_closed(CollectiveId c) const {
+  const core::RankGroup& g = s_.collective(c).group;
+  return std::any_of(g.begin(), g.end(), [&](int r) { return micro_ops_running_[r] > 0; });
+}
+
+// Micro-op m ended at t: on its ranks where no other runs, the members waiting at the gate
+// enter their calls; the collectives it held back start when no other micro-op holds them.
+void Run::open_gates(CollectiveId m, double t) {
+  for (int r : s_.collective(m).group) {
+    if (--micro_ops_running_[r] > 0) continue;
+    for (OpId op : std::exchange(at_gate_[r], {})) timing_[op].gated_until = t;
+  }
+  // Taken out first: a start may end at once and gate others meanwhile.
+  for (CollectiveId c : std::exchange(gated_, {})) {
+    if (gate_closed(c)) {
+      gated_.push_back(c);
+    } else {
+      start_collective(c, t);
+    }
+  }
 }
 
 bool Run::blocked(CollectiveId c) const {
@@ -211,6 +252,8 @@ bool Run::waits_on(CollectiveId p, CollectiveId d) const {
 void Run::start_collective(CollectiveId c, double t) {
   const sched::Collective& col = s_.collective(c);
   for (OpId op : col.ops) timing_[op].start = std::max(timing_[op].start, t);
+  if (col.priority < 0)
+    for (int r : col.group) ++micro_ops_running_[r];
   coll_[c].phases = collective_phases(col, devices_per_node_);
   coll_[c].phase = -1;
   start_phase(c, t);
@@ -231,6 +274,8 @@ void Run::end_collective(CollectiveId c, double t) {
   coll_[c].phases.clear();
   if (col.priority >= 0) {
     for (int r : col.group) std::erase(in_flight_[r], c);
+  } else {
+    open_gates(c, t);
   }
   for (OpId op : col.ops) op_done(op, t);
 }
@@ -320,6 +365,8 @@ SimResult Run::run() {
   timing_.assign(s_.num_ops(), {});
   coll_.assign(s_.num_collectives(), {});
   in_flight_.assign(s_.world_size(), {});
+  micro_ops_running_.assign(s_.world_size(), 0);
+  at_gate_.assign(s_.world_size(), {});
   ready_.assign(s_.num_ops(), 0);
   p2p_ready_.assign(s_.num_ops(), 0);
   done_.assign(s_.num_ops(), 0);

@@ -14,6 +14,9 @@ namespace moecomm::sim {
 struct OpTiming {
   double start = 0;  // seconds
   double end = 0;
+  // A collective member of priority >= 0 that became ready while a Lina micro-op ran on its
+  // rank: when that ended and the rank entered the call (it waited outside); 0 otherwise.
+  double gated_until = 0;
 };
 
 struct LinkUsage {

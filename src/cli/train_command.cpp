@@ -89,6 +89,17 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
+  sub_->add_option("--text-order", text_order_,
+                   "synthetic data: the next token depends on the current token (1) or on the "
+                   "last two (2: the experts must combine two positions)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 2));
+  sub_->add_option("--expert-spread", expert_spread_,
+                   "upcycled experts (every expert = one base FFN + SPREAD x its own random "
+                   "FFN; the redundancy among experts HybridEP's SR compression relies on); "
+                   "default: independent random experts")
+      ->check(kFinite)
+      ->check(CLI::Range(0.0f, 100.0f));
   sub_->add_option("--routing-trace", routing_trace_,
                    "write the routing of every step and MoE layer here ('' to skip)")
       ->capture_default_str();
@@ -165,6 +176,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     c.model.moe.expert =
         expert_ == "mixtral" ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
   c.model.moe.capacity_factor = capacity_factor_;
+  c.model.moe.expert_spread = expert_spread_;
   c.model.max_seq = std::max(c.model.max_seq, seq_len_);
   apply_train_parallel(c, parallel_, world);
   c.batch = batch_;
@@ -172,6 +184,9 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.steps = steps_;
   c.lr = lr_;
   c.data_seed = seed_;
+  c.text_order = text_order_;
+  if (text_order_ != 1 && data_ != "synthetic")
+    throw Error("--text-order", "applies to the synthetic data only, not --data " + data_);
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.bf16_a2a = bf16_;

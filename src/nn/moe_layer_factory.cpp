@@ -1,5 +1,7 @@
 #include "nn/moe_layer_factory.h"
 
+#include <vector>
+
 #include "core/error.h"
 #include "nn/capacity_order.h"
 #include "nn/dropless_order.h"
@@ -27,6 +29,27 @@ std::unique_ptr<Gate> make_gate(const MoeLayerSpec& s) {
   throw Error("moe layer", "unknown gate kind");
 }
 
+uint64_t upcycle_base_seed(uint64_t seed) {
+  return expert_seed(seed, -1);
+}
+
+std::unique_ptr<Expert> make_layer_expert(const MoeLayerSpec& s, int global_expert) {
+  const auto build = [&](uint64_t seed) {
+    return make_expert(s.expert, s.hidden, s.ffn_hidden, seed, s.expert_shard.index,
+                       s.expert_shard.count);
+  };
+  std::unique_ptr<Expert> own = build(expert_seed(s.seed, global_expert));
+  if (s.expert_spread < 0.0f) return own;
+  // Upcycled: base + spread * own; both are sliced by the same shard.
+  std::unique_ptr<Expert> base = build(upcycle_base_seed(s.seed));
+  std::vector<Param> to = own->params(), from = base->params();
+  for (size_t p = 0; p < to.size(); ++p) {
+    Tensor& w = *to[p].value;
+    for (int64_t i = 0; i < w.size(); ++i) w[i] = (*from[p].value)[i] + s.expert_spread * w[i];
+  }
+  return own;
+}
+
 std::unique_ptr<MoeLayer> make_moe_layer(const MoeLayerSpec& s, TokenExchange& exchange) {
   if (s.capacity_factor < 0.0f) throw Error("moe layer", "capacity_factor must be >= 0");
   std::unique_ptr<Order> order;
@@ -39,9 +62,7 @@ std::unique_ptr<MoeLayer> make_moe_layer(const MoeLayerSpec& s, TokenExchange& e
     throw Error("moe layer", "experts must be a positive multiple of the EP size");
   const int local = s.experts / ranks, first = exchange.rank() * local;
   std::vector<std::unique_ptr<Expert>> experts;
-  for (int l = 0; l < local; ++l)
-    experts.push_back(make_expert(s.expert, s.hidden, s.ffn_hidden, expert_seed(s.seed, first + l),
-                                  s.expert_shard.index, s.expert_shard.count));
+  for (int l = 0; l < local; ++l) experts.push_back(make_layer_expert(s, first + l));
   auto layer = std::make_unique<MoeLayer>(make_gate(s), std::move(order), std::move(experts),
                                           s.experts, exchange);
   layer->set_chunks(s.chunks_fwd, s.chunks_bwd);

@@ -30,7 +30,21 @@ struct MoeLayerSpec {
   // (make_expert); the exchange sums the partial outputs over the ESP group.
   FfnShard expert_shard{};
   int chunks_fwd = 1, chunks_bwd = 1;  // MoeLayer::set_chunks
+  // < 0 (default): independent experts, expert e seeded by expert_seed(seed, e).
+  // >= 0: "upcycled" experts that share structure (sparse upcycling, Komatsuzaki et al. 2022;
+  // the redundancy among experts of HybridEP Fig. 9a): every parameter of expert e is
+  // base + expert_spread * own_e, base the expert seeded by upcycle_base_seed(seed) (the same
+  // for all experts and ranks) and own_e the independent expert above. 0: identical experts.
+  float expert_spread = -1.0f;
 };
+
+// The seed of the upcycled experts' common base: expert_seed(seed, -1), whose (e + 1) = 0 no
+// real expert index has.
+uint64_t upcycle_base_seed(uint64_t seed);
+
+// Global expert e of the layer as make_moe_layer builds it (shard spec.expert_shard, with
+// expert_spread applied), the same on every rank.
+std::unique_ptr<Expert> make_layer_expert(const MoeLayerSpec& spec, int global_expert);
 
 std::unique_ptr<Gate> make_gate(const MoeLayerSpec& spec);
 

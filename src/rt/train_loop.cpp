@@ -349,8 +349,8 @@ TrainResult train(const TrainConfig& config_in,
   const Comm* edp = g.edp.size() > 1 ? &pool.at({g.edp, 1}) : nullptr;
   GradSync sync(c.strategy.grad_sync, c.strategy.grad_partitions, pool.at({g.dp, 1}), edp,
                 grad_options, activity);
-  const nn::SyntheticText text(
-      nn::SyntheticTextConfig{.vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics});
+  const nn::SyntheticText text(nn::SyntheticTextConfig{
+      .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order});
   TrainResult result;
   if (c.corpus.empty()) result.entropy_floor = text.entropy_floor(c.seq_len);
   const bool routing = c.record_routing && !model.moe_layers().empty() &&

@@ -169,6 +169,37 @@ std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> i
   return out;
 }
 
+std::vector<float> ring_reduce_scatter_sum(const Comm& comm, std::span<const float> in,
+                                           const CallOptions& options) {
+  const int n = comm.size(), me = comm.rank();
+  if (in.size() % static_cast<size_t>(n) != 0) {
+    throw Error(options.label, "reduce_scatter input of " + std::to_string(in.size()) +
+                                   " floats does not split into " + std::to_string(n) +
+                                   " equal blocks");
+  }
+  const size_t c = in.size() / static_cast<size_t>(n);
+  const int count = as_count(static_cast<int64_t>(c), options.label);
+  auto block = [&](int b) { return in.subspan(static_cast<size_t>((b % n + n) % n) * c, c); };
+  const std::span<const float> first = block(me - 1);
+  std::vector<float> send(first.begin(), first.end()), recv(c);
+  constexpr int kTag = 7300;
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  for (int step = 0; step + 1 < n; ++step) {  // receive block me - step - 2's partial sum
+    MPI_Request reqs[2];
+    check_mpi(MPI_Irecv(recv.data(), count, MPI_FLOAT, prev, kTag, comm.handle(), &reqs[0]),
+              "MPI_Irecv");
+    check_mpi(MPI_Isend(send.data(), count, MPI_FLOAT, next, kTag, comm.handle(), &reqs[1]),
+              "MPI_Isend");
+    wait_all(reqs, comm, "ring reduce_scatter step " + std::to_string(step), options);
+    if (options.bytes)
+      options.bytes->add(comm.my_global_rank(), comm.global_rank(next),
+                         static_cast<int64_t>(c * sizeof(float)), options.ranks_per_node);
+    const std::span<const float> mine = block(me - step - 2);
+    for (size_t i = 0; i < c; ++i) send[i] = recv[i] + mine[i];
+  }
+  return send;  // after n - 1 steps: block me, summed over every member
+}
+
 std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,
                                     std::span<const int64_t> counts, const CallOptions& options) {
   const std::vector<int> rc = member_counts(comm, counts, "reduce_scatter_v", options.label);

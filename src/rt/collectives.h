@@ -95,6 +95,12 @@ std::vector<T> all_gather_v(const Comm& comm, std::span<const T> mine,
 std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
                                       const CallOptions& options);
 
+// The same as a ring (NCCL's, and the simulator's model): n - 1 steps, each member sending
+// one block's partial sum to the next. Each link of the ring carries (n - 1) / n of the
+// input once, where MPI's recursive halving may cross a slow link with half of it at once.
+std::vector<float> ring_reduce_scatter_sum(const Comm& comm, std::span<const float> in,
+                                           const CallOptions& options);
+
 // ReduceScatter-v (fp32 sum): `in` holds n blocks back to back, counts[j] floats for member j
 // (the same counts on every member); member i gets the sum of everyone's block i.
 std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,

@@ -203,7 +203,7 @@ void HybridExperts::return_grads(int l) {
         grads.insert(grads.end(), p.grad->data(), p.grad->data() + p.grad->size());
     CallOptions c = call("moe.hybrid.grad_reducescatter", l);
     c.bytes = &bytes_;
-    const std::vector<float> mine = reduce_scatter_sum(domain_, grads, c);
+    const std::vector<float> mine = ring_reduce_scatter_sum(domain_, grads, c);
     const float* in = mine.data();
     for (size_t j = 0; j < layer.slots.size(); ++j) {
       const bool own =

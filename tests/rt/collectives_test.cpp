@@ -81,6 +81,24 @@ TEST_F(Collectives, ReduceScatterSum) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], n * (n - 1) / 2.0f + n * (10.0f * me + i));
 }
 
+// The ring (hybrid experts' gradient return) gives MPI's sums, and each member sends n - 1
+// blocks to its successor only.
+TEST_F(Collectives, RingReduceScatterSumsLikeMpiAndSendsToTheNext) {
+  const int n = world_size(), me = world_rank();
+  std::vector<float> in;
+  for (int b = 0; b < n; ++b)
+    for (int i = 0; i < 5; ++i) in.push_back(static_cast<float>(me + 10 * b + i));
+  CallOptions o = options("ring rs");
+  LinkBytes bytes;
+  o.bytes = &bytes;
+  EXPECT_EQ(ring_reduce_scatter_sum(world(), in, o),
+            reduce_scatter_sum(world(), in, options("rs")));
+  LinkBytes want;
+  if (n > 1) want.add(me, (me + 1) % n, 20 * (n - 1), 2);
+  EXPECT_EQ(bytes, want);
+  EXPECT_THROW(ring_reduce_scatter_sum(world(), std::vector<float>(n + 1, 1.0f), o), Error);
+}
+
 TEST_F(Collectives, AllReduceSum) {
   const int n = world_size();
   std::vector<float> data(7);

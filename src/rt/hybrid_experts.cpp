@@ -93,13 +93,8 @@ HybridExperts::HybridExperts(std::vector<nn::MoeLayer*> layers, int owned_first,
   }
   if (compressed && config.shared_expert) {  // HybridEP: "initialized by averaging all experts"
     for (size_t l = 0; l < layers_.size(); ++l) {
-      Layer& layer = *layers_[l];
-      layer.shared_sum.assign(static_cast<size_t>(layer.floats), 0.0f);
-      for (int j = owned_first; j < owned_first + owned; ++j) {
-        const std::vector<float> w = flat_values(layer.slots[static_cast<size_t>(j)]);
-        for (size_t i = 0; i < w.size(); ++i) layer.shared_sum[i] += w[i];
-      }
-      all_reduce_sum(ep_, layer.shared_sum, call("moe.hybrid.shared_allreduce", int(l)));
+      layers_[l]->shared_sum.resize(static_cast<size_t>(layers_[l]->floats));
+      sum_shared(*layers_[l], static_cast<int>(l), nullptr);
     }
   }
   stream_ = std::make_unique<CopyStream>();
@@ -217,16 +212,20 @@ void HybridExperts::return_grads(int l) {
         }
       }
     }
-    if (layer.shared_sum.empty()) return;
-    std::fill(layer.shared_sum.begin(), layer.shared_sum.end(), 0.0f);
-    for (int j = owned_first_; j < owned_first_ + owned_; ++j) {
-      const std::vector<float> w = flat_values(layer.slots[static_cast<size_t>(j)]);
-      for (size_t i = 0; i < w.size(); ++i) layer.shared_sum[i] += w[i];
-    }
-    CallOptions s = call("moe.hybrid.shared_allreduce", l);
-    s.bytes = &bytes_;
-    all_reduce_sum(ep_, layer.shared_sum, s);
+    if (!layer.shared_sum.empty()) sum_shared(layer, l, &bytes_);
   });
+}
+
+// The sum of the layer's E experts, over the EP group: each member adds its own.
+void HybridExperts::sum_shared(Layer& layer, int l, LinkBytes* bytes) {
+  std::fill(layer.shared_sum.begin(), layer.shared_sum.end(), 0.0f);
+  for (int j = owned_first_; j < owned_first_ + owned_; ++j) {
+    const std::vector<float> w = flat_values(layer.slots[static_cast<size_t>(j)]);
+    for (size_t i = 0; i < w.size(); ++i) layer.shared_sum[i] += w[i];
+  }
+  CallOptions c = call("moe.hybrid.shared_allreduce", l);
+  c.bytes = bytes;
+  all_reduce_sum(ep_, layer.shared_sum, c);
 }
 
 void HybridExperts::wait_grads(int l) {

@@ -84,6 +84,7 @@ class HybridExperts {
   struct Layer;
   void encode(Layer& layer);
   void decode(Layer& layer);
+  void sum_shared(Layer& layer, int l, LinkBytes* bytes);  // shared_sum <- AllReduced sum
   CallOptions call(const std::string& label, int layer) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;

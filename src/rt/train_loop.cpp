@@ -279,11 +279,12 @@ std::unique_ptr<HybridExperts> start_hybrid(nn::MoeTransformer& model, const Com
                                             const HybridLayout& h, const TrainConfig& c,
                                             const TrainGroups& g, const CallOptions& options) {
   if (h.domain_size == 1) return nullptr;
-  const int own = c.model.moe.experts / static_cast<int>(g.ep.size());
+  const nn::MoeTransformerConfig& m = model.config();
   HybridConfig config{c.strategy.compression, c.strategy.shared_expert, c.model.moe.experts,
                       options};
-  auto experts = std::make_unique<HybridExperts>(
-      model.moe_layers(), h.offset * own, own, pool.at({h.domain, 3}), pool.at({g.ep, 3}), config);
+  auto experts =
+      std::make_unique<HybridExperts>(model.moe_layers(), m.owned_first, m.owned_count,
+                                      pool.at({h.domain, 3}), pool.at({g.ep, 3}), config);
   const std::vector<nn::MoeLayer*> layers = model.moe_layers();
   for (size_t l = 0; l < layers.size(); ++l) {
     layers[l]->hooks().before_moe_start = [e = experts.get(), l](nn::Tensor&) {

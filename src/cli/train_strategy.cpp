@@ -5,7 +5,10 @@
 
 #include "core/error.h"
 #include "core/presets.h"
+#include "core/rank_groups.h"
+#include "core/topology.h"
 #include "plan/planned_strategy.h"
+#include "sched/build_hybridep.h"
 
 namespace moecomm::cli {
 namespace {
@@ -88,6 +91,12 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
     std::istringstream lines(text_notes);
     for (std::string line; std::getline(lines, line);) notes.push_back(line);
     if (parsed.method == "lina" && c.ep == 0) notes.push_back(lina_packing(c, in, world));
+    if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid &&
+        !c.strategy.hybrid_levels.empty()) {  // HybridEP's location renumbering
+      const core::RankGroup ep = core::build_rank_groups(in.parallel).ep.front();
+      c.hybrid_order = sched::hybrid_member_order(core::Topology(in.cluster), ep,
+                                                  c.strategy.hybrid_levels, "--strategy");
+    }
   }
   if (a2a_given) c.strategy.a2a = flag;
   return notes;

@@ -1,5 +1,6 @@
 #include "core/topology.h"
 
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -67,6 +68,21 @@ std::vector<int> Topology::peers_within(int rank, int level) const {
   std::vector<int> peers(size);
   for (int i = 0; i < size; ++i) peers[i] = first + i;
   return peers;
+}
+
+std::optional<GroupSpan> group_span(const Topology& topo, const std::vector<int>& group) {
+  GroupSpan span;
+  long long product = 1;
+  for (int l = 0; l < topo.num_levels(); ++l) {
+    std::set<int> workers;
+    for (int r : group) workers.insert(topo.location(r)[l]);
+    if (workers.size() <= 1) continue;
+    span.levels.push_back(l);
+    span.counts.push_back(static_cast<int>(workers.size()));
+    product *= static_cast<long long>(workers.size());
+  }
+  if (product != static_cast<long long>(group.size())) return std::nullopt;
+  return span;
 }
 
 }  // namespace moecomm::core

@@ -1,5 +1,6 @@
 #pragma once
 // Where each rank sits in a multilevel cluster, and which link joins two ranks.
+#include <optional>
 #include <vector>
 
 #include "core/cluster.h"
@@ -47,5 +48,14 @@ class Topology {
   int world_ = 1;
   std::vector<int> stride_;  // stride_[i] = prod_{j>i} SF^j
 };
+
+// The per-level worker counts a group of ranks spans (levels with one worker dropped),
+// outermost first, and their level indices; nullopt when the group is not a full sub-grid of
+// the levels.
+struct GroupSpan {
+  std::vector<int> levels;  // level index
+  std::vector<int> counts;  // distinct workers of that level in the group
+};
+std::optional<GroupSpan> group_span(const Topology& topology, const std::vector<int>& group);
 
 }  // namespace moecomm::core

@@ -5,21 +5,6 @@
 
 namespace moecomm::plan {
 
-std::optional<GroupSpan> group_span(const core::Topology& topo, const std::vector<int>& group) {
-  GroupSpan span;
-  long long product = 1;
-  for (int l = 0; l < topo.num_levels(); ++l) {
-    std::set<int> workers;
-    for (int r : group) workers.insert(topo.location(r)[l]);
-    if (workers.size() <= 1) continue;
-    span.levels.push_back(l);
-    span.counts.push_back(static_cast<int>(workers.size()));
-    product *= static_cast<long long>(workers.size());
-  }
-  if (product != static_cast<long long>(group.size())) return std::nullopt;
-  return span;
-}
-
 double ep_forward(const EstimateContext& ctx, double a2a_s) {
   return 2 * a2a_s + ctx.expert_fwd_s + ctx.esp_reduce_s;
 }

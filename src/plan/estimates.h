@@ -50,12 +50,8 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
 // two A2As around ffn_s of expert backward, until the layer's gradients are synchronized.
 double backward_with_bucketed_sync(const EstimateContext& ctx, double a2a_s, double ffn_s);
 
-// The per-level worker counts an EP group spans (levels with one worker dropped), outermost
-// first, and their level indices; empty when the group is not a full sub-grid of the levels.
-struct GroupSpan {
-  std::vector<int> levels;  // level index
-  std::vector<int> counts;  // distinct workers of that level in the group
-};
-std::optional<GroupSpan> group_span(const core::Topology& topology, const std::vector<int>& group);
+// The per-level worker counts an EP group spans (core/topology.h).
+using core::group_span;
+using core::GroupSpan;
 
 }  // namespace moecomm::plan

@@ -164,19 +164,25 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-// HybridEP plans a domain size per level of the EP group; the knob is one size, so the
-// sizes map to it by hybrid_domain_of (consecutive EP ranks, innermost level first).
+// HybridEP plans a domain size per level of the EP group: hybrid_levels, placed by location
+// renumbering (sched::hybrid_member_order), with hybrid_domain their product.
 void fill_hybridep(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
-  if (f.open("hybrid_domain")) {
+  if (f.open("hybrid_domain") && f.open("hybrid_levels")) {
     const auto sizes = e.params.at("domain_sizes").get<std::vector<int>>();
     const core::Topology topo(in.cluster);
     const auto span = group_span(topo, workload_of(in).groups.ep.front());
-    bool dropped = false;
-    const int domain = span ? hybrid_domain_of(sizes, span->counts, &dropped) : 1;
-    std::string source = "HybridEP Sec. IV-A (" + e.name + " estimate: domain sizes " +
-                         join(sizes) + " per level, outermost first";
-    if (dropped) source += "; the outer sizes do not fit one block of consecutive ranks";
-    f.set("hybrid_domain", f.s.hybrid_domain, domain, 1'000'000, source + ")");
+    const std::string source =
+        "HybridEP Sec. IV-A (" + e.name + " estimate: domain sizes per level, outermost first)";
+    if (span && span->counts.size() == sizes.size()) {
+      f.s.hybrid_levels = sizes;
+      f.s.hybrid_domain = 1;
+      for (int size : sizes) f.s.hybrid_domain *= size;
+      f.note("hybrid_levels=" + join(sizes) +
+             " (hybrid_domain=" + std::to_string(f.s.hybrid_domain) + ") from " + source);
+    } else {
+      f.set("hybrid_domain", f.s.hybrid_domain, 1, 1'000'000,
+            source + "; the EP group is no sub-grid of the levels");
+    }
   }
   // The estimate divides the expert bytes by SR (HybridEP Sec. III-D); the knob is the bytes
   // sent per parameter byte, 1 / SR.
@@ -193,27 +199,6 @@ std::string hybridep_row(const sched::ParsedStrategy& parsed, const Plan& plan) 
 }
 
 }  // namespace
-
-// EP members are in rank order, innermost level fastest (HybridEP Eq. 13), and the knob's
-// domains are blocks of consecutive members (build_hybridep.cpp); such a block is a per-level
-// sub-grid only while every level inside it is whole. So the knob is the product of the
-// sizes from the innermost level out, through the first level whose domain is smaller than
-// the level; the sizes of the levels beyond it cannot be expressed and are dropped.
-int hybrid_domain_of(const std::vector<int>& sizes, const std::vector<int>& counts, bool* dropped) {
-  if (sizes.size() != counts.size())
-    throw Error("hybrid domains", "one size per level: got " + std::to_string(sizes.size()) +
-                                      " sizes for " + std::to_string(counts.size()) + " levels");
-  int domain = 1;
-  int i = static_cast<int>(sizes.size()) - 1;
-  for (; i >= 0; --i) {
-    domain *= sizes[i];
-    if (sizes[i] < counts[i]) break;
-  }
-  bool lost = false;
-  for (int j = 0; j < i; ++j) lost = lost || sizes[j] > 1;
-  if (dropped) *dropped = lost;
-  return domain;
-}
 
 Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                           std::string* notes) {

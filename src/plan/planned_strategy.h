@@ -26,11 +26,4 @@ namespace moecomm::plan {
 sched::Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                                  std::string* notes = nullptr);
 
-// HybridEP Sec. IV-A plans one expert-domain size per level the EP group spans (outermost
-// first, dividing level_counts); the knob is one size: hybrid_domain consecutive EP members.
-// Returns the largest block of consecutive members the per-level domains agree with; sets
-// *dropped when outer levels' sizes above 1 cannot be expressed (see the .cpp).
-int hybrid_domain_of(const std::vector<int>& domain_sizes, const std::vector<int>& level_counts,
-                     bool* dropped = nullptr);
-
 }  // namespace moecomm::plan

@@ -31,21 +31,24 @@
 namespace moecomm::rt {
 
 // This rank's place in the partition of its EP group `ep` (global ranks) into domains of
-// `domain_size` consecutive members. Throws moecomm::Error naming `where` unless
-// domain_size divides the EP size.
+// `domain_size` consecutive positions of `order` (position -> EP member index, from
+// sched::hybrid_member_order; empty: the identity). The rank at position p owns experts
+// [p L, (p + 1) L). Throws moecomm::Error naming `where` unless domain_size divides the EP
+// size and order is a permutation of it.
 struct HybridLayout {
   int domain_size = 1;
   int offset = 0;          // this rank's index in its domain
+  int position = 0;        // in the order: this rank owns experts [position L, (position + 1) L)
   core::RankGroup domain;  // the members it exchanges experts with (AllGather), itself included
   core::RankGroup peers;   // the members at its offset in every domain: the token A2A
 };
 HybridLayout hybrid_layout(const core::RankGroup& ep, int ep_index, int domain_size,
-                           const std::string& where);
+                           const std::vector<int>& order, const std::string& where);
 
 // Every rank's domain and peer groups (the token path on channel 0, the expert transfers and
 // the shared expert's AllReduce on `channel`), the same list on every rank.
 std::vector<CommKey> hybrid_comm_keys(const core::ParallelConfig& parallel, int domain_size,
-                                      int channel);
+                                      const std::vector<int>& order, int channel);
 
 struct HybridConfig {
   double compression = 1.0;   // sched::Strategy::compression: 1 sends experts as they are

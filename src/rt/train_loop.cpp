@@ -46,6 +46,8 @@ void check_hybrid(const TrainConfig& c) {
     refuse("tp_dispatch", "runs without tensor parallelism only");
   if (!s.pipeline_experts && (s.chunks_fwd != 1 || s.chunks_bwd != 1))
     refuse("chunks", "pipelines its chunks through the experts only (pipeline_experts=true)");
+  if (!s.hybrid_levels.empty() && c.hybrid_order.empty())
+    refuse("hybrid_levels", "needs the cluster (--cluster) to place its per-level domains");
 }
 
 void check_strategy(const TrainConfig& c) {
@@ -238,10 +240,15 @@ void add_routing_matrices(const TokenPath& path, const NetMoeExchange* netmoe, c
     return;
   }
   const ActivityExchange& a = path.tracked();
+  // Expert e lives at position e / L of the member order (HybridEP's renumbering).
   const size_t per_member = static_cast<size_t>(c.model.moe.experts) / g.ep.size();
+  const bool renumbered =
+      c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid && !c.hybrid_order.empty();
   std::vector<int64_t> member_rows(g.ep.size(), 0);
-  for (size_t e = 0; e < a.expert_rows().size(); ++e)
-    member_rows[e / per_member] += a.expert_rows()[e];
+  for (size_t e = 0; e < a.expert_rows().size(); ++e) {
+    const size_t p = e / per_member;
+    member_rows[renumbered ? static_cast<size_t>(c.hybrid_order[p]) : p] += a.expert_rows()[e];
+  }
   out.dispatch_bytes = ep_matrices(member_rows, a.dispatches(), row, g, world);
 }
 
@@ -261,13 +268,13 @@ HybridLayout train_hybrid_layout(const TrainConfig& c, const TrainGroups& g, int
   const int index = static_cast<int>(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
   const bool hybrid = c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
   return hybrid_layout(g.ep, index, hybrid ? c.strategy.hybrid_domain : 1,
-                       "strategy: hybrid_domain");
+                       hybrid ? c.hybrid_order : std::vector<int>{}, "strategy: hybrid_domain");
 }
 
 std::vector<CommKey> comm_keys(const TrainConfig& c, const TrainGroups& g) {
   std::vector<CommKey> keys = train_comm_keys(g.parallel, 3);
   if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {
-    for (CommKey& k : hybrid_comm_keys(g.parallel, c.strategy.hybrid_domain, 3))
+    for (CommKey& k : hybrid_comm_keys(g.parallel, c.strategy.hybrid_domain, c.hybrid_order, 3))
       keys.push_back(std::move(k));
   }
   return keys;
@@ -322,7 +329,7 @@ TrainResult train(const TrainConfig& config_in,
   model_config.tp_shards = c.tp;
   if (hybrid.domain_size > 1) {  // HybridEP: each layer holds its domain's experts
     model_config.owned_count = c.model.moe.experts / static_cast<int>(g.ep.size());
-    model_config.owned_first = hybrid.offset * model_config.owned_count;
+    model_config.owned_first = hybrid.offset * model_config.owned_count;  // [position L, ...)
   }
   if (c.strategy.pipeline_experts) {
     model_config.moe.chunks_fwd = c.strategy.chunks_fwd;

@@ -28,6 +28,9 @@ struct TrainConfig {
   // rt/netmoe_exchange.h), expert_transfer (hybrid: tp = 1, no placement; the token A2A
   // runs over the peers at this rank's domain offset, rt/hybrid_experts.h).
   sched::Strategy strategy;
+  // HybridEP with hybrid_levels: the EP members' order (sched::hybrid_member_order on the
+  // cluster; the same relative order in every EP group). Empty: consecutive domains.
+  std::vector<int> hybrid_order;
   int batch = 4;  // sequences per rank per step
   int seq_len = 32;
   int steps = 200;

@@ -48,6 +48,8 @@ struct BuildContext {
   Phase phase = Phase::kForward;
   std::vector<OpId> prefetch;     // per rank: HybridEP's expert AllGather of this layer
   Frontier step_start;            // the forward's first frontier (HybridEP's send queue)
+  // HybridEP's member order per EP group (hybrid_member_order; empty: consecutive domains).
+  std::vector<std::vector<int>> hybrid_orders;
   std::vector<LayerGrads> grads;  // per layer
 
   int world() const { return schedule.world_size(); }

@@ -209,7 +209,8 @@ std::vector<double> transposed(const std::vector<double>& pairs, int n) {
 }
 
 TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& groups,
-                          const LayerWorkload& work) {
+                          const LayerWorkload& work,
+                          const std::vector<std::vector<int>>& hybrid_orders) {
   check_parallel(setup);
   const auto& p = setup.parallel;
   const Strategy& s = setup.strategy;
@@ -235,7 +236,9 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
       if (n % s.hybrid_domain != 0)
         throw Error("strategy: hybrid_domain",
                     "must divide the EP size " + str(n) + ", got " + str(s.hybrid_domain));
-      path.dispatch[k] = hybrid_pairs(path.dispatch[k], n, s.hybrid_domain);
+      path.dispatch[k] =
+          hybrid_pairs(path.dispatch[k], n, s.hybrid_domain,
+                       k < hybrid_orders.size() ? hybrid_orders[k] : std::vector<int>{});
     }
   }
   if (setup.a2a_combine_pair_bytes.empty()) {

@@ -11,7 +11,8 @@ namespace moecomm::sched {
 // cannot run (esp must divide tp or tp = 1; drop-allgather needs tp = esp) and on NetMoE
 // matrices of the wrong shape.
 TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& groups,
-                          const LayerWorkload& work);
+                          const LayerWorkload& work,
+                          const std::vector<std::vector<int>>& hybrid_orders = {});
 
 // Uniform dispatch of `bytes` per rank over n members: every member sends bytes / n to each
 // member, its own share staying (the diagonal).

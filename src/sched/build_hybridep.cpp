@@ -1,22 +1,106 @@
 #include "sched/build_hybridep.h"
 
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "core/error.h"
+
 namespace moecomm::sched {
 
-std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int domain) {
-  std::vector<core::RankGroup> out;
-  for (const auto& g : groups.ep)
-    for (size_t d = 0; d + domain <= g.size(); d += domain)
-      out.emplace_back(g.begin() + d, g.begin() + d + domain);
+namespace {
+
+std::vector<int> identity(int n) {
+  std::vector<int> out(static_cast<size_t>(n));
+  std::iota(out.begin(), out.end(), 0);
   return out;
 }
 
-std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain) {
+// Each member's coordinate per spanned level, renumbered 0..count-1 within the group.
+std::vector<std::vector<int>> group_coordinates(const core::Topology& topology,
+                                                const core::RankGroup& ep,
+                                                const core::GroupSpan& span) {
+  std::vector<std::vector<int>> coords(ep.size());
+  for (int level : span.levels) {
+    std::set<int> seen;
+    for (int r : ep) seen.insert(topology.location(r)[level]);
+    const std::vector<int> sorted(seen.begin(), seen.end());
+    for (size_t i = 0; i < ep.size(); ++i) {
+      const int x = topology.location(ep[i])[level];
+      coords[i].push_back(int(std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin()));
+    }
+  }
+  return coords;
+}
+
+}  // namespace
+
+std::vector<int> hybrid_member_order(const core::Topology& topology, const core::RankGroup& ep,
+                                     const std::vector<int>& sizes, const std::string& where) {
+  if (sizes.empty()) return identity(static_cast<int>(ep.size()));
+  const auto span = core::group_span(topology, ep);
+  if (!span || span->counts.size() != sizes.size())
+    throw Error(where, "needs one size per level the EP group spans (" +
+                           std::to_string(span ? span->counts.size() : 0) + " levels), got " +
+                           std::to_string(sizes.size()));
+  for (size_t l = 0; l < sizes.size(); ++l)
+    if (span->counts[l] % sizes[l] != 0)
+      throw Error(where, "size " + std::to_string(sizes[l]) + " does not divide the level's " +
+                             std::to_string(span->counts[l]) + " workers");
+  const auto coords = group_coordinates(topology, ep, *span);
+  // Key: the domain block at every level, then the offset in it at every level.
+  auto key = [&](int i) {
+    std::vector<int> k;
+    for (size_t l = 0; l < sizes.size(); ++l) k.push_back(coords[i][l] / sizes[l]);
+    for (size_t l = 0; l < sizes.size(); ++l) k.push_back(coords[i][l] % sizes[l]);
+    return k;
+  };
+  std::vector<int> order = identity(static_cast<int>(ep.size()));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+  return order;
+}
+
+std::vector<std::vector<int>> hybrid_orders(const LayerSetup& setup,
+                                            const core::RankGroups& groups) {
+  const Strategy& s = setup.strategy;
+  if (s.expert_transfer != ExpertTransfer::kHybrid || s.hybrid_levels.empty()) return {};
+  if (setup.cluster.levels.empty())
+    throw Error("strategy: hybrid_levels", "needs the cluster's levels to place the domains");
+  const core::Topology topology(setup.cluster);
+  std::vector<std::vector<int>> out;
+  for (const core::RankGroup& g : groups.ep)
+    out.push_back(hybrid_member_order(topology, g, s.hybrid_levels, "strategy: hybrid_levels"));
+  return out;
+}
+
+std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int domain,
+                                            const std::vector<std::vector<int>>& orders) {
+  std::vector<core::RankGroup> out;
+  for (size_t k = 0; k < groups.ep.size(); ++k) {
+    const core::RankGroup& g = groups.ep[k];
+    const std::vector<int> order =
+        k < orders.size() && !orders[k].empty() ? orders[k] : identity(int(g.size()));
+    for (size_t d = 0; d + domain <= g.size(); d += domain) {
+      core::RankGroup members;
+      for (size_t p = d; p < d + domain; ++p) members.push_back(g[size_t(order[p])]);
+      out.push_back(std::move(members));
+    }
+  }
+  return out;
+}
+
+std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain,
+                                 const std::vector<int>& order_in) {
+  const std::vector<int> order = order_in.empty() ? identity(n) : order_in;
+  std::vector<int> pos(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) pos[size_t(order[p])] = p;
   std::vector<double> out(pairs.size(), 0.0);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
       // Same domain: computed on i with the gathered experts. Other domain: to the member
       // of j's domain at i's offset.
-      const int to = i / domain == j / domain ? i : (j / domain) * domain + i % domain;
+      const int pi = pos[size_t(i)], pj = pos[size_t(j)];
+      const int to = pi / domain == pj / domain ? i : order[(pj / domain) * domain + pi % domain];
       out[size_t(i) * n + to] += pairs[size_t(i) * n + j];
     }
   return out;
@@ -29,9 +113,9 @@ void build_hybrid_prefetch(BuildContext& ctx) {
   const double bytes = domain * ctx.work.expert_param_bytes * ctx.strategy.compression;
   // The asynchronous communicator (Fig. 10) queues every layer's AllGather at the step's
   // start; the copy stream runs them layer after layer, beside the pre-expert compute.
-  const Frontier done =
-      group_step(ctx, hybrid_domains(ctx.groups, domain), OpKind::kAllGather, bytes, kCopyStream,
-                 ctx.label("moe.hybrid.expert_allgather", "hybrid"), ctx.step_start);
+  const Frontier done = group_step(
+      ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kAllGather, bytes,
+      kCopyStream, ctx.label("moe.hybrid.expert_allgather", "hybrid"), ctx.step_start);
   for (int r = 0; r < ctx.world(); ++r)
     ctx.prefetch[r] = done[r] == ctx.step_start[r] ? kNone : done[r].front();
 }
@@ -41,8 +125,8 @@ std::vector<OpId> build_hybrid_grad_return(BuildContext& ctx, const Frontier& af
   // ReduceScatter input: the gradients of every gathered copy (the domain's experts).
   const double bytes = domain * ctx.work.expert_grad_bytes;
   Frontier done =
-      group_step(ctx, hybrid_domains(ctx.groups, domain), OpKind::kReduceScatter, bytes,
-                 kCopyStream, ctx.label("moe.hybrid.grad_reducescatter", "hybrid"), after);
+      group_step(ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kReduceScatter,
+                 bytes, kCopyStream, ctx.label("moe.hybrid.grad_reducescatter", "hybrid"), after);
   const std::vector<OpId> grads = last_of(done);
   if (ctx.strategy.compression < 1 && ctx.strategy.shared_expert) {
     // SR (Sec. IV-B): the shared expert, one expert's parameters, AllReduced over the EP

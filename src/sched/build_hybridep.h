@@ -3,18 +3,40 @@
 // ranks experts travel (AllGather, compressed, prefetched); across domains tokens travel (A2A).
 #include <vector>
 
+#include <string>
+
+#include "core/topology.h"
 #include "sched/build_context.h"
 
 namespace moecomm::sched {
 
-// The domains of every EP group: hybrid_domain consecutive members each.
-std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int domain);
+// HybridEP's location renumbering (Sec. IV-A) for domain sizes per level the EP group `ep`
+// spans (outermost first, each dividing its level's count in the group): order[position] =
+// EP member, such that every domain (the members whose coordinate at each level falls in
+// one block of its size) is `domain` consecutive positions, and the members at equal offsets
+// (the A2A peers of Algorithm 1) sit at equal positions of every block. Empty sizes: the
+// identity (blocks of consecutive members). Throws moecomm::Error naming `where` when the
+// sizes do not fit the group's levels.
+std::vector<int> hybrid_member_order(const core::Topology& topology, const core::RankGroup& ep,
+                                     const std::vector<int>& sizes, const std::string& where);
 
-// HybridEP Definition 1 on a dispatch matrix of n members with domains of `domain`: what a
-// member sends into its own domain stays (its experts are gathered: the diagonal); what it
-// sends to another domain goes, summed, to the member of that domain with its own offset
-// (Algorithm 1: A2A between equal offsets). Uniform D gives (G - S) / G of D by A2A.
-std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain);
+// The member order of every EP group for the setup's strategy: hybrid_member_order on the
+// setup's cluster with strategy.hybrid_levels; empty orders without them.
+std::vector<std::vector<int>> hybrid_orders(const LayerSetup& setup,
+                                            const core::RankGroups& groups);
+
+// The domains of every EP group: hybrid_domain consecutive positions of its order each
+// (orders[k] for group k; an empty order is the identity).
+std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int domain,
+                                            const std::vector<std::vector<int>>& orders);
+
+// HybridEP Definition 1 on a dispatch matrix of n members with domains of `domain`
+// consecutive positions of `order` (empty: the identity): what a member sends into its own
+// domain stays (its experts are gathered: the diagonal); what it sends to another domain
+// goes, summed, to the member of that domain at its own offset (Algorithm 1: A2A between
+// equal offsets). Uniform D gives (G - S) / G of D by A2A.
+std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain,
+                                 const std::vector<int>& order = {});
 
 // Forward, at the start of a layer: the domain AllGather of the experts' parameters times the
 // compression ratio on the copy stream, before the attention so it hides under the

@@ -64,6 +64,21 @@ int parse_int(const std::string& value, int lo, int hi, const std::string& where
   return static_cast<int>(v);
 }
 
+// "2x1": one positive size per level; sets hybrid_domain to their product.
+void parse_levels(Strategy& s, const std::string& value, const std::string& where) {
+  s.hybrid_levels.clear();
+  long long product = 1;
+  size_t at = 0;
+  do {
+    const size_t x = value.find('x', at);
+    s.hybrid_levels.push_back(parse_int(value.substr(at, x - at), 1, 1'000'000, where));
+    product *= s.hybrid_levels.back();
+    if (product > 1'000'000) throw Error(where, "the sizes' product exceeds 1000000: " + value);
+    at = x == std::string::npos ? x : x + 1;
+  } while (at != std::string::npos);
+  s.hybrid_domain = static_cast<int>(product);
+}
+
 double parse_ratio(const std::string& value, const std::string& where) {
   size_t used = 0;
   double v = 0;
@@ -117,6 +132,8 @@ const std::map<std::string, Setter>& setters() {
        [](Strategy& s, const std::string& v, const std::string& w) {
          s.hybrid_domain = parse_int(v, 1, 1'000'000, w);
        }},
+      {"hybrid_levels",
+       [](Strategy& s, const std::string& v, const std::string& w) { parse_levels(s, v, w); }},
       {"compression", [](Strategy& s, const std::string& v,
                          const std::string& w) { s.compression = parse_ratio(v, w); }},
       {"shared_expert", [](Strategy& s, const std::string& v,
@@ -199,6 +216,12 @@ void validate(const Strategy& s, const std::string& where) {
     throw Error(where + ": grad_partitions",
                 "must be in [1, " + std::to_string(kMaxGradPartitions) + "]");
   if (s.hybrid_domain < 1) throw Error(where + ": hybrid_domain", "must be at least 1");
+  long long levels = 1;
+  for (int size : s.hybrid_levels) levels *= size;
+  if (!s.hybrid_levels.empty() && levels != s.hybrid_domain)
+    throw Error(where + ": hybrid_levels",
+                "the sizes' product " + std::to_string(levels) +
+                    " differs from hybrid_domain=" + std::to_string(s.hybrid_domain));
   if (!(s.compression > 0 && s.compression <= 1))
     throw Error(where + ": compression", "must be in (0, 1]");
   if (s.copy_pipelining && s.tp_dispatch != TpDispatch::kDropAllGather)
@@ -279,6 +302,8 @@ std::string to_string(const Strategy& s) {
      << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
      << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert;
+  for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
+    os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
   return os.str();
 }
 

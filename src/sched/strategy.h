@@ -36,7 +36,11 @@ struct Strategy {
   GradSync grad_sync = GradSync::kBucketed;
   int grad_partitions = 1;  // micro-ops per layer gradient tensor (lina, fsmoe)
   ExpertTransfer expert_transfer = ExpertTransfer::kNone;
-  int hybrid_domain = 2;     // HybridEP S_ED: consecutive EP ranks that exchange experts
+  int hybrid_domain = 2;  // HybridEP S_ED: consecutive EP ranks that exchange experts
+  // HybridEP's domain size per level the EP group spans, outermost first ("2x1"): domains are
+  // sub-grids, placed by location renumbering (build_hybridep.h); hybrid_domain is then their
+  // product. Empty: blocks of hybrid_domain consecutive EP ranks.
+  std::vector<int> hybrid_levels;
   double compression = 1.0;  // HybridEP SR: bytes of the expert AllGather per parameter byte
   // HybridEP SR with compression < 1: residuals against the shared expert (the average of the
   // layer's experts, AllReduced in every backward), or against zero ("w/o S", Fig. 14).
@@ -53,7 +57,8 @@ std::vector<std::string> strategy_names();
 // Either a name from strategy_names() or "knob=value,..." whose first item may be
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
-// grad_sync, grad_partitions, expert_transfer, hybrid_domain, compression, shared_expert. `where`
+// grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
+// shared_expert. `where`
 // names the source (e.g. "--strategy"); errors name the knob and list what is accepted.
 Strategy parse_strategy(const std::string& text, const std::string& where);
 

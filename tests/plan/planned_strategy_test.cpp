@@ -113,27 +113,7 @@ TEST(PlannedStrategy, LinaPartitionsAreMicroOpsOfTheLayerGradient) {
   }
 }
 
-// Per-level sizes (outermost first) to blocks of consecutive EP ranks (innermost fastest).
-TEST(PlannedStrategy, HybridDomainIsTheConsecutiveBlockOfThePerLevelSizes) {
-  bool dropped = true;
-  EXPECT_EQ(hybrid_domain_of({2}, {8}, &dropped), 2);
-  EXPECT_FALSE(dropped);
-  EXPECT_EQ(hybrid_domain_of({1, 2}, {4, 8}, &dropped), 2);
-  EXPECT_FALSE(dropped);
-  EXPECT_EQ(hybrid_domain_of({2, 8}, {4, 8}, &dropped), 16);  // whole nodes, two of them
-  EXPECT_FALSE(dropped);
-  EXPECT_EQ(hybrid_domain_of({1, 1}, {4, 8}, &dropped), 1);
-  EXPECT_FALSE(dropped);
-  EXPECT_EQ(hybrid_domain_of({2, 4}, {4, 8}, &dropped), 4);  // half a node: no outer level
-  EXPECT_TRUE(dropped);
-  EXPECT_EQ(hybrid_domain_of({4, 1}, {4, 4}, &dropped), 1);  // equal offsets across nodes
-  EXPECT_TRUE(dropped);
-  EXPECT_EQ(hybrid_domain_of({2, 2, 4}, {2, 4, 4}, &dropped), 8);
-  EXPECT_TRUE(dropped);
-  EXPECT_ERROR_HAS(hybrid_domain_of({2}, {4, 8}), "one size per level");
-}
-
-// The planned knob on the presets: the hybridep row's sizes, mapped; compression 1 / SR.
+// The planned knobs on the presets: the hybridep row's sizes per level; compression 1 / SR.
 TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
   struct Case {
     const char* model;
@@ -150,17 +130,18 @@ TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
     const core::Topology topo(in.cluster);
     const auto span = group_span(topo, core::build_rank_groups(in.parallel).ep.front());
     ASSERT_TRUE(span) << c.model;
-    const std::vector<int> counts = span->counts;
-    bool dropped = false;
-    const int expected = hybrid_domain_of(sizes, counts, &dropped);
+    ASSERT_EQ(sizes.size(), span->counts.size()) << c.model;
+    int expected = 1;
+    for (int size : sizes) expected *= size;
     std::string notes;
     const Strategy s = planned("hybridep", in, &notes);
-    EXPECT_EQ(s.hybrid_domain, expected) << c.model << " " << e->params.dump();
+    EXPECT_EQ(s.hybrid_levels, sizes) << c.model << " " << e->params.dump();
+    EXPECT_EQ(s.hybrid_domain, expected);
     EXPECT_EQ(in.parallel.ep % s.hybrid_domain, 0);
+    sched::validate(s, "test");
     EXPECT_EQ(s.compression, 1.0 / e->params["compression"].get<double>());
-    EXPECT_TRUE(has(notes, "hybrid_domain=" + std::to_string(expected) + " from HybridEP"))
+    EXPECT_TRUE(has(notes, "(hybrid_domain=" + std::to_string(expected) + ") from HybridEP"))
         << notes;
-    EXPECT_EQ(has(notes, "do not fit"), dropped) << notes;
     // Compressed experts take the domains planned for SR compression.
     ASSERT_TRUE(row(plan, "hybridep-sr"));
     notes.clear();

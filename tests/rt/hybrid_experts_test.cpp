@@ -54,9 +54,9 @@ std::unique_ptr<Setup> make_setup(int domain) {
   const int n = test::world_size(), me = test::world_rank();
   auto s = std::make_unique<Setup>();
   const core::RankGroup ep = test::all_ranks();
-  s->layout = hybrid_layout(ep, me, domain, "test");
+  s->layout = hybrid_layout(ep, me, domain, {}, "test");
   const core::ParallelConfig parallel = train_groups(n, 1, n, kOwn * n, me, "test").parallel;
-  std::vector<CommKey> keys = hybrid_comm_keys(parallel, domain, 3);
+  std::vector<CommKey> keys = hybrid_comm_keys(parallel, domain, {}, 3);
   s->pool = CommPool(MPI_COMM_WORLD, keys);
   CallOptions call{.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2};
   s->exchange = std::make_unique<MpiTokenExchange>(s->pool.at({s->layout.peers, 0}), call);

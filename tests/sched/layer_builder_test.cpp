@@ -1,4 +1,5 @@
 #include "sched/layer_builder.h"
+#include "sched/build_hybridep.h"
 
 #include <gtest/gtest.h>
 
@@ -6,6 +7,7 @@
 #include <numeric>
 
 #include "core/rank_groups.h"
+#include "sched/build_hybridep.h"
 #include "sched/layer_workload.h"
 #include "support/expect_error.h"
 
@@ -374,6 +376,37 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
     for (OpId dep : sched.deps(c->ops[0]))  // nothing of the forward's layers before it
       EXPECT_EQ(sched.label(dep).name, "moe.hybrid.expert_allgather") << sched.label(dep).layer;
   }
+}
+
+// HybridEP's per-level domains by location renumbering (Sec. IV-A): on 2 nodes x 4 GPUs,
+// sizes 2x1 pair each GPU with the GPU of equal index on the other node (experts cross the
+// nodes) and keep the tokens inside the node (A2A between equal offsets).
+TEST(LayerBuilder, HybridEpPerLevelDomainsAreSubGrids) {
+  const core::Topology topo(cluster());
+  const core::RankGroup ep = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(hybrid_member_order(topo, ep, {2, 1}, "-"), (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
+  EXPECT_EQ(hybrid_member_order(topo, ep, {1, 2}, "-"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(hybrid_member_order(topo, ep, {2, 2}, "-"), (std::vector<int>{0, 1, 4, 5, 2, 3, 6, 7}));
+  EXPECT_EQ(hybrid_member_order(topo, ep, {}, "-"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_ERROR_HAS(hybrid_member_order(topo, ep, {2}, "-"), "one size per level");
+  EXPECT_ERROR_HAS(hybrid_member_order(topo, ep, {2, 3}, "-"), "does not divide");
+
+  const LayerSetup s = setup("ep=8", "expert_transfer=hybrid,hybrid_levels=2x1");
+  EXPECT_EQ(s.strategy.hybrid_domain, 2);
+  const Schedule sched = build_training_step(s);
+  for (const Collective* c : collectives(sched, "moe.hybrid.expert_allgather")) {
+    ASSERT_EQ(c->group.size(), 2u);
+    EXPECT_EQ(c->group[1], c->group[0] + 4);  // the same GPU of the other node
+  }
+  for (const Collective* c : collectives(sched, "moe.dispatch.a2a"))
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j)
+        if (i / 4 != j / 4) {
+          EXPECT_DOUBLE_EQ(c->pair(i, j), 0.0) << i << " -> " << j;
+        }
+  LayerSetup flat = s;
+  flat.cluster.levels.clear();
+  EXPECT_ERROR_HAS(build_training_step(flat), "hybrid_levels");
 }
 
 TEST(LayerBuilder, NetMoeUsesTheGivenMatrices) {

@@ -69,6 +69,10 @@ TEST(Strategy, ToStringRoundTrips) {
   Strategy s = parse_strategy(
       "compression=0.3,hybrid_domain=4,expert_transfer=hybrid,shared_expert=false", "-");
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
+  s = parse_strategy("expert_transfer=hybrid,hybrid_levels=2x1x4", "-");
+  EXPECT_EQ(s.hybrid_levels, (std::vector<int>{2, 1, 4}));
+  EXPECT_EQ(s.hybrid_domain, 8);
+  EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
 }
 
 // What the text set explicitly is what a planner must leave alone (issue 6).
@@ -113,6 +117,10 @@ TEST(Strategy, ErrorsNameTheKnobAndListTheAccepted) {
   EXPECT_ERROR_HAS(parse_strategy("chunks=0", "-"), "chunks", "[1, 1024]", "0");
   EXPECT_ERROR_HAS(parse_strategy("chunks=two", "-"), "chunks", "integer");
   EXPECT_ERROR_HAS(parse_strategy("compression=0", "-"), "compression", "(0, 1]");
+  EXPECT_ERROR_HAS(parse_strategy("hybrid_levels=2x0", "-"), "hybrid_levels", "[1, 1000000]");
+  EXPECT_ERROR_HAS(parse_strategy("hybrid_levels=2x,", "-"), "hybrid_levels");
+  EXPECT_ERROR_HAS(parse_strategy("hybrid_levels=2x2,hybrid_domain=2", "-"), "hybrid_levels",
+                   "product 4");
   EXPECT_ERROR_HAS(parse_strategy("compression=1.5", "-"), "compression", "(0, 1]");
   EXPECT_ERROR_HAS(parse_strategy("grad_partitions=-1", "-"), "grad_partitions");
   EXPECT_ERROR_HAS(parse_strategy("chunks=2,base=lina", "-"), "base", "must come first");

@@ -55,7 +55,7 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
                    "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...; the "
-                   "tunable knobs not given (chunks, grad_partitions, hybrid_domain, "
+                   "tunable knobs not given (chunks, grad_partitions, hybrid_levels/hybrid_domain, "
                    "compression) come from the planner's estimate of the method")
       ->capture_default_str();
   sub_->add_option("--layers", layers_, "MoE transformer blocks to simulate")

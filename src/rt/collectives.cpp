@@ -149,15 +149,24 @@ void all_gather_v(const Comm& comm, std::span<const std::byte> mine,
   count_to_others(comm, options, [&](int) { return static_cast<int64_t>(mine.size()); });
 }
 
-std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
-                                      const CallOptions& options) {
-  const size_t n = comm.size();
+namespace {
+
+// A ReduceScatter's block: the input split into one equal block per member.
+size_t scatter_block(const Comm& comm, std::span<const float> in, const CallOptions& options) {
+  const size_t n = static_cast<size_t>(comm.size());
   if (in.size() % n != 0) {
     throw Error(options.label, "reduce_scatter input of " + std::to_string(in.size()) +
                                    " floats does not split into " + std::to_string(n) +
                                    " equal blocks");
   }
-  std::vector<float> out(in.size() / n);
+  return in.size() / n;
+}
+
+}  // namespace
+
+std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
+                                      const CallOptions& options) {
+  std::vector<float> out(scatter_block(comm, in, options));
   const int count = as_count(static_cast<int64_t>(out.size()), options.label);
   MPI_Request req = MPI_REQUEST_NULL;
   check_mpi(MPI_Ireduce_scatter_block(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM,
@@ -172,12 +181,7 @@ std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> i
 std::vector<float> ring_reduce_scatter_sum(const Comm& comm, std::span<const float> in,
                                            const CallOptions& options) {
   const int n = comm.size(), me = comm.rank();
-  if (in.size() % static_cast<size_t>(n) != 0) {
-    throw Error(options.label, "reduce_scatter input of " + std::to_string(in.size()) +
-                                   " floats does not split into " + std::to_string(n) +
-                                   " equal blocks");
-  }
-  const size_t c = in.size() / static_cast<size_t>(n);
+  const size_t c = scatter_block(comm, in, options);
   const int count = as_count(static_cast<int64_t>(c), options.label);
   auto block = [&](int b) { return in.subspan(static_cast<size_t>((b % n + n) % n) * c, c); };
   const std::span<const float> first = block(me - 1);

@@ -71,7 +71,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "lina, hybridep, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); "
                    "knobs not given come from the planner (`moecomm plan`) for --cluster. "
                    "netmoe runs with tp=1, the flat A2A, pipelined chunks only and the dropless "
-                   "layout; hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL) with "
+                   "layout; hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL, "
+                   "sr_feedback=BOOL) with "
                    "tp=1: experts travel inside domains of S consecutive EP ranks, tokens "
                    "across them")
       ->capture_default_str();

@@ -64,6 +64,8 @@ struct HybridExperts::Layer {
   std::vector<float> shared;                  // the shared expert, flat (compressed, w/ S)
   std::vector<float> shared_sum;              // its next value x E, written on the stream
   std::vector<std::byte> send, recv;
+  std::vector<std::vector<float>> received;  // per slot, flat: R, with feedback
+  std::vector<float> scratch;                // s + R of one tensor; a decode's output
   std::shared_future<void> gathered, returned;
 };
 
@@ -103,6 +105,9 @@ HybridExperts::HybridExperts(std::vector<nn::MoeLayer*> layers, int owned_first,
     }
     layer->send.resize(static_cast<size_t>(layer->wire * owned));
     layer->recv.resize(layer->send.size() * static_cast<size_t>(domain.size()));
+    if (compressed && config.feedback)
+      layer->received.assign(layer->slots.size(),
+                             std::vector<float>(static_cast<size_t>(layer->floats), 0.0f));
     layers_.push_back(std::move(layer));
   }
   if (compressed && config.shared_expert) {  // HybridEP: "initialized by averaging all experts"
@@ -126,8 +131,33 @@ CallOptions HybridExperts::call(const std::string& label, int layer) const {
   return c;
 }
 
+// What an expert's tensor is encoded against: the shared expert (empty w/o S), plus with
+// feedback the residual its receivers hold.
+std::span<const float> HybridExperts::reference(Layer& layer, size_t slot, size_t tensor) {
+  const size_t at = static_cast<size_t>(layer.start[tensor]);
+  const size_t n = static_cast<size_t>(layer.numel[tensor]);
+  const std::span<const float> shared = layer.shared.empty()
+                                            ? std::span<const float>()
+                                            : std::span<const float>(layer.shared).subspan(at, n);
+  if (!config_.feedback) return shared;
+  const float* r = layer.received[slot].data() + at;
+  layer.scratch.resize(n);
+  for (size_t i = 0; i < n; ++i) layer.scratch[i] = (shared.empty() ? 0.0f : shared[i]) + r[i];
+  return layer.scratch;
+}
+
+// A copy's decode with feedback: out = s + R + the received entries, then R = out - s. The
+// owner runs it too, on its own bytes, so every holder's R is bit-identical to the owner's.
+void HybridExperts::advance(Layer& layer, size_t slot, size_t tensor,
+                            std::span<const std::byte> encoded, std::span<float> out) {
+  nn::sr_decode(encoded, reference(layer, slot, tensor), out);
+  const size_t at = static_cast<size_t>(layer.start[tensor]);
+  float* r = layer.received[slot].data() + at;
+  for (size_t i = 0; i < out.size(); ++i)
+    r[i] = out[i] - (layer.shared.empty() ? 0.0f : layer.shared[at + i]);
+}
+
 void HybridExperts::encode(Layer& layer) {
-  const std::span<const float> shared(layer.shared);
   std::byte* out = layer.send.data();
   for (int j = owned_first_; j < owned_first_ + owned_; ++j) {
     for (size_t t = 0; t < layer.numel.size(); ++t) {
@@ -138,18 +168,19 @@ void HybridExperts::encode(Layer& layer) {
         out += w.size_bytes();
         continue;
       }
-      const int64_t bytes = nn::sr_encoded_bytes(layer.kept[t]);
-      nn::sr_encode(
-          w,
-          shared.empty() ? shared : shared.subspan(static_cast<size_t>(layer.start[t]), w.size()),
-          layer.kept[t], std::span<std::byte>(out, static_cast<size_t>(bytes)));
-      out += bytes;
+      const std::span<std::byte> encoded(out,
+                                         static_cast<size_t>(nn::sr_encoded_bytes(layer.kept[t])));
+      nn::sr_encode(w, reference(layer, static_cast<size_t>(j), t), layer.kept[t], encoded);
+      if (config_.feedback) {  // R moves exactly as at every receiver
+        std::vector<float> sent(w.size());
+        advance(layer, static_cast<size_t>(j), t, encoded, sent);
+      }
+      out += encoded.size();
     }
   }
 }
 
 void HybridExperts::decode(Layer& layer) {
-  const std::span<const float> shared(layer.shared);
   const int me = domain_.rank();
   const std::byte* in = layer.recv.data();
   for (int m = 0; m < domain_.size(); ++m) {
@@ -162,11 +193,11 @@ void HybridExperts::decode(Layer& layer) {
         if (m != me && config_.compression >= 1.0) {
           std::memcpy(w.data(), in, w.size_bytes());
         } else if (m != me) {  // HybridEP: SRDecode (the owner keeps its exact weights)
-          nn::sr_decode(std::span<const std::byte>(in, static_cast<size_t>(bytes)),
-                        shared.empty()
-                            ? shared
-                            : shared.subspan(static_cast<size_t>(layer.start[t]), w.size()),
-                        w);
+          const std::span<const std::byte> encoded(in, static_cast<size_t>(bytes));
+          if (config_.feedback)
+            advance(layer, static_cast<size_t>(j), t, encoded, w);
+          else
+            nn::sr_decode(encoded, reference(layer, static_cast<size_t>(j), t), w);
         }
         in += bytes;
       }

@@ -55,6 +55,10 @@ struct HybridConfig {
   bool shared_expert = true;  // residuals against the shared expert (w/ S) or zero (w/o S)
   int experts = 0;            // E, the layer's experts over the EP group (the shared average)
   CallOptions call;           // timeout and ranks per node; labels are set per op
+  // Error feedback (Strategy::sr_feedback): every copy holder keeps the residual it has
+  // received so far, R; each step sends the top-k of w - (s + R) and adds it to R, so a copy
+  // converges to its owner's expert instead of losing the residual's tail every step.
+  bool feedback = false;
 };
 
 class HybridExperts {
@@ -88,6 +92,9 @@ class HybridExperts {
   void encode(Layer& layer);
   void decode(Layer& layer);
   void sum_shared(Layer& layer, int l, LinkBytes* bytes);  // shared_sum <- AllReduced sum
+  std::span<const float> reference(Layer& layer, size_t slot, size_t tensor);
+  void advance(Layer& layer, size_t slot, size_t tensor, std::span<const std::byte> encoded,
+               std::span<float> out);
   CallOptions call(const std::string& label, int layer) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -288,7 +288,7 @@ std::unique_ptr<HybridExperts> start_hybrid(nn::MoeTransformer& model, const Com
   if (h.domain_size == 1) return nullptr;
   const nn::MoeTransformerConfig& m = model.config();
   HybridConfig config{c.strategy.compression, c.strategy.shared_expert, c.model.moe.experts,
-                      options};
+                      options, c.strategy.sr_feedback};
   auto experts =
       std::make_unique<HybridExperts>(model.moe_layers(), m.owned_first, m.owned_count,
                                       pool.at({h.domain, 3}), pool.at({g.ep, 3}), config);

@@ -138,6 +138,8 @@ const std::map<std::string, Setter>& setters() {
                          const std::string& w) { s.compression = parse_ratio(v, w); }},
       {"shared_expert", [](Strategy& s, const std::string& v,
                            const std::string& w) { s.shared_expert = pick(kBools, v, w); }},
+      {"sr_feedback", [](Strategy& s, const std::string& v,
+                         const std::string& w) { s.sr_feedback = pick(kBools, v, w); }},
   };
   return table;
 }
@@ -301,7 +303,8 @@ std::string to_string(const Strategy& s) {
      << s.pipeline_experts << ",copy_pipelining=" << s.copy_pipelining
      << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
-     << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert;
+     << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert
+     << ",sr_feedback=" << s.sr_feedback;
   for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
     os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
   return os.str();

@@ -45,6 +45,10 @@ struct Strategy {
   // HybridEP SR with compression < 1: residuals against the shared expert (the average of the
   // layer's experts, AllReduced in every backward), or against zero ("w/o S", Fig. 14).
   bool shared_expert = true;
+  // HybridEP SR with compression < 1: error feedback (ours, not the paper's): copy holders keep
+  // the residual received so far and each step sends the top-k of what is still missing, so
+  // copies converge to their owners' experts at the same bytes per step.
+  bool sr_feedback = false;
 
   bool operator==(const Strategy&) const = default;
 };
@@ -58,7 +62,7 @@ std::vector<std::string> strategy_names();
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
-// shared_expert. `where`
+// shared_expert, sr_feedback. `where`
 // names the source (e.g. "--strategy"); errors name the knob and list what is accepted.
 Strategy parse_strategy(const std::string& text, const std::string& where);
 

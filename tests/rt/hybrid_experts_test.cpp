@@ -78,11 +78,12 @@ std::vector<float> flat(const std::vector<nn::Param>& params) {
   return out;
 }
 
-HybridExperts make_experts(Setup& s, double compression, bool shared) {
+HybridExperts make_experts(Setup& s, double compression, bool shared, bool feedback = false) {
   HybridConfig c{compression,
                  shared,
                  kOwn * test::world_size(),
-                 {.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2}};
+                 {.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2},
+                 feedback};
   return HybridExperts({s.layer.get()}, s.layout.offset * kOwn, kOwn,
                        s.pool.at({s.layout.domain, 3}), s.pool.at({test::all_ranks(), 3}), c);
 }
@@ -125,7 +126,6 @@ TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
           for (size_t i = 0; i < w.size(); ++i) mean[i] += w[i];
         }
         for (float& m : mean) m *= 1.0f / float(kOwn * n);
-        {}
       }
       for (int j = 0; j < s->layer->local_experts(); ++j) {
         const int e = s->layer->first_expert() + j;
@@ -141,6 +141,43 @@ TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
       if (compression < 1) {
         EXPECT_EQ(experts.encoded_bytes_per_expert(),
                   8 * (nn::sr_kept(8 * 12, 0.1) * 2 + nn::sr_kept(12, 0.1) + nn::sr_kept(8, 0.1)));
+      }
+    }
+  }
+}
+
+// Error feedback (sr_feedback): the first step sends what plain SR sends; each later step the
+// top-k of what the copies still miss, so with the owners' weights fixed every copy is the
+// owner's expert bit for bit once every entry has had its turn (numel / k steps per tensor),
+// while plain SR's copies keep missing the same tail.
+TEST(HybridExperts, FeedbackCopiesConvergeToTheOwnersExperts) {
+  const int n = test::world_size();
+  const int rounds = 8 * 12 / static_cast<int>(nn::sr_kept(8 * 12, 0.1));  // the slowest tensor
+  for (bool shared : {true, false}) {
+    for (bool feedback : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "shared " << shared << " feedback " << feedback);
+      auto s = make_setup(n);
+      HybridExperts experts = make_experts(*s, 0.1, shared, feedback);
+      const std::vector<nn::Param> shape = s->layer->expert(0).params();
+      float first_gap = 0;  // the largest copy error after the first step
+      for (int round = 1; round <= rounds; ++round) {
+        experts.start_iteration();
+        experts.receive(0);
+        float worst = 0;
+        for (int j = 0; j < s->layer->local_experts(); ++j) {
+          const std::vector<float> want = owner_weights(shape, s->layer->first_expert() + j);
+          const std::vector<float> got = flat(s->layer->expert(j).params());
+          for (size_t i = 0; i < got.size(); ++i)
+            worst = std::max(worst, std::abs(got[i] - want[i]));
+        }
+        if (round == 1) first_gap = worst;
+        if (round == rounds) {
+          EXPECT_GT(first_gap, 0.1f);
+          if (feedback)
+            EXPECT_EQ(worst, 0.0f);
+          else
+            EXPECT_EQ(worst, first_gap);
+        }
       }
     }
   }

@@ -46,7 +46,7 @@ TEST(Strategy, ParsesNamesAndKnobs) {
   EXPECT_EQ(s.grad_sync, GradSync::kFsmoe);
   s = parse_strategy(
       "placement=netmoe,a2a=1dh,expert_transfer=hybrid,hybrid_domain=4,"
-      "compression=0.25,shared_expert=false,chunks=3,name=mix",
+      "compression=0.25,shared_expert=false,sr_feedback=true,chunks=3,name=mix",
       "-");
   EXPECT_EQ(s.name, "mix");
   EXPECT_EQ(s.placement, Placement::kNetMoe);
@@ -55,6 +55,8 @@ TEST(Strategy, ParsesNamesAndKnobs) {
   EXPECT_DOUBLE_EQ(s.compression, 0.25);
   EXPECT_FALSE(s.shared_expert);
   EXPECT_TRUE(named_strategy("hybridep").shared_expert);
+  EXPECT_TRUE(s.sr_feedback);
+  EXPECT_FALSE(named_strategy("hybridep").sr_feedback);  // the paper's SR by default
   EXPECT_EQ(s.chunks_fwd, 3);
   EXPECT_EQ(s.chunks_bwd, 3);
   EXPECT_EQ(parse_strategy("base=lina", "-").name, "lina");
@@ -67,7 +69,9 @@ TEST(Strategy, ToStringRoundTrips) {
     EXPECT_EQ(parse_strategy(to_string(s), "-"), s) << to_string(s);
   }
   Strategy s = parse_strategy(
-      "compression=0.3,hybrid_domain=4,expert_transfer=hybrid,shared_expert=false", "-");
+      "compression=0.3,hybrid_domain=4,expert_transfer=hybrid,shared_expert=false,"
+      "sr_feedback=true",
+      "-");
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
   s = parse_strategy("expert_transfer=hybrid,hybrid_levels=2x1x4", "-");
   EXPECT_EQ(s.hybrid_levels, (std::vector<int>{2, 1, 4}));

@@ -71,8 +71,9 @@ struct Buffers {
 void run_once(const Comm& comm, Collective op, Buffers& b, const CallOptions& options) {
   switch (op) {
     case Collective::kAllToAll:
+      // Equal blocks both ways, known to every member: no counts exchange, as the token paths.
       all_to_all_v(comm, std::span<const std::byte>(b.data), b.counts, sched::Algorithm::kFlat,
-                   options);
+                   options, b.counts);
       return;
     case Collective::kAllGather:
       all_gather(comm, std::span<const std::byte>(b.data).first(b.data.size() / comm.size()), b.out,

@@ -45,14 +45,19 @@ std::vector<int> displacements(const std::vector<int>& counts, const std::string
 
 Received<std::byte> flat_all_to_all(const Comm& comm, std::span<const std::byte> send,
                                     std::span<const int64_t> send_counts,
+                                    std::span<const int64_t> recv_counts,
                                     const CallOptions& options) {
   const int n = comm.size();
   std::vector<int> sc(n), rc(n);
   for (int j = 0; j < n; ++j) sc[j] = static_cast<int>(send_counts[j]);
   MPI_Request req = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ialltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, comm.handle(), &req),
-            "MPI_Ialltoall");
-  wait_all({&req, 1}, comm, "all_to_all_v counts exchange", options);
+  if (recv_counts.empty()) {
+    check_mpi(MPI_Ialltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, comm.handle(), &req),
+              "MPI_Ialltoall");
+    wait_all({&req, 1}, comm, "all_to_all_v counts exchange", options);
+  } else {
+    for (int j = 0; j < n; ++j) rc[j] = as_count(recv_counts[j], options.label);
+  }
   const std::vector<int> sd = displacements(sc, options.label);
   const std::vector<int> rd = displacements(rc, options.label);
   Received<std::byte> out{std::vector<std::byte>(size_t(rd.back()) + rc.back()), {}};
@@ -101,8 +106,12 @@ int64_t even_block(int64_t count, int j, int n) {
 
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
                                  std::span<const int64_t> send_counts, sched::Algorithm algorithm,
-                                 const CallOptions& options) {
+                                 const CallOptions& options, std::span<const int64_t> recv_counts) {
   check_counts(comm, send.size(), send_counts, options.label);
+  if (!recv_counts.empty() && recv_counts.size() != static_cast<size_t>(comm.size())) {
+    throw Error(options.label, "all_to_all_v needs " + std::to_string(comm.size()) +
+                                   " receive counts, got " + std::to_string(recv_counts.size()));
+  }
   if (algorithm == sched::Algorithm::k1DH || algorithm == sched::Algorithm::k2DH) {
     const auto nodes = members_by_node(comm.group(), options.ranks_per_node);
     if (nodes.size() >= 2) {  // one node or uneven nodes: nothing to gain, as the simulator
@@ -111,7 +120,7 @@ Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> se
       return routed_all_to_all(comm, send, send_counts, plan, options);
     }
   }
-  return flat_all_to_all(comm, send, send_counts, options);
+  return flat_all_to_all(comm, send, send_counts, recv_counts, options);
 }
 
 void all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std::byte> out,

@@ -34,22 +34,30 @@ struct Received {
 };
 
 // A2A-v: `send` holds the blocks for members 0..n-1 back to back, send_counts[j] bytes for
-// member j. Counts are exchanged first (MPI_Alltoall), then the data (MPI_Alltoallv).
-// k1DH and k2DH route through node leaders / equal local ranks (hierarchical_a2a.h) and
+// member j. Counts are exchanged first (MPI_Alltoall), then the data (MPI_Alltoallv), unless
+// the caller passes recv_counts (recv_counts[i] bytes from member i, as the token paths know
+// from their routing counts): the flat A2A is then one collective, one latency less, as the
+// simulator models it. k1DH and k2DH route through node leaders / equal local ranks
+// (hierarchical_a2a.h), which needs every pair's count, so they always gather the counts; they
 // deliver exactly what kFlat delivers. Bytes sent are counted by link level when asked.
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
                                  std::span<const int64_t> send_counts, sched::Algorithm algorithm,
-                                 const CallOptions& options);
+                                 const CallOptions& options,
+                                 std::span<const int64_t> recv_counts = {});
 
 template <class T>
 Received<T> all_to_all_v(const Comm& comm, std::span<const T> send,
                          std::span<const int64_t> send_counts, sched::Algorithm algorithm,
-                         const CallOptions& options) {
+                         const CallOptions& options, std::span<const int64_t> recv_counts = {}) {
   static_assert(std::is_trivially_copyable_v<T>);
-  std::vector<int64_t> byte_counts(send_counts.begin(), send_counts.end());
-  for (int64_t& c : byte_counts) c *= static_cast<int64_t>(sizeof(T));
-  Received<std::byte> raw = all_to_all_v(comm, std::as_bytes(send),
-                                         std::span<const int64_t>(byte_counts), algorithm, options);
+  auto bytes_of = [](std::span<const int64_t> counts) {
+    std::vector<int64_t> out(counts.begin(), counts.end());
+    for (int64_t& c : out) c *= static_cast<int64_t>(sizeof(T));
+    return out;
+  };
+  const std::vector<int64_t> send_bytes = bytes_of(send_counts), recv_bytes = bytes_of(recv_counts);
+  Received<std::byte> raw =
+      all_to_all_v(comm, std::as_bytes(send), send_bytes, algorithm, options, recv_bytes);
   Received<T> out{std::vector<T>(raw.data.size() / sizeof(T)), std::move(raw.counts)};
   if (!raw.data.empty()) std::memcpy(out.data.data(), raw.data.data(), raw.data.size());
   for (int64_t& c : out.counts) c /= static_cast<int64_t>(sizeof(T));

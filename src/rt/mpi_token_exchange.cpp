@@ -51,25 +51,28 @@ nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& sen
 }
 
 nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                                           const char* label, const StreamContext& ctx) {
+                                           const std::vector<int64_t>& recv_rows, const char* label,
+                                           const StreamContext& ctx) {
   const int64_t cols = send.cols();
-  std::vector<int64_t> floats(rows.size());
+  std::vector<int64_t> floats(rows.size()), recv_floats(recv_rows.size());
   for (size_t j = 0; j < rows.size(); ++j) floats[j] = rows[j] * cols;
+  for (size_t j = 0; j < recv_rows.size(); ++j) recv_floats[j] = recv_rows[j] * cols;
   CallOptions o = options_;
   o.label = label;
   o.bytes = ctx.bytes;
   o.cancel = ctx.cancel;
   if (bf16_) {
     const std::vector<uint16_t> half = nn::to_bf16(send);
-    const Received<uint16_t> got = all_to_all_v(ep_, std::span<const uint16_t>(half),
-                                                std::span<const int64_t>(floats), algorithm_, o);
+    const Received<uint16_t> got =
+        all_to_all_v(ep_, std::span<const uint16_t>(half), std::span<const int64_t>(floats),
+                     algorithm_, o, std::span<const int64_t>(recv_floats));
     nn::Tensor out({static_cast<int64_t>(got.data.size()) / std::max<int64_t>(cols, 1), cols});
     nn::from_bf16(got.data, out);
     return out;
   }
-  const Received<float> got =
-      all_to_all_v(ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
-                   std::span<const int64_t>(floats), algorithm_, o);
+  const Received<float> got = all_to_all_v(
+      ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
+      std::span<const int64_t>(floats), algorithm_, o, std::span<const int64_t>(recv_floats));
   const int64_t total = std::accumulate(got.counts.begin(), got.counts.end(), int64_t{0});
   return nn::Tensor({total / std::max<int64_t>(cols, 1), cols}, got.data);
 }
@@ -87,7 +90,8 @@ nn::Tensor MpiTokenExchange::dispatch_in(const nn::Tensor& send, const nn::Excha
                                          const StreamContext& ctx) {
   if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
   const nn::Tensor source_major =
-      exchange_rows(send, rows_per_member(layout.send_counts, ranks()), "moe.dispatch.a2a", ctx);
+      exchange_rows(send, rows_per_member(layout.send_counts, ranks()),
+                    rows_per_member(layout.recv_counts, ranks()), "moe.dispatch.a2a", ctx);
   return nn::source_to_expert_major(source_major, layout);
 }
 
@@ -96,7 +100,8 @@ nn::Tensor MpiTokenExchange::combine_in(const nn::Tensor& expert_rows,
                                         const StreamContext& ctx) {
   if (expert_rows.rows() != layout.recv_rows()) throw Error("combine", "rows differ from counts");
   return exchange_rows(nn::expert_to_source_major(expert_rows, layout),
-                       rows_per_member(layout.recv_counts, ranks()), "moe.combine.a2a", ctx);
+                       rows_per_member(layout.recv_counts, ranks()),
+                       rows_per_member(layout.send_counts, ranks()), "moe.combine.a2a", ctx);
 }
 
 nn::Tensor MpiTokenExchange::pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout,

@@ -38,9 +38,11 @@ class MpiTokenExchange final : public nn::TokenExchange {
                          const StreamContext& ctx);
   nn::Tensor combine_in(const nn::Tensor& expert_rows, const nn::ExchangeLayout& layout,
                         const StreamContext& ctx);
-  // A2A-v of fp32 rows: rows[j] rows of `cols` floats to member j.
+  // A2A-v of fp32 rows: rows[j] rows of `cols` floats to member j, recv_rows[i] from member i
+  // (known from the layout: no counts exchange).
   nn::Tensor exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                           const char* label, const StreamContext& ctx);
+                           const std::vector<int64_t>& recv_rows, const char* label,
+                           const StreamContext& ctx);
 
   const Comm& ep_;
   CallOptions options_;

@@ -138,7 +138,8 @@ nn::Tensor TpTokenExchange::dispatch_in(const nn::Tensor& send, const nn::Exchan
     slot[size_t(i)] =
         all_to_all_v<float>(ep_, gather_floats(send, piece_rows(sb, me, i, split)),
                             times(member_rows(sb, layout.local_experts, me, i, split), m),
-                            options_.algorithm, call("moe.dispatch.a2a", i, chunks, c))
+                            options_.algorithm, call("moe.dispatch.a2a", i, chunks, c),
+                            times(member_rows(rb, layout.local_experts, me, i, split), m))
             .data;
   }};
   std::vector<int> stream_of = {kInter};
@@ -186,7 +187,8 @@ nn::Tensor TpTokenExchange::combine_in(const nn::Tensor& expert_rows,
     slot[size_t(i)] =
         all_to_all_v<float>(ep_, slot[size_t(i)],
                             times(member_rows(rb, layout.local_experts, me, i, split), m),
-                            options_.algorithm, call("moe.combine.a2a", i, chunks, c))
+                            options_.algorithm, call("moe.combine.a2a", i, chunks, c),
+                            times(member_rows(sb, layout.local_experts, me, i, split), m))
             .data;
   });
   std::vector<int> stream_of = {kIntra, kInter};

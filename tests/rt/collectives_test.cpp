@@ -25,6 +25,22 @@ TEST_F(Collectives, AllToAllVFloat) {
   }
 }
 
+// With the receive counts given (the token paths know them), no counts exchange: the same
+// delivery; counts of the wrong length are refused before communicating.
+TEST_F(Collectives, AllToAllVWithKnownReceiveCounts) {
+  const test::SendBlocks s = test::send_blocks(world().group(), world_rank());
+  std::vector<int64_t> recv;
+  for (int src = 0; src < world_size(); ++src) recv.push_back(test::pair_count(src, world_rank()));
+  const Received<float> r =
+      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options("a2a"), recv);
+  EXPECT_EQ(r.data, test::expected_blocks(world().group(), world_rank()));
+  EXPECT_EQ(r.counts, recv);
+  recv.pop_back();
+  EXPECT_THROW(
+      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options("a2a"), recv),
+      Error);
+}
+
 TEST_F(Collectives, AllToAllVBytes) {
   const int n = world_size(), me = world_rank();
   std::vector<std::byte> send;

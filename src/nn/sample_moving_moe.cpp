@@ -153,8 +153,9 @@ void SampleMovingMoe::home_aux(int seq_len, const std::vector<int>& samples) {
 void SampleMovingMoe::exchange_layout() {
   const int ranks = exchange_.ranks(), local = moe_.local_experts();
   layout_ = ExchangeLayout{ranks, local, plan_.counts, {}};
-  layout_.recv_counts = exchange_.ints(
-      plan_.counts, std::vector<int>(static_cast<size_t>(ranks), local), "netmoe.scatter.counts");
+  const std::vector<int> per_member(static_cast<size_t>(ranks), local);  // L ints both ways
+  layout_.recv_counts =
+      exchange_.ints(plan_.counts, per_member, "netmoe.scatter.counts", per_member);
   const int rows = layout_.recv_rows();
   in_ = Received{Tensor({rows, ln2_.params().front().value->size()}),
                  {},
@@ -180,11 +181,12 @@ void SampleMovingMoe::scatter_chunk(int i, int n, const Tensor& send, const std:
                                     std::vector<std::vector<int>>& got_meta) {
   const std::vector<int> index = send_chunk_rows(layout_, i, n);
   const std::vector<int> members = chunk_member_rows(layout_, i, n, false);
-  std::vector<int> recv_rows;
+  std::vector<int> recv_rows = chunk_member_rows(layout_, i, n, true);  // known: the layout's
   got[static_cast<size_t>(i)] =
       exchange_.rows(gather_rows(send, index), members, recv_rows, "netmoe.scatter");
   got_meta[static_cast<size_t>(i)] =
-      exchange_.ints(gather_ints(meta, kMeta, index), times(members, kMeta), "netmoe.scatter.meta");
+      exchange_.ints(gather_ints(meta, kMeta, index), times(members, kMeta), "netmoe.scatter.meta",
+                     times(recv_rows, kMeta));
 }
 
 // z = w * E(LN2(h)) + [first slot] h for the chunk's rows (canonical `rows`): NetMoE Alg. 1
@@ -277,7 +279,7 @@ void SampleMovingMoe::gather_chunk(const std::vector<int>& rows, const Tensor& z
   }
   std::vector<int> recv;
   const Tensor got = exchange_.rows(gather_rows(z, order), send, recv, "netmoe.gather");
-  const std::vector<int> where = exchange_.ints(flat, send, "netmoe.gather.meta");
+  const std::vector<int> where = exchange_.ints(flat, send, "netmoe.gather.meta", recv);
   size_t i = 0;
   for (int src = 0; src < ranks; ++src)
     for (int c = 0; c < recv[static_cast<size_t>(src)]; ++c, ++i) {
@@ -308,10 +310,11 @@ Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
       [&](int j) {  // the scatter's backward: dh rows and dw back to the token side
         const auto k = static_cast<size_t>(j);
         const std::vector<int> members = chunk_member_rows(layout_, j, n, true);
-        std::vector<int> counts, bits;
+        std::vector<int> counts = chunk_member_rows(layout_, j, n, false), bits;
         for (float w : dw[k]) bits.push_back(std::bit_cast<int>(w));
         const Tensor got = exchange_.rows(dh[k], members, counts, "netmoe.scatter.backward");
-        const std::vector<int> back = exchange_.ints(bits, members, "netmoe.scatter.backward.meta");
+        const std::vector<int> back =
+            exchange_.ints(bits, members, "netmoe.scatter.backward.meta", counts);
         const std::vector<int> index = send_chunk_rows(layout_, j, n);
         scatter_rows(dsend, got, index);
         for (size_t r = 0; r < index.size(); ++r)

@@ -46,12 +46,15 @@ class SampleExchange {
   virtual int ranks() const = 0;
   virtual int rank() const = 0;
   // A2A-v of token rows: send_rows[j] rows to member j, back to back. Returns the received
-  // rows source-major; recv_rows[i] of them came from member i.
+  // rows source-major; recv_rows[i] of them came from member i. A non-empty recv_rows on entry
+  // is what the caller knows it receives (no counts exchange: one latency less); empty, it is
+  // filled.
   virtual Tensor rows(const Tensor& send, const std::vector<int>& send_rows,
                       std::vector<int>& recv_rows, const char* label) = 0;
-  // A2A-v of metadata (counted apart from the rows): send_counts[j] ints to member j.
+  // A2A-v of metadata (counted apart from the rows): send_counts[j] ints to member j;
+  // recv_counts, when not empty, the ints each member sends this one (no counts exchange).
   virtual std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
-                                const char* label) = 0;
+                                const char* label, const std::vector<int>& recv_counts) = 0;
   // AllGather of equal-size int blocks, member-major.
   virtual std::vector<int> all_gather(const std::vector<int>& mine) = 0;
   // NetMoE Alg. 1 line 9: this rank's samples (global ids) and their expert counts

@@ -97,9 +97,10 @@ nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& 
     for (size_t j = 0; j < send_rows.size(); ++j) to[j] += send_rows[j];
   }
   Pending pending(activity_, scatter ? A2APhase::kDispatch : A2APhase::kCombine);
-  const Received<float> got =
-      all_to_all_v(ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
-                   std::span<const int64_t>(widen(send_rows, cols)), sched::Algorithm::kFlat, o);
+  const std::vector<int64_t> known = widen(recv_rows, cols);  // empty: exchange the counts
+  const Received<float> got = all_to_all_v(
+      ep_, std::span<const float>(send.data(), static_cast<size_t>(send.size())),
+      std::span<const int64_t>(widen(send_rows, cols)), sched::Algorithm::kFlat, o, known);
   recv_rows.clear();
   for (int64_t c : got.counts)
     recv_rows.push_back(static_cast<int>(c / std::max<int64_t>(cols, 1)));
@@ -108,13 +109,14 @@ nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& 
 }
 
 std::vector<int> NetMoeExchange::ints(const std::vector<int>& send,
-                                      const std::vector<int>& send_counts, const char* label) {
+                                      const std::vector<int>& send_counts, const char* label,
+                                      const std::vector<int>& recv_counts) {
   CallOptions o = options_;
   o.label = label;
   o.bytes = &meta_;
   if (stage_cancel_) o.cancel = stage_cancel_;
   return all_to_all_v(ep_, std::span<const int>(send), std::span<const int64_t>(widen(send_counts)),
-                      sched::Algorithm::kFlat, o)
+                      sched::Algorithm::kFlat, o, std::span<const int64_t>(widen(recv_counts)))
       .data;
 }
 

@@ -45,7 +45,7 @@ class NetMoeExchange final : public nn::SampleExchange {
   nn::Tensor rows(const nn::Tensor& send, const std::vector<int>& send_rows,
                   std::vector<int>& recv_rows, const char* label) override;
   std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
-                        const char* label) override;
+                        const char* label, const std::vector<int>& recv_counts) override;
   std::vector<int> all_gather(const std::vector<int>& mine) override;
   void submit_placement(int layer, const std::vector<int>& samples,
                         const std::vector<int>& counts) override;

@@ -50,16 +50,19 @@ class ThreadedSampleExchange : public SampleExchange {
     for (int& e : elems) e *= static_cast<int>(cols);
     std::vector<int> got_counts;
     const std::vector<float> got = a2a(send.values(), elems, got_counts);
+    const std::vector<int> known = recv_rows;
     recv_rows.clear();
     for (int c : got_counts) recv_rows.push_back(static_cast<int>(c / cols));
+    check_known(known, recv_rows);
     return Tensor({static_cast<int64_t>(got.size()) / cols, cols}, got);
   }
-  std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& counts,
-                        const char*) override {
+  std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& counts, const char*,
+                        const std::vector<int>& recv_counts) override {
     std::vector<float> f;  // carried bit for bit (weights and doubles travel as int bits)
     for (int v : send) f.push_back(std::bit_cast<float>(v));
     std::vector<int> got_counts;
     const std::vector<float> got = a2a(f, counts, got_counts);
+    check_known(recv_counts, got_counts);
     std::vector<int> out;
     for (float v : got) out.push_back(std::bit_cast<int>(v));
     return out;
@@ -69,7 +72,7 @@ class ThreadedSampleExchange : public SampleExchange {
     for (int r = 0; r < b_.ranks; ++r) {
       std::vector<int> counts(static_cast<size_t>(b_.ranks), 0);
       counts[static_cast<size_t>(r)] = static_cast<int>(mine.size());
-      const std::vector<int> got = ints(mine, counts, "");
+      const std::vector<int> got = ints(mine, counts, "", {});
       if (r == rank_) out = got;
     }
     return out;
@@ -79,6 +82,12 @@ class ThreadedSampleExchange : public SampleExchange {
   int chunks(bool backward) const override { return backward ? b_.chunks_bwd : b_.chunks_fwd; }
 
  private:
+  // The receive counts a caller says it knows must be what arrives (an MPI A2A-v would
+  // otherwise fail or misplace rows).
+  static void check_known(const std::vector<int>& known, const std::vector<int>& got) {
+    if (!known.empty() && known != got)
+      throw std::logic_error("sample exchange: the known receive counts differ from the sent");
+  }
   std::vector<float> a2a(const std::vector<float>& send, const std::vector<int>& counts,
                          std::vector<int>& got_counts) {
     b_.send[static_cast<size_t>(rank_)] = send;

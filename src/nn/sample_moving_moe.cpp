@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -24,9 +25,27 @@ double take(const std::vector<int>& in, size_t& at) {
   return std::bit_cast<double>(x);
 }
 
-std::vector<int> times(const std::vector<int>& v, int k) {
-  std::vector<int> out(v);
-  for (int& x : out) x *= k;
+// A row and its ints travel in one A2A (one latency, as the simulator's one A2A per scatter
+// and gather): the ints ride bit for bit as k trailing fp32 columns.
+Tensor with_ints(const Tensor& rows, const std::vector<int>& ints, int k) {
+  const int64_t cols = rows.cols();
+  Tensor out({rows.rows(), cols + k});
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    std::copy(rows.row(r), rows.row(r) + cols, out.row(r));
+    std::memcpy(out.row(r) + cols, ints.data() + r * k, static_cast<size_t>(k) * sizeof(int));
+  }
+  return out;
+}
+
+// Undoes with_ints: the rows, and their ints into `ints`.
+Tensor split_ints(const Tensor& joined, int k, std::vector<int>& ints) {
+  const int64_t cols = joined.cols() - k;
+  Tensor out({joined.rows(), cols});
+  ints.resize(static_cast<size_t>(joined.rows() * k));
+  for (int64_t r = 0; r < joined.rows(); ++r) {
+    std::copy(joined.row(r), joined.row(r) + cols, out.row(r));
+    std::memcpy(ints.data() + r * k, joined.row(r) + cols, static_cast<size_t>(k) * sizeof(int));
+  }
   return out;
 }
 
@@ -182,11 +201,10 @@ void SampleMovingMoe::scatter_chunk(int i, int n, const Tensor& send, const std:
   const std::vector<int> index = send_chunk_rows(layout_, i, n);
   const std::vector<int> members = chunk_member_rows(layout_, i, n, false);
   std::vector<int> recv_rows = chunk_member_rows(layout_, i, n, true);  // known: the layout's
-  got[static_cast<size_t>(i)] =
-      exchange_.rows(gather_rows(send, index), members, recv_rows, "netmoe.scatter");
-  got_meta[static_cast<size_t>(i)] =
-      exchange_.ints(gather_ints(meta, kMeta, index), times(members, kMeta), "netmoe.scatter.meta",
-                     times(recv_rows, kMeta));
+  const Tensor joined =
+      exchange_.rows(with_ints(gather_rows(send, index), gather_ints(meta, kMeta, index), kMeta),
+                     members, recv_rows, "netmoe.scatter", kMeta);
+  got[static_cast<size_t>(i)] = split_ints(joined, kMeta, got_meta[static_cast<size_t>(i)]);
 }
 
 // z = w * E(LN2(h)) + [first slot] h for the chunk's rows (canonical `rows`): NetMoE Alg. 1
@@ -278,8 +296,10 @@ void SampleMovingMoe::gather_chunk(const std::vector<int>& rows, const Tensor& z
                 dest[static_cast<size_t>(d)].end());
   }
   std::vector<int> recv;
-  const Tensor got = exchange_.rows(gather_rows(z, order), send, recv, "netmoe.gather");
-  const std::vector<int> where = exchange_.ints(flat, send, "netmoe.gather.meta", recv);
+  std::vector<int> where;  // per arriving row: its token's row and chunk tag
+  const Tensor got = split_ints(
+      exchange_.rows(with_ints(gather_rows(z, order), flat, 1), send, recv, "netmoe.gather", 1), 1,
+      where);
   size_t i = 0;
   for (int src = 0; src < ranks; ++src)
     for (int c = 0; c < recv[static_cast<size_t>(src)]; ++c, ++i) {
@@ -310,11 +330,11 @@ Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
       [&](int j) {  // the scatter's backward: dh rows and dw back to the token side
         const auto k = static_cast<size_t>(j);
         const std::vector<int> members = chunk_member_rows(layout_, j, n, true);
-        std::vector<int> counts = chunk_member_rows(layout_, j, n, false), bits;
+        std::vector<int> counts = chunk_member_rows(layout_, j, n, false), bits, back;
         for (float w : dw[k]) bits.push_back(std::bit_cast<int>(w));
-        const Tensor got = exchange_.rows(dh[k], members, counts, "netmoe.scatter.backward");
-        const std::vector<int> back =
-            exchange_.ints(bits, members, "netmoe.scatter.backward.meta", counts);
+        const Tensor got = split_ints(exchange_.rows(with_ints(dh[k], bits, 1), members, counts,
+                                                     "netmoe.scatter.backward", 1),
+                                      1, back);
         const std::vector<int> index = send_chunk_rows(layout_, j, n);
         scatter_rows(dsend, got, index);
         for (size_t r = 0; r < index.size(); ++r)
@@ -355,17 +375,18 @@ std::vector<SampleMovingMoe::DyRoute> SampleMovingMoe::dy_routes() const {
       const std::vector<int>& mine = send[static_cast<size_t>(j * ranks + q)];
       route.dy_rows.insert(route.dy_rows.end(), mine.begin(), mine.end());
       route.send.push_back(static_cast<int>(mine.size()));
-      for (int r : sent[static_cast<size_t>(j * ranks + q)])
-        route.arrival.push_back(pos[static_cast<size_t>(r)]);
+      const std::vector<int>& back = sent[static_cast<size_t>(j * ranks + q)];
+      route.recv.push_back(static_cast<int>(back.size()));
+      for (int r : back) route.arrival.push_back(pos[static_cast<size_t>(r)]);
     }
   }
   return routes;
 }
 
 Tensor SampleMovingMoe::dy_chunk(const DyRoute& route, const Tensor& dy) {
-  std::vector<int> recv;
+  std::vector<int> recv = route.recv;
   const Tensor got =
-      exchange_.rows(gather_rows(dy, route.dy_rows), route.send, recv, "netmoe.gather.backward");
+      exchange_.rows(gather_rows(dy, route.dy_rows), route.send, recv, "netmoe.gather.backward", 0);
   Tensor dz({static_cast<int64_t>(route.rows.size()), dy.cols()});
   scatter_rows(dz, got, route.arrival);
   return dz;

@@ -48,9 +48,9 @@ class SampleExchange {
   // A2A-v of token rows: send_rows[j] rows to member j, back to back. Returns the received
   // rows source-major; recv_rows[i] of them came from member i. A non-empty recv_rows on entry
   // is what the caller knows it receives (no counts exchange: one latency less); empty, it is
-  // filled.
+  // filled. The last meta_cols columns are the rows' metadata riding along (counted apart).
   virtual Tensor rows(const Tensor& send, const std::vector<int>& send_rows,
-                      std::vector<int>& recv_rows, const char* label) = 0;
+                      std::vector<int>& recv_rows, const char* label, int meta_cols) = 0;
   // A2A-v of metadata (counted apart from the rows): send_counts[j] ints to member j;
   // recv_counts, when not empty, the ints each member sends this one (no counts exchange).
   virtual std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
@@ -116,6 +116,7 @@ class SampleMovingMoe {
     std::vector<int> rows;           // the chunk's canonical rows (expert side)
     std::vector<int> dy_rows, send;  // token side: rows of dy sent, per member
     std::vector<int> arrival;        // expert side: per arriving row, its index in rows
+    std::vector<int> recv;           // expert side: rows arriving per member (known)
   };
   std::vector<DyRoute> dy_routes() const;
   Tensor dy_chunk(const DyRoute& route, const Tensor& dy);

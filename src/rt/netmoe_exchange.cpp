@@ -83,11 +83,17 @@ NetMoeExchange::NetMoeExchange(const Comm& ep, CallOptions options, int layers, 
       counts_(static_cast<size_t>(layers)) {}
 
 nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& send_rows,
-                                std::vector<int>& recv_rows, const char* label) {
+                                std::vector<int>& recv_rows, const char* label, int meta_cols) {
   const int64_t cols = send.cols();
   CallOptions o = options_;
   o.label = label;
-  o.bytes = &rows_;
+  o.bytes = nullptr;  // counted below: the token rows apart from their metadata columns
+  for (size_t j = 0; j < send_rows.size(); ++j) {
+    const int to = ep_.global_rank(static_cast<int>(j));
+    const int64_t row_bytes = int64_t{send_rows[j]} * 4;
+    rows_.add(ep_.my_global_rank(), to, row_bytes * (cols - meta_cols), o.ranks_per_node);
+    meta_.add(ep_.my_global_rank(), to, row_bytes * meta_cols, o.ranks_per_node);
+  }
   if (stage_cancel_) o.cancel = stage_cancel_;
   const std::string name = label;
   const bool scatter = name.find("scatter") != std::string::npos;

@@ -43,7 +43,7 @@ class NetMoeExchange final : public nn::SampleExchange {
   int ranks() const override { return ep_.size(); }
   int rank() const override { return ep_.rank(); }
   nn::Tensor rows(const nn::Tensor& send, const std::vector<int>& send_rows,
-                  std::vector<int>& recv_rows, const char* label) override;
+                  std::vector<int>& recv_rows, const char* label, int meta_cols) override;
   std::vector<int> ints(const std::vector<int>& send, const std::vector<int>& send_counts,
                         const char* label, const std::vector<int>& recv_counts) override;
   std::vector<int> all_gather(const std::vector<int>& mine) override;

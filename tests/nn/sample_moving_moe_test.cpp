@@ -44,7 +44,7 @@ class ThreadedSampleExchange : public SampleExchange {
   int ranks() const override { return b_.ranks; }
   int rank() const override { return rank_; }
   Tensor rows(const Tensor& send, const std::vector<int>& send_rows, std::vector<int>& recv_rows,
-              const char*) override {
+              const char*, int) override {
     const int64_t cols = send.cols();
     std::vector<int> elems(send_rows);
     for (int& e : elems) e *= static_cast<int>(cols);

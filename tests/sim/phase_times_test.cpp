@@ -48,6 +48,8 @@ TEST(PhaseTimes, OpsCountFromWhenTheRankReachedThemLinaMicroOpsFromTheirStart) {
       spec(OpKind::kAllReduce, "grad.expert.allreduce", sched::Phase::kBackward), 2);
   const auto attn =
       s.add_collective(spec(OpKind::kAllReduce, "attn.tp.allreduce", sched::Phase::kForward), 3);
+  const auto experts = s.add_collective(  // HybridEP's expert transfers: no token path
+      spec(OpKind::kReduceScatter, "moe.hybrid.grad_reducescatter", sched::Phase::kBackward), 5);
   SimResult r;
   r.ops.resize(static_cast<size_t>(s.num_ops()));
   auto at = [&](sched::OpId id, double a, double b) { r.ops[static_cast<size_t>(id)] = {a, b}; };
@@ -64,8 +66,9 @@ TEST(PhaseTimes, OpsCountFromWhenTheRankReachedThemLinaMicroOpsFromTheirStart) {
   both(bwd, 8, 9);  // rank 0 reached it at 5.5 (its chunk), rank 1 at 7.5
   at(grad.ops[0], 7, 10);
   at(grad.ops[1], 8, 9);
-  both(bucket, 11, 12);  // rank 0 waits from 10, rank 1 from 9
-  both(attn, 0, 100);    // neither phase
+  both(bucket, 11, 12);   // rank 0 waits from 10, rank 1 from 9
+  both(attn, 0, 100);     // neither phase
+  both(experts, 20, 90);  // neither phase
   r.makespan_s = 100;
   const PhaseTimes p = phase_times(s, r);
   EXPECT_DOUBLE_EQ(p.token_fwd_s, (5.0 + 4.0) / 2);

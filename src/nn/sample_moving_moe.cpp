@@ -3,6 +3,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -28,6 +29,9 @@ double take(const std::vector<int>& in, size_t& at) {
 // A row and its ints travel in one A2A (one latency, as the simulator's one A2A per scatter
 // and gather): the ints ride bit for bit as k trailing fp32 columns.
 Tensor with_ints(const Tensor& rows, const std::vector<int>& ints, int k) {
+  if (static_cast<int64_t>(ints.size()) != rows.rows() * k)
+    throw std::logic_error("netmoe: " + std::to_string(ints.size()) + " ints for " +
+                           std::to_string(rows.rows()) + " rows of " + std::to_string(k));
   const int64_t cols = rows.cols();
   Tensor out({rows.rows(), cols + k});
   for (int64_t r = 0; r < rows.rows(); ++r) {

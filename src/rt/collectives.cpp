@@ -1,5 +1,6 @@
 #include "rt/collectives.h"
 
+#include <algorithm>
 #include <climits>
 #include <numeric>
 #include <string>
@@ -117,7 +118,13 @@ Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> se
     if (nodes.size() >= 2) {  // one node or uneven nodes: nothing to gain, as the simulator
       const auto plan =
           algorithm == sched::Algorithm::k2DH ? two_dh_plan(nodes) : one_dh_plan(nodes);
-      return routed_all_to_all(comm, send, send_counts, plan, options);
+      Received<std::byte> out = routed_all_to_all(comm, send, send_counts, plan, options);
+      if (!recv_counts.empty() &&
+          !std::equal(out.counts.begin(), out.counts.end(), recv_counts.begin())) {
+        throw Error(options.label,
+                    "all_to_all_v: the given receive counts differ from what the members send");
+      }
+      return out;
     }
   }
   return flat_all_to_all(comm, send, send_counts, recv_counts, options);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -147,7 +148,9 @@ std::span<const float> HybridExperts::reference(Layer& layer, size_t slot, size_
 }
 
 // A copy's decode with feedback: out = s + R + the received entries, then R = out - s. The
-// owner runs it too, on its own bytes, so every holder's R is bit-identical to the owner's.
+// owner runs it too, on its own bytes, so every holder's R is bit-identical to the owner's,
+// given the same s everywhere: the AllReduce's result, identical on every member with the
+// ring (MPI advises, and Open MPI's algorithms give, the same sum on every rank).
 void HybridExperts::advance(Layer& layer, size_t slot, size_t tensor,
                             std::span<const std::byte> encoded, std::span<float> out) {
   nn::sr_decode(encoded, reference(layer, slot, tensor), out);
@@ -228,6 +231,10 @@ void HybridExperts::start_iteration() {
 
 void HybridExperts::receive(int l) {
   Layer& layer = *layers_.at(static_cast<size_t>(l));
+  // Once per step: a second decode would add the step's residual to R twice (feedback).
+  if (!layer.gathered.valid())
+    throw std::logic_error("hybrid experts: layer " + std::to_string(l) +
+                           " received twice in one step");
   wait(layer.gathered);
   layer.gathered = {};
   decode(layer);

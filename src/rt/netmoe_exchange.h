@@ -1,7 +1,8 @@
 #pragma once
 // nn::SampleExchange over MPI for placement=netmoe (NetMoE Sec. 3, Alg. 1): the scatter and
-// gather rows by flat A2A-v over the EP group, their metadata by a small int A2A-v (counted
-// apart, so that row bytes compare with the simulator's), and the placement of each layer
+// gather rows by flat A2A-v over the EP group, each row's metadata riding in the same A2A as
+// trailing columns (counted apart, so that row bytes compare with the simulator's; the
+// layout's counts go by a small int A2A-v), and the placement of each layer
 // solved by place::AsyncSamplePlacer on its background thread between submit (after the
 // gate) and collect (before the gather). Every member gathers the group's per-sample counts
 // and solves the same deterministic problem, so all members agree without a broadcast.

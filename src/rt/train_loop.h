@@ -61,8 +61,9 @@ struct StepReport {
   // expert's AllReduces (rt/hybrid_experts.h).
   LinkBytes expert;
   GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
-  // placement=netmoe, all ranks, this step: the scatter/gather metadata (expert, token,
-  // weight), per-sample counts and moved targets; a2a above holds the token rows only.
+  // placement=netmoe, all ranks, this step: the rows' metadata (scatter: token, first slot,
+  // weight; gather: target row and chunk; scatter backward: the weight's gradient), the
+  // layout's and per-sample counts and moved targets; a2a above holds the token rows only.
   LinkBytes a2a_meta;
   double placement_solve_ms = 0;  // slowest rank, summed over layers: solver time
   double placement_wait_ms = 0;   // slowest rank: time collect() blocked (not hidden)

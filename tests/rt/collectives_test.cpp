@@ -26,19 +26,40 @@ TEST_F(Collectives, AllToAllVFloat) {
 }
 
 // With the receive counts given (the token paths know them), no counts exchange: the same
-// delivery; counts of the wrong length are refused before communicating.
+// delivery, flat or routed; counts of the wrong length are refused before communicating.
 TEST_F(Collectives, AllToAllVWithKnownReceiveCounts) {
   const test::SendBlocks s = test::send_blocks(world().group(), world_rank());
   std::vector<int64_t> recv;
   for (int src = 0; src < world_size(); ++src) recv.push_back(test::pair_count(src, world_rank()));
-  const Received<float> r =
-      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options("a2a"), recv);
-  EXPECT_EQ(r.data, test::expected_blocks(world().group(), world_rank()));
-  EXPECT_EQ(r.counts, recv);
-  recv.pop_back();
+  for (Algorithm a : {Algorithm::kFlat, Algorithm::k2DH}) {
+    const Received<float> r = all_to_all_v<float>(world(), s.data, s.counts, a, options(), recv);
+    EXPECT_EQ(r.data, test::expected_blocks(world().group(), world_rank()));
+    EXPECT_EQ(r.counts, recv);
+  }
+  std::vector<int64_t> short_list = recv;
+  short_list.pop_back();
   EXPECT_THROW(
-      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options("a2a"), recv),
+      all_to_all_v<float>(world(), s.data, s.counts, Algorithm::kFlat, options(), short_list),
       Error);
+}
+
+// The routed A2A gathers every count anyway: given receive counts that differ are an Error
+// (the flat one trusts them; MPI itself aborts on a truncation).
+TEST_F(Collectives, RoutedAllToAllVChecksGivenReceiveCounts) {
+  const test::SendBlocks s = test::send_blocks(world().group(), world_rank());
+  std::vector<int64_t> recv;
+  for (int src = 0; src < world_size(); ++src) recv.push_back(test::pair_count(src, world_rank()));
+  const auto from = std::find_if(recv.begin(), recv.end(), [](int64_t c) { return c > 0; });
+  ASSERT_NE(from, recv.end());
+  --*from;  // one value short from the first member that sends this one any
+  for (Algorithm a : {Algorithm::k1DH, Algorithm::k2DH}) {
+    try {
+      all_to_all_v<float>(world(), s.data, s.counts, a, options("short"), recv);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("short"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(Collectives, AllToAllVBytes) {

@@ -66,7 +66,8 @@ struct HybridExperts::Layer {
   std::vector<float> shared_sum;              // its next value x E, written on the stream
   std::vector<std::byte> send, recv;
   std::vector<std::vector<float>> received;  // per slot, flat: R, with feedback
-  std::vector<float> scratch;                // s + R of one tensor; a decode's output
+  std::vector<float> scratch;                // s + R of one tensor
+  std::vector<float> decoded;                // the owner's decode of its own bytes (feedback)
   std::shared_future<void> gathered, returned;
 };
 
@@ -147,17 +148,16 @@ std::span<const float> HybridExperts::reference(Layer& layer, size_t slot, size_
   return layer.scratch;
 }
 
-// A copy's decode with feedback: out = s + R + the received entries, then R = out - s. The
-// owner runs it too, on its own bytes, so every holder's R is bit-identical to the owner's,
-// given the same s everywhere: the AllReduce's result, identical on every member with the
-// ring (MPI advises, and Open MPI's algorithms give, the same sum on every rank).
-void HybridExperts::advance(Layer& layer, size_t slot, size_t tensor,
-                            std::span<const std::byte> encoded, std::span<float> out) {
-  nn::sr_decode(encoded, reference(layer, slot, tensor), out);
+// Feedback: after a decode against s + R, R = copy - s. The owner decodes its own bytes and
+// keeps R the same way, so every holder's R is bit-identical to the owner's, given the same s
+// everywhere: the AllReduce's result, identical on every member with the ring (MPI advises,
+// and Open MPI's algorithms give, the same sum on every rank).
+void HybridExperts::keep_residual(Layer& layer, size_t slot, size_t tensor,
+                                  std::span<const float> copy) {
   const size_t at = static_cast<size_t>(layer.start[tensor]);
   float* r = layer.received[slot].data() + at;
-  for (size_t i = 0; i < out.size(); ++i)
-    r[i] = out[i] - (layer.shared.empty() ? 0.0f : layer.shared[at + i]);
+  for (size_t i = 0; i < copy.size(); ++i)
+    r[i] = copy[i] - (layer.shared.empty() ? 0.0f : layer.shared[at + i]);
 }
 
 void HybridExperts::encode(Layer& layer) {
@@ -173,10 +173,12 @@ void HybridExperts::encode(Layer& layer) {
       }
       const std::span<std::byte> encoded(out,
                                          static_cast<size_t>(nn::sr_encoded_bytes(layer.kept[t])));
-      nn::sr_encode(w, reference(layer, static_cast<size_t>(j), t), layer.kept[t], encoded);
+      const std::span<const float> ref = reference(layer, static_cast<size_t>(j), t);
+      nn::sr_encode(w, ref, layer.kept[t], encoded);
       if (config_.feedback) {  // R moves exactly as at every receiver
-        std::vector<float> sent(w.size());
-        advance(layer, static_cast<size_t>(j), t, encoded, sent);
+        layer.decoded.resize(w.size());
+        nn::sr_decode(encoded, ref, layer.decoded);
+        keep_residual(layer, static_cast<size_t>(j), t, layer.decoded);
       }
       out += encoded.size();
     }
@@ -196,11 +198,9 @@ void HybridExperts::decode(Layer& layer) {
         if (m != me && config_.compression >= 1.0) {
           std::memcpy(w.data(), in, w.size_bytes());
         } else if (m != me) {  // HybridEP: SRDecode (the owner keeps its exact weights)
-          const std::span<const std::byte> encoded(in, static_cast<size_t>(bytes));
-          if (config_.feedback)
-            advance(layer, static_cast<size_t>(j), t, encoded, w);
-          else
-            nn::sr_decode(encoded, reference(layer, static_cast<size_t>(j), t), w);
+          nn::sr_decode(std::span<const std::byte>(in, static_cast<size_t>(bytes)),
+                        reference(layer, static_cast<size_t>(j), t), w);
+          if (config_.feedback) keep_residual(layer, static_cast<size_t>(j), t, w);
         }
         in += bytes;
       }

@@ -93,8 +93,7 @@ class HybridExperts {
   void decode(Layer& layer);
   void sum_shared(Layer& layer, int l, LinkBytes* bytes);  // shared_sum <- AllReduced sum
   std::span<const float> reference(Layer& layer, size_t slot, size_t tensor);
-  void advance(Layer& layer, size_t slot, size_t tensor, std::span<const std::byte> encoded,
-               std::span<float> out);
+  void keep_residual(Layer& layer, size_t slot, size_t tensor, std::span<const float> copy);
   CallOptions call(const std::string& label, int layer) const;
 
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -37,13 +37,12 @@ struct Received {
 // member j. Counts are exchanged first (MPI_Alltoall), then the data (MPI_Alltoallv), unless
 // the caller passes recv_counts (recv_counts[i] bytes from member i, as the token paths know
 // from their routing counts): the flat A2A is then one collective, one latency less, as the
-// simulator models it. Given counts are trusted by the flat A2A and returned as
-// Received::counts: one smaller than what the member sends is an MPI truncation (the job
-// aborts), a larger one goes undetected. The routed algorithms, which gather every count
-// anyway, check them and throw Error on a difference. k1DH and k2DH route through node leaders /
-// equal local ranks (hierarchical_a2a.h), which needs every pair's count, so they always gather the
-// counts; they deliver exactly what kFlat delivers. Bytes sent are counted by link level when
-// asked.
+// simulator models it. It trusts them and returns them as Received::counts: one smaller than
+// what the member sends is an MPI truncation (the job aborts), a larger one goes undetected.
+// k1DH and k2DH route through node leaders / equal local ranks (hierarchical_a2a.h); routing
+// needs every pair's count, so they always gather the counts, and throw Error where given
+// recv_counts differ. They deliver exactly what kFlat delivers. Bytes sent are counted by
+// link level when asked.
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
                                  std::span<const int64_t> send_counts, sched::Algorithm algorithm,
                                  const CallOptions& options,

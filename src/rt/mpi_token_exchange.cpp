@@ -8,6 +8,7 @@
 #include "nn/exchange_permute.h"
 #include "rt/collectives.h"
 #include "rt/tp_chunk_pipeline.h"
+#include "rt/tp_exchange_rows.h"
 
 namespace moecomm::rt {
 
@@ -54,9 +55,7 @@ nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::ve
                                            const std::vector<int64_t>& recv_rows, const char* label,
                                            const StreamContext& ctx) {
   const int64_t cols = send.cols();
-  std::vector<int64_t> floats(rows.size()), recv_floats(recv_rows.size());
-  for (size_t j = 0; j < rows.size(); ++j) floats[j] = rows[j] * cols;
-  for (size_t j = 0; j < recv_rows.size(); ++j) recv_floats[j] = recv_rows[j] * cols;
+  const std::vector<int64_t> floats = times(rows, cols), recv_floats = times(recv_rows, cols);
   CallOptions o = options_;
   o.label = label;
   o.bytes = ctx.bytes;

@@ -1,5 +1,6 @@
 #include "cli/bench_case.h"
 
+#include "cli/bench_trace.h"
 #include "cli/train_strategy.h"
 #include "core/statistics.h"
 #include "core/topology.h"
@@ -8,6 +9,7 @@
 #include "sched/layer_builder.h"
 #include "sim/phase_times.h"
 #include "sim/simulator.h"
+#include "sim/trace_export.h"
 
 namespace moecomm::cli {
 namespace {
@@ -26,8 +28,9 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
 
 // The same step in the simulator: the planner's model of the run's batch, its parallel
 // folding, the strategy with the same knobs and the dispatch matrices the run measured.
+// With `trace`, also the schedule's Chrome trace events.
 BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
-                             const rt::TrainResult& result, int world) {
+                             const rt::TrainResult& result, int world, nlohmann::json* trace) {
   sched::LayerSetup layer;
   layer.model = planner_model(c, setup.model_name);
   layer.cluster = setup.cluster;
@@ -43,6 +46,7 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
   options.fairness = setup.fairness;
   const sim::SimResult r = sim::simulate(schedule, core::Topology(setup.cluster), options);
   const sim::PhaseTimes p = sim::phase_times(schedule, r);
+  if (trace) *trace = sim::chrome_trace(schedule, r)["traceEvents"];
   return {p.token_fwd_s * 1e3, p.token_bwd_s * 1e3, p.grad_sync_s * 1e3, p.iteration_s * 1e3};
 }
 
@@ -51,6 +55,7 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
 BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, int world) {
   rt::TrainConfig c = setup.train;
   c.steps = setup.warmup + setup.steps;
+  c.trace_last_step = setup.trace;
   BenchCase out;
   out.name = strategy;
   out.notes =
@@ -65,7 +70,10 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   out.loss = result.steps.back().loss;
   int me = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  if (me == 0) out.simulated = simulated_phases(setup, c, result, world);
+  if (me != 0) return out;
+  if (setup.trace) out.measured_trace = measured_trace_events(result.last_step_calls);
+  out.simulated =
+      simulated_phases(setup, c, result, world, setup.trace ? &out.simulated_trace : nullptr);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/cluster.h"
 #include "rt/link_bytes.h"
 #include "rt/train_loop.h"
@@ -31,6 +33,10 @@ struct BenchCase {
   rt::LinkBytes expert_bytes;      // all ranks, the last step's expert transfers (HybridEP)
   double grad_overlap_s = 0;       // per step, summed over ranks: AllReduce time beside an A2A
   float loss = 0;                  // the last step's
+  // With BenchSetup::trace, on rank 0: Chrome trace events of the last step, pid = rank
+  // (cli/bench_trace.h), measured and as the simulator schedules it.
+  nlohmann::json measured_trace = nlohmann::json::array();
+  nlohmann::json simulated_trace = nlohmann::json::array();
 };
 
 struct BenchSetup {
@@ -40,6 +46,7 @@ struct BenchSetup {
   core::Cluster cluster;
   int warmup = 2, steps = 5;
   sim::Fairness fairness = sim::Fairness::kPerCollective;  // how the simulator shares a link
+  bool trace = false;  // keep the last step's calls and the simulated schedule (--trace)
 };
 
 // Collective over MPI_COMM_WORLD; the simulation runs on rank 0 (other ranks leave

@@ -1,8 +1,10 @@
 #include "cli/bench_command.h"
 
+#include <fstream>
 #include <ostream>
 
 #include "cli/bench_report.h"
+#include "cli/bench_trace.h"
 #include "cli/mpi_command.h"
 #include "cli/train_model.h"
 #include "core/error.h"
@@ -94,6 +96,10 @@ BenchCommand::BenchCommand(CLI::App& app) {
       ->check(CLI::IsMember({"per-flow", "per-collective"}));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
   sub_->add_option("--svg", svg_, "write a bar chart of measured and simulated phases here");
+  sub_->add_option("--trace", trace_,
+                   "write a Chrome trace (Perfetto, chrome://tracing) here: every strategy's "
+                   "last step, each rank's waits on its collectives beside the simulator's "
+                   "schedule of the same step");
   sub_->add_flag("--json", json_,
                  "print one JSON object: {ranks, ranks_per_node, tp, ep, model, cluster, "
                  "warmup, steps, cases: [{name, strategy, notes, measured, simulated, error, "
@@ -115,6 +121,9 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
   setup.steps = steps_;
   setup.fairness =
       fairness_ == "per-collective" ? sim::Fairness::kPerCollective : sim::Fairness::kPerFlow;
+  setup.trace = !trace_.empty();
+  if (setup.trace && me == 0 && !std::ofstream(trace_))  // before the runs, not after
+    throw Error("--trace", trace_ + ": cannot be written");
   rt::TrainConfig& c = setup.train;
   c.model = train_model(model_, world);
   apply_train_parallel(c, parallel_, world);
@@ -147,6 +156,10 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
   if (!svg_.empty()) {
     write_bench_svg(run, svg_);
     err << "wrote SVG chart " << svg_ << "\n";
+  }
+  if (setup.trace) {
+    write_bench_trace(run, trace_);
+    err << "wrote Chrome trace " << trace_ << "\n";
   }
   if (json_)
     out << bench_json(run).dump(2) << "\n";

@@ -39,10 +39,11 @@ nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& sen
   CallOptions o = options_;
   o.label = "moe.dispatch.counts";
   o.bytes = nullptr;
+  // Every member sends every other its L counts: the receive counts are known, one round.
   const std::vector<int64_t> per_member(static_cast<size_t>(p), l);
   const Received<int> got =
       all_to_all_v(ep_, std::span<const int>(send_counts), std::span<const int64_t>(per_member),
-                   sched::Algorithm::kFlat, o);
+                   sched::Algorithm::kFlat, o, std::span<const int64_t>(per_member));
   nn::ExchangeLayout layout;
   layout.ranks = p;
   layout.local_experts = l;

@@ -318,6 +318,8 @@ TrainResult train(const TrainConfig& config_in,
   CallOptions options;
   options.timeout_s = c.timeout_s;
   options.ranks_per_node = c.ranks_per_node;
+  CallTrace trace;
+  if (c.trace_last_step) options.trace = &trace;
   A2AActivity activity;
   BusyTime token_busy, grad_busy;  // the phases StepReport times
   CallOptions token_options = options;
@@ -372,6 +374,8 @@ TrainResult train(const TrainConfig& config_in,
   // expert shard's over its EP group's batches (A2A backward), then its EDP copies.
   const float mean_scale = 1.0f / static_cast<float>(g.data_ranks);
   for (int step = 0; step < c.steps; ++step) {
+    const bool traced = c.trace_last_step && step + 1 == c.steps;
+    if (traced) trace.arm(me);
     const auto start = std::chrono::steady_clock::now();
     const nn::TextBatch batch =
         c.corpus.empty()
@@ -388,8 +392,11 @@ TrainResult train(const TrainConfig& config_in,
       travelling->start_iteration();
     }
     const double token0 = token_busy.seconds(), grad0 = grad_busy.seconds();
+    const auto forward_start = CallTrace::Clock::now();
     const float loss = model.forward(batch.tokens, batch.targets, c.seq_len);
     const double token1 = token_busy.seconds();
+    const auto backward_start = CallTrace::Clock::now();
+    trace.record("forward", "", forward_start, backward_start);
     model.backward([&](int block) {
       if (travelling) {  // the copies' gradients go home before the EDP AllReduce reads them
         travelling->return_grads(block);
@@ -397,8 +404,12 @@ TrainResult train(const TrainConfig& config_in,
       }
       sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
     });
+    const auto finish_start = CallTrace::Clock::now();
+    trace.record("backward", "", backward_start, finish_start);
     if (travelling) travelling->finish();
     sync.finish();
+    trace.record("grad sync finish", "", finish_start, CallTrace::Clock::now());
+    if (traced) trace.disarm();
     const double token2 = token_busy.seconds(), grad2 = grad_busy.seconds();
     const double synced_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -429,6 +440,7 @@ TrainResult train(const TrainConfig& config_in,
       }
       if (me == 0) result.routing.iterations.push_back(std::move(layers));
     }
+    if (traced) result.last_step_calls = gather_call_events(trace.events(), MPI_COMM_WORLD, 0);
     result.steps.push_back(r);
     if (me == 0 && on_step) on_step(r);
   }

@@ -11,6 +11,7 @@
 
 #include "nn/moe_transformer.h"
 #include "place/routing_trace.h"
+#include "rt/call_trace.h"
 #include "rt/grad_sync.h"
 #include "rt/link_bytes.h"
 #include "sched/op.h"
@@ -44,6 +45,7 @@ struct TrainConfig {
   bool bf16_a2a = false;        // token rows travel as bfloat16
   bool record_routing = false;  // token-choice gates only
   bool keep_gradients = false;  // return the last step's reduced gradients (for tests)
+  bool trace_last_step = false;  // return the last step's calls (TrainResult::last_step_calls)
 };
 
 struct StepReport {
@@ -99,6 +101,9 @@ struct TrainResult {
   // dense_grad_bytes): the block's, plus the LM head and final norm with the last, the
   // embeddings with the first.
   std::vector<double> block_dense_grad_bytes;
+  // With trace_last_step, on rank 0: every rank's waits on its collectives in the last step,
+  // and its phases "forward", "backward" and "grad sync finish" (rt/call_trace.h).
+  std::vector<CallEvent> last_step_calls;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE

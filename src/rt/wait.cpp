@@ -10,6 +10,7 @@ void wait_all(std::span<MPI_Request> requests, const Comm& comm, const std::stri
               const CallOptions& options) {
   using Clock = std::chrono::steady_clock;
   const BusyScope busy(options.busy);
+  const auto begin = Clock::now();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options.timeout_s));
   for (int polls = 0;; ++polls) {
@@ -17,7 +18,10 @@ void wait_all(std::span<MPI_Request> requests, const Comm& comm, const std::stri
     check_mpi(
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         "MPI_Testall");
-    if (done) return;
+    if (done) {
+      if (options.trace) options.trace->record(options.label, what, begin, Clock::now());
+      return;
+    }
     if (options.cancel && options.cancel->load()) {
       throw Cancelled(options.label + ": " + what + " cancelled: another stream failed");
     }

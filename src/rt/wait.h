@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rt/busy_time.h"
+#include "rt/call_trace.h"
 #include "rt/comm.h"
 #include "rt/link_bytes.h"
 
@@ -32,6 +33,7 @@ struct CallOptions {
   LinkBytes* bytes = nullptr;  // bytes this rank sends, added by level (collectives.h)
   const std::atomic<bool>* cancel = nullptr;
   BusyTime* busy = nullptr;  // time spent waiting for the call's requests, added
+  CallTrace* trace = nullptr;  // the wait, as one interval, while the trace is armed
 };
 
 // Polls `requests` until all are complete. `what` says what they are ("all_reduce",

@@ -3,6 +3,8 @@
 // matrices must account for every token-path byte the run sent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -78,6 +80,48 @@ TEST(TrainPhases, TensorParallelGroupsRecordTheSameReplicatedDispatch) {
   ASSERT_EQ(r.dispatch_bytes.size(), 2u);  // one EP group per TP index
   EXPECT_EQ(r.dispatch_bytes[0], r.dispatch_bytes[1]);
   EXPECT_GT(total(r.dispatch_bytes), 0);
+}
+
+// `bench --trace`: the last step's calls, every rank's, on rank 0. Each rank's training loop
+// marks forward, backward and the gradient finish in order, and every wait it recorded lies
+// inside the step; the baseline waits on both A2As of every layer in the forward and on the
+// dense gradients' AllReduce; the other steps record nothing.
+TEST(TrainPhases, LastStepCallsCoverEveryRanksWaitsInsideItsPhases) {
+  TrainConfig c = test::tiny_train(1, "baseline");
+  c.keep_gradients = false;
+  c.trace_last_step = true;
+  const TrainResult r = train(c);
+  if (test::world_rank() != 0) {
+    EXPECT_TRUE(r.last_step_calls.empty());
+    return;
+  }
+  const int n = test::world_size();
+  for (int rank = 0; rank < n; ++rank) {
+    std::map<std::string, CallEvent> phase;
+    int dispatch = 0, combine = 0, grad = 0;
+    double last_end = 0;
+    for (const CallEvent& e : r.last_step_calls) {
+      if (e.rank != rank) continue;
+      EXPECT_LE(e.begin_s, e.end_s) << e.label;
+      EXPECT_GE(e.begin_s, 0) << e.label;
+      last_end = std::max(last_end, e.end_s);
+      if (e.what.empty()) {
+        EXPECT_EQ(e.thread, 0) << e.label;
+        phase[e.label] = e;
+      }
+      dispatch += e.label.starts_with("moe.dispatch.a2a");
+      combine += e.label.starts_with("moe.combine.a2a");
+      grad += e.label.starts_with("grad");
+    }
+    ASSERT_EQ(phase.size(), 3u) << "rank " << rank;
+    EXPECT_LE(phase["forward"].end_s, phase["backward"].begin_s);
+    EXPECT_LE(phase["backward"].end_s, phase["grad sync finish"].begin_s);
+    EXPECT_DOUBLE_EQ(last_end, phase["grad sync finish"].end_s) << "rank " << rank;
+    // Forward and backward: one wait per A2A, per layer.
+    EXPECT_EQ(dispatch, 2 * c.model.layers) << "rank " << rank;
+    EXPECT_EQ(combine, 2 * c.model.layers) << "rank " << rank;
+    EXPECT_GE(grad, 1) << "rank " << rank;
+  }
 }
 
 }  // namespace

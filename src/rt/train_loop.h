@@ -37,14 +37,14 @@ struct TrainConfig {
   int steps = 200;
   float lr = 3e-3f;
   uint64_t data_seed = 1;
-  std::vector<int> corpus;      // token ids to draw windows from; empty: synthetic Markov text
-  int topics = 1;               // synthetic text: topic blocks (nn::SyntheticTextConfig)
-  int text_order = 1;           // synthetic text: Markov order, 1 or 2
-  int ranks_per_node = 0;       // node = rank / ranks_per_node for byte levels; 0: one node
-  double timeout_s = 60;        // any collective that stalls longer fails the job
-  bool bf16_a2a = false;        // token rows travel as bfloat16
-  bool record_routing = false;  // token-choice gates only
-  bool keep_gradients = false;  // return the last step's reduced gradients (for tests)
+  std::vector<int> corpus;       // token ids to draw windows from; empty: synthetic Markov text
+  int topics = 1;                // synthetic text: topic blocks (nn::SyntheticTextConfig)
+  int text_order = 1;            // synthetic text: Markov order, 1 or 2
+  int ranks_per_node = 0;        // node = rank / ranks_per_node for byte levels; 0: one node
+  double timeout_s = 60;         // any collective that stalls longer fails the job
+  bool bf16_a2a = false;         // token rows travel as bfloat16
+  bool record_routing = false;   // token-choice gates only
+  bool keep_gradients = false;   // return the last step's reduced gradients (for tests)
   bool trace_last_step = false;  // return the last step's calls (TrainResult::last_step_calls)
 };
 

@@ -32,7 +32,7 @@ struct CallOptions {
   int ranks_per_node = 1;      // node = global rank / ranks_per_node (byte levels, 1DH and 2DH)
   LinkBytes* bytes = nullptr;  // bytes this rank sends, added by level (collectives.h)
   const std::atomic<bool>* cancel = nullptr;
-  BusyTime* busy = nullptr;  // time spent waiting for the call's requests, added
+  BusyTime* busy = nullptr;    // time spent waiting for the call's requests, added
   CallTrace* trace = nullptr;  // the wait, as one interval, while the trace is armed
 };
 

@@ -22,8 +22,17 @@ std::vector<rt::CallEvent> calls() {
 // The simulator's events for ranks 0 and 1, as sim::chrome_trace names them.
 nlohmann::json simulated() {
   return nlohmann::json::array(
-      {{{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "rank 0"}}}},
-       {{"name", "moe.dispatch.a2a"}, {"ph", "X"}, {"pid", 0}, {"tid", 1}, {"ts", 1.0}, {"dur", 2.0}},
+      {{{"name", "process_name"},
+        {"ph", "M"},
+        {"pid", 0},
+        {"tid", 0},
+        {"args", {{"name", "rank 0"}}}},
+       {{"name", "moe.dispatch.a2a"},
+        {"ph", "X"},
+        {"pid", 0},
+        {"tid", 1},
+        {"ts", 1.0},
+        {"dur", 2.0}},
        {{"name", "compute"}, {"ph", "X"}, {"pid", 1}, {"tid", 0}, {"ts", 0.0}, {"dur", 5.0}}});
 }
 
@@ -70,7 +79,7 @@ TEST(BenchTrace, EachCaseGetsMeasuredThenSimulatedProcessesPerRank) {
     if (e["ph"] == "X") ++complete[e["pid"]];
   }
   const std::map<int, std::string> want = {
-      {0, "baseline measured rank 0"}, {1, "baseline measured rank 1"},
+      {0, "baseline measured rank 0"},  {1, "baseline measured rank 1"},
       {2, "baseline simulated rank 0"}, {3, "baseline simulated rank 1"},
       {4, "lina measured rank 0"},      {5, "lina measured rank 1"},
       {6, "lina simulated rank 0"},     {7, "lina simulated rank 1"}};

@@ -43,8 +43,8 @@ void run(benchmark::State& state, const core::Cluster& c, int experts, const std
   sched::LayerSetup setup;
   setup.model = model(experts);
   setup.cluster = c;
-  setup.parallel = core::resolve_parallel(core::parse_parallel_spec(par, "bench"),
-                                          c.world_size(), experts, "bench");
+  setup.parallel = core::resolve_parallel(core::parse_parallel_spec(par, "bench"), c.world_size(),
+                                          experts, "bench");
   setup.strategy = sched::parse_strategy(strategy, "bench");
   const core::Topology topology(c);
   sim::SimResult result;

@@ -46,8 +46,8 @@ struct BuildContext {
   Frontier ready;  // the data path's frontier
   int layer = 0;
   Phase phase = Phase::kForward;
-  std::vector<OpId> prefetch;     // per rank: HybridEP's expert AllGather of this layer
-  Frontier step_start;            // the forward's first frontier (HybridEP's send queue)
+  std::vector<OpId> prefetch;  // per rank: HybridEP's expert AllGather of this layer
+  Frontier step_start;         // the forward's first frontier (HybridEP's send queue)
   // HybridEP's member order per EP group (hybrid_member_order; empty: consecutive domains).
   std::vector<std::vector<int>> hybrid_orders;
   std::vector<LayerGrads> grads;  // per layer

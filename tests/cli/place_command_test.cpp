@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"

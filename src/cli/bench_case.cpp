@@ -14,8 +14,9 @@
 namespace moecomm::cli {
 namespace {
 
-// Medians over the steps after the warm-up (noise on a shared machine is one-sided).
-BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup) {
+// Quantile q over the steps after the warm-up; the median (q = 0.5) is what bench compares
+// (noise on a shared machine is one-sided).
+BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup, double q) {
   std::vector<double> fwd, bwd, grad, step;
   for (size_t i = static_cast<size_t>(warmup); i < steps.size(); ++i) {
     fwd.push_back(steps[i].token_fwd_ms);
@@ -23,7 +24,8 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
     grad.push_back(steps[i].grad_sync_ms);
     step.push_back(steps[i].synced_ms);
   }
-  return {core::median(fwd), core::median(bwd), core::median(grad), core::median(step)};
+  return {core::quantile(fwd, q), core::quantile(bwd, q), core::quantile(grad, q),
+          core::quantile(step, q)};
 }
 
 // The same step in the simulator: the planner's model of the run's batch, its parallel
@@ -62,7 +64,9 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
       resolve_strategy(c, strategy, "flat", false, setup.cluster_path, setup.model_name, world);
   out.strategy = sched::to_string(c.strategy);
   const rt::TrainResult result = rt::train(c);
-  out.measured = measured_phases(result.steps, setup.warmup);
+  out.measured = measured_phases(result.steps, setup.warmup, 0.5);
+  out.measured_p25 = measured_phases(result.steps, setup.warmup, 0.25);
+  out.measured_p75 = measured_phases(result.steps, setup.warmup, 0.75);
   out.token_bytes = result.steps.back().a2a;
   out.expert_bytes = result.steps.back().expert;
   for (size_t i = static_cast<size_t>(setup.warmup); i < result.steps.size(); ++i)

@@ -24,15 +24,16 @@ struct BenchPhases {
 };
 
 struct BenchCase {
-  std::string name;                // as asked (a strategy name or knobs)
-  std::string strategy;            // every knob (sched::to_string)
-  std::vector<std::string> notes;  // knobs the planner chose, and why
-  BenchPhases measured;            // medians over the measured steps
-  BenchPhases simulated;           // the simulator on the profiled cluster
-  rt::LinkBytes token_bytes;       // all ranks, the last step's token path
-  rt::LinkBytes expert_bytes;      // all ranks, the last step's expert transfers (HybridEP)
-  double grad_overlap_s = 0;       // per step, summed over ranks: AllReduce time beside an A2A
-  float loss = 0;                  // the last step's
+  std::string name;                        // as asked (a strategy name or knobs)
+  std::string strategy;                    // every knob (sched::to_string)
+  std::vector<std::string> notes;          // knobs the planner chose, and why
+  BenchPhases measured;                    // medians over the measured steps
+  BenchPhases measured_p25, measured_p75;  // their quartiles: how much the steps vary
+  BenchPhases simulated;                   // the simulator on the profiled cluster
+  rt::LinkBytes token_bytes;               // all ranks, the last step's token path
+  rt::LinkBytes expert_bytes;              // all ranks, the last step's expert transfers (HybridEP)
+  double grad_overlap_s = 0;  // per step, summed over ranks: AllReduce time beside an A2A
+  float loss = 0;             // the last step's
   // With BenchSetup::trace, on rank 0: Chrome trace events of the last step, pid = rank
   // (cli/bench_trace.h), measured and as the simulator schedules it.
   nlohmann::json measured_trace = nlohmann::json::array();

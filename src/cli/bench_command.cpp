@@ -102,7 +102,8 @@ BenchCommand::BenchCommand(CLI::App& app) {
                    "schedule of the same step");
   sub_->add_flag("--json", json_,
                  "print one JSON object: {ranks, ranks_per_node, tp, ep, model, cluster, "
-                 "warmup, steps, cases: [{name, strategy, notes, measured, simulated, error, "
+                 "warmup, steps, cases: [{name, strategy, notes, measured (medians), measured_p25, "
+                 "measured_p75, simulated, error, "
                  "token_bytes, expert_bytes, token_ms_vs_first, backward_slowdown_ms, "
                  "grad_overlap_with_a2a_ms, loss}]}");
 }

@@ -61,14 +61,15 @@ void print_bench_table(const BenchRun& run, std::ostream& out) {
   out << "bench: " << run.model << " on " << run.ranks << " ranks (" << run.ranks_per_node
       << " per node), tp=" << run.tp << " ep=" << run.ep << ", " << run.warmup << " warm-up + "
       << run.steps << " measured steps (medians); simulator on " << run.cluster << "\n";
-  std::snprintf(line, sizeof line, "%-28s %-10s %12s %12s %8s\n", "strategy", "phase",
-                "measured_ms", "simulated_ms", "error");
+  std::snprintf(line, sizeof line, "%-28s %-10s %12s %19s %12s %8s\n", "strategy", "phase",
+                "measured_ms", "p25..p75", "simulated_ms", "error");
   out << line;
   for (const BenchCase& b : run.cases)
     for (const PhaseColumn& c : phase_columns()) {
       const double m = b.measured.*c.ms, s = b.simulated.*c.ms;
-      std::snprintf(line, sizeof line, "%-28.28s %-10s %12.2f %12.2f %+7.1f%%\n", b.name.c_str(),
-                    c.name, m, s, 100 * prediction_error(m, s));
+      std::snprintf(line, sizeof line, "%-28.28s %-10s %12.2f %9.2f..%-8.2f %12.2f %+7.1f%%\n",
+                    b.name.c_str(), c.name, m, b.measured_p25.*c.ms, b.measured_p75.*c.ms, s,
+                    100 * prediction_error(m, s));
       out << line;
     }
   // The token path against the first strategy, and how much the gradient AllReduces slowed
@@ -104,6 +105,8 @@ nlohmann::json bench_json(const BenchRun& run) {
          {"strategy", b.strategy},
          {"notes", b.notes},
          {"measured", phases_json(b.measured)},
+         {"measured_p25", phases_json(b.measured_p25)},
+         {"measured_p75", phases_json(b.measured_p75)},
          {"simulated", phases_json(b.simulated)},
          {"error", error},
          {"token_bytes",

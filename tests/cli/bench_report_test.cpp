@@ -18,6 +18,8 @@ BenchRun two_cases() {
   BenchCase base;
   base.name = "baseline";
   base.measured = {100, 120, 50, 400};
+  base.measured_p25 = {95, 110, 45, 390};
+  base.measured_p75 = {130, 150, 60, 410};
   base.simulated = {110, 108, 50, 300};
   base.token_bytes.bytes[static_cast<size_t>(rt::LinkLevel::kInterNode)] = 2'000'000;
   BenchCase netmoe = base;
@@ -42,6 +44,8 @@ TEST(BenchReport, JsonHasEveryCaseWithPhasesErrorsAndTheRatioToTheFirst) {
   ASSERT_EQ(j["cases"].size(), 2u);
   const auto& base = j["cases"][0];
   EXPECT_EQ(base["measured"]["token_fwd_ms"], 100.0);
+  EXPECT_EQ(base["measured_p25"]["token_bwd_ms"], 110.0);
+  EXPECT_EQ(base["measured_p75"]["step_ms"], 410.0);
   EXPECT_EQ(base["simulated"]["step_ms"], 300.0);
   EXPECT_DOUBLE_EQ(base["error"]["token_bwd"].get<double>(), -0.1);
   EXPECT_DOUBLE_EQ(base["error"]["step"].get<double>(), -0.25);
@@ -52,15 +56,21 @@ TEST(BenchReport, JsonHasEveryCaseWithPhasesErrorsAndTheRatioToTheFirst) {
   EXPECT_EQ(netmoe["notes"][0], "chunks_fwd=1 from the planner");
 }
 
-TEST(BenchReport, TableHasARowPerStrategyAndPhase) {
+TEST(BenchReport, TableHasARowPerStrategyAndPhaseWithTheStepsQuartiles) {
   std::ostringstream out;
   print_bench_table(two_cases(), out);
   const std::string t = out.str();
-  EXPECT_NE(t.find("baseline                     token_bwd        120.00       108.00   -10.0%"),
-            std::string::npos)
+  EXPECT_NE(
+      t.find(
+          "baseline                     token_bwd        120.00    110.00..150.00         108.00   "
+          "-10.0%"),
+      std::string::npos)
       << t;
-  EXPECT_NE(t.find("netmoe                       step             300.00       300.00    +0.0%"),
-            std::string::npos)
+  EXPECT_NE(
+      t.find(
+          "netmoe                       step             300.00    390.00..410.00         300.00   "
+          " +0.0%"),
+      std::string::npos)
       << t;
   EXPECT_NE(t.find("-27.3%"), std::string::npos) << t;  // netmoe's token path: 160 / 220 - 1
 }

@@ -145,6 +145,34 @@ void all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std
   count_to_others(comm, options, [&](int) { return static_cast<int64_t>(mine.size()); });
 }
 
+void ring_all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std::byte> out,
+                     const CallOptions& options) {
+  const int n = comm.size(), me = comm.rank();
+  const size_t c = mine.size();
+  if (out.size() != c * n) {
+    throw Error(options.label, "ring all_gather output must hold " + std::to_string(n) +
+                                   " blocks of " + std::to_string(c) + " bytes");
+  }
+  const int count = as_count(static_cast<int64_t>(c), options.label);
+  auto block = [&](int b) { return out.subspan(static_cast<size_t>((b % n + n) % n) * c, c); };
+  std::copy(mine.begin(), mine.end(), block(me).begin());
+  constexpr int kTag = 7301;
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  for (int step = 0; step + 1 < n; ++step) {  // pass on block me - step, get me - step - 1
+    MPI_Request reqs[2];
+    check_mpi(MPI_Irecv(block(me - step - 1).data(), count, MPI_BYTE, prev, kTag, comm.handle(),
+                        &reqs[0]),
+              "MPI_Irecv");
+    check_mpi(MPI_Isend(block(me - step).data(), count, MPI_BYTE, next, kTag, comm.handle(),
+                        &reqs[1]),
+              "MPI_Isend");
+    wait_all(reqs, comm, "ring all_gather step " + std::to_string(step), options);
+    if (options.bytes)
+      options.bytes->add(comm.my_global_rank(), comm.global_rank(next), static_cast<int64_t>(c),
+                         options.ranks_per_node);
+  }
+}
+
 void all_gather_v(const Comm& comm, std::span<const std::byte> mine,
                   std::span<const int64_t> counts, std::span<std::byte> out,
                   const CallOptions& options) {

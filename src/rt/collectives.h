@@ -102,6 +102,14 @@ std::vector<T> all_gather_v(const Comm& comm, std::span<const T> mine,
   return out;
 }
 
+// The same as a ring (NCCL's, and the simulator's model): n - 1 steps, each member passing
+// the block it received last to the next. Each link of the ring carries (n - 1) / n of the
+// output once, where MPI's AllGather (Open MPI's linear or recursive doubling) crosses a link
+// between two halves of the group with (n / 2)^2 blocks. Bytes are counted as sent: n - 1
+// blocks to the next member.
+void ring_all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std::byte> out,
+                     const CallOptions& options);
+
 // ReduceScatter (sum): `in` holds n equal blocks; member i gets the sum of everyone's block i.
 std::vector<float> reduce_scatter_sum(const Comm& comm, std::span<const float> in,
                                       const CallOptions& options);

@@ -224,7 +224,7 @@ void HybridExperts::start_iteration() {
     layer.gathered = stream_->enqueue([this, &layer, l] {
       CallOptions c = call("moe.hybrid.expert_allgather", static_cast<int>(l));
       c.bytes = &bytes_;
-      all_gather(domain_, layer.send, layer.recv, c);
+      ring_all_gather(domain_, layer.send, layer.recv, c);  // as the simulator's AllGather
     });
   }
 }

@@ -136,6 +136,24 @@ TEST_F(Collectives, RingReduceScatterSumsLikeMpiAndSendsToTheNext) {
   EXPECT_THROW(ring_reduce_scatter_sum(world(), std::vector<float>(n + 1, 1.0f), o), Error);
 }
 
+TEST_F(Collectives, RingAllGatherDeliversLikeMpiAndSendsToTheNext) {
+  const int n = world_size(), me = world_rank();
+  std::vector<std::byte> mine;
+  for (int i = 0; i < 6; ++i) mine.push_back(static_cast<std::byte>(10 * me + i));
+  std::vector<std::byte> ring(6 * n), mpi(6 * n);
+  CallOptions o = options("ring ag");
+  LinkBytes bytes;
+  o.bytes = &bytes;
+  ring_all_gather(world(), mine, ring, o);
+  all_gather(world(), mine, mpi, options("ag"));
+  EXPECT_EQ(ring, mpi);
+  LinkBytes want;
+  if (n > 1) want.add(me, (me + 1) % n, 6 * (n - 1), 2);
+  EXPECT_EQ(bytes, want);
+  std::vector<std::byte> small(6 * n - 1);
+  EXPECT_THROW(ring_all_gather(world(), mine, small, o), Error);
+}
+
 TEST_F(Collectives, AllReduceSum) {
   const int n = world_size();
   std::vector<float> data(7);

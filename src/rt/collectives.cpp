@@ -163,9 +163,9 @@ void ring_all_gather(const Comm& comm, std::span<const std::byte> mine, std::spa
     check_mpi(MPI_Irecv(block(me - step - 1).data(), count, MPI_BYTE, prev, kTag, comm.handle(),
                         &reqs[0]),
               "MPI_Irecv");
-    check_mpi(MPI_Isend(block(me - step).data(), count, MPI_BYTE, next, kTag, comm.handle(),
-                        &reqs[1]),
-              "MPI_Isend");
+    check_mpi(
+        MPI_Isend(block(me - step).data(), count, MPI_BYTE, next, kTag, comm.handle(), &reqs[1]),
+        "MPI_Isend");
     wait_all(reqs, comm, "ring all_gather step " + std::to_string(step), options);
     if (options.bytes)
       options.bytes->add(comm.my_global_rank(), comm.global_rank(next), static_cast<int64_t>(c),
@@ -268,17 +268,43 @@ std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,
   return out;
 }
 
+namespace {
+
+void count_all_reduce(const Comm& comm, int64_t count, const CallOptions& options) {
+  const int n = comm.size(), me = comm.rank();
+  count_to_others(comm, options, [&](int j) {  // ReduceScatter's block j, AllGather's own block
+    return (even_block(count, j, n) + even_block(count, me, n)) * int64_t{sizeof(float)};
+  });
+}
+
+}  // namespace
+
 void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options) {
+  if (static_cast<int64_t>(data.size_bytes()) >= kRingAllReduceBytes) {
+    ring_all_reduce_sum(comm, data, options);
+    return;
+  }
   const int count = as_count(static_cast<int64_t>(data.size()), options.label);
   MPI_Request req = MPI_REQUEST_NULL;
   check_mpi(
       MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, comm.handle(), &req),
       "MPI_Iallreduce");
   wait_all({&req, 1}, comm, "all_reduce", options);
-  const int n = comm.size(), me = comm.rank();
-  count_to_others(comm, options, [&](int j) {  // ReduceScatter's block j, AllGather's own block
-    return (even_block(count, j, n) + even_block(count, me, n)) * int64_t{sizeof(float)};
-  });
+  count_all_reduce(comm, count, options);
+}
+
+void ring_all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options) {
+  const int n = comm.size();
+  const size_t block = (data.size() + n - 1) / n;
+  std::vector<float> padded(block * n, 0.0f);
+  std::copy(data.begin(), data.end(), padded.begin());
+  CallOptions quiet = options;  // counted once below, as the simulator's AllReduce
+  quiet.bytes = nullptr;
+  const std::vector<float> mine = ring_reduce_scatter_sum(comm, padded, quiet);
+  ring_all_gather(comm, std::as_bytes(std::span<const float>(mine)),
+                  std::as_writable_bytes(std::span<float>(padded)), quiet);
+  std::copy(padded.begin(), padded.begin() + static_cast<ptrdiff_t>(data.size()), data.begin());
+  count_all_reduce(comm, static_cast<int64_t>(data.size()), options);
 }
 
 void broadcast(const Comm& comm, std::span<std::byte> data, int root, const CallOptions& options) {

@@ -125,8 +125,20 @@ std::vector<float> ring_reduce_scatter_sum(const Comm& comm, std::span<const flo
 std::vector<float> reduce_scatter_v(const Comm& comm, std::span<const float> in,
                                     std::span<const int64_t> counts, const CallOptions& options);
 
-// AllReduce (sum), in place.
+// AllReduce (sum), in place. From kRingAllReduceBytes on, a ring (ring_all_reduce_sum), as
+// the simulator models it and NCCL runs it; below, MPI's (latency-bound sizes, where Open MPI
+// takes a binomial tree). Bytes are counted as the simulator's AllReduce: to each other member
+// its ReduceScatter block and this member's AllGather block.
 void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options);
+
+// libnbc's own boundary between small and large AllReduces.
+inline constexpr int64_t kRingAllReduceBytes = 64 * 1024;
+
+// A ring ReduceScatter, then a ring AllGather, over n blocks of the data zero-padded to a
+// multiple of n: each link of the ring carries 2 (n - 1) / n of the data. Open MPI's in-place
+// MPI_Iallreduce is a binomial tree whose levels each move all of it, one after the other.
+// The result is the same on every member. Bytes are counted as all_reduce_sum's.
+void ring_all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options);
 
 // Broadcast from member `root` (an index into the group), in place.
 void broadcast(const Comm& comm, std::span<std::byte> data, int root, const CallOptions& options);

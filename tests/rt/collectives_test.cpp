@@ -154,6 +154,26 @@ TEST_F(Collectives, RingAllGatherDeliversLikeMpiAndSendsToTheNext) {
   EXPECT_THROW(ring_all_gather(world(), mine, small, o), Error);
 }
 
+// Large AllReduces run as a ring; both paths give the exact sums (integers) on every member,
+// and count the same bytes.
+TEST_F(Collectives, RingAllReduceSumsLikeMpiWhateverTheLengthAndCountsTheSameBytes) {
+  const int n = world_size(), me = world_rank();
+  for (const size_t length : {size_t{1}, size_t{7}, size_t{kRingAllReduceBytes / 4 + 3}}) {
+    std::vector<float> ring(length), mpi(length);
+    for (size_t i = 0; i < length; ++i) ring[i] = mpi[i] = static_cast<float>(me * (i % 97 + 1));
+    CallOptions o = options("ring ar"), m = options("ar");
+    LinkBytes ring_bytes, mpi_bytes;
+    o.bytes = &ring_bytes;
+    m.bytes = &mpi_bytes;
+    ring_all_reduce_sum(world(), ring, o);
+    all_reduce_sum(world(), mpi, m);  // the ring itself from kRingAllReduceBytes on
+    for (size_t i = 0; i < length; ++i)
+      ASSERT_EQ(ring[i], static_cast<float>((i % 97 + 1) * n * (n - 1) / 2)) << "float " << i;
+    EXPECT_EQ(ring, mpi) << length << " floats";
+    EXPECT_EQ(ring_bytes, mpi_bytes) << length << " floats";
+  }
+}
+
 TEST_F(Collectives, AllReduceSum) {
   const int n = world_size();
   std::vector<float> data(7);

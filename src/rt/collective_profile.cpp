@@ -33,7 +33,7 @@ std::vector<cost::ProfileRow> row_layout(const ProfileGroup& g, const ProfileSwe
   std::vector<cost::ProfileRow> rows;
   for (Collective op : kOps)
     for (int64_t s : sizes)
-      rows.push_back({g.level, op, n, static_cast<double>(s), 0.0, profile_algorithm(op)});
+      rows.push_back({g.level, op, n, static_cast<double>(s), 0.0, profile_algorithm(op, s)});
   return rows;
 }
 
@@ -168,7 +168,7 @@ int64_t profile_bytes(int64_t size, int ranks) {
   return block * int64_t{sizeof(float)} * ranks;
 }
 
-std::string profile_algorithm(Collective op) {
+std::string profile_algorithm(Collective op, int64_t bytes) {
   switch (op) {
     case Collective::kAllToAll:
       return "mpi-ialltoallv";
@@ -177,7 +177,7 @@ std::string profile_algorithm(Collective op) {
     case Collective::kReduceScatter:
       return "mpi-ireduce-scatter-block";
     case Collective::kAllReduce:
-      return "mpi-iallreduce";
+      return bytes >= kRingAllReduceBytes ? "ring" : "mpi-iallreduce";
   }
   return "?";
 }

@@ -41,8 +41,9 @@ struct ProfileSweep {
 // member block (at least one), as ReduceScatter's and A2A's equal blocks need.
 int64_t profile_bytes(int64_t size, int ranks);
 
-// What runs: the MPI call behind the runtime's collective ("mpi-ialltoallv", ...).
-std::string profile_algorithm(cost::Collective op);
+// What runs for `bytes`: the MPI call behind the runtime's collective ("mpi-ialltoallv", ...),
+// or "ring" for an AllReduce from kRingAllReduceBytes on (rt/collectives.h).
+std::string profile_algorithm(cost::Collective op, int64_t bytes);
 
 // Collective over MPI_COMM_WORLD: every rank passes the same arguments. Members of each group
 // run the sweep over it (time of a point = median over iterations of the slowest member); the

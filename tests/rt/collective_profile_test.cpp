@@ -74,7 +74,7 @@ TEST_F(CollectiveProfileTest, RowsForEveryLevelCollectiveAndSize) {
         EXPECT_EQ(r.ranks, g.level == "gpu" ? kRanksPerNode : world_size() / kRanksPerNode);
         EXPECT_EQ(r.bytes, s);
         EXPECT_GT(r.seconds, 0);
-        EXPECT_EQ(r.algorithm, profile_algorithm(op));
+        EXPECT_EQ(r.algorithm, profile_algorithm(op, s));
         const double share = (n - 1.0) / n,
                      factor = op == Collective::kAllReduce ? 2 * share : share;
         EXPECT_DOUBLE_EQ(cost::busbw(r), cost::algbw(r) * factor);
@@ -108,7 +108,8 @@ TEST(ProfileFitInSimulator, PricesTheMeasuredCollectivesOnTheFittedLine) {
     levels.push_back({groups[l].level, n});
     for (Collective op : kOps)
       for (double s = 4096; s <= 1 << 24; s *= 4) {
-        cost::ProfileRow r{groups[l].level, op, n, s, 0, profile_algorithm(op)};
+        cost::ProfileRow r{
+            groups[l].level, op, n, s, 0, profile_algorithm(op, static_cast<int64_t>(s))};
         r.seconds =
             cost::sim_latency_steps(op, n) * latency[l] + cost::link_bytes(r) / bandwidth[l];
         rows.push_back(r);

@@ -1,7 +1,5 @@
 #include "rt/call_trace.h"
 
-#include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "rt/comm.h"
@@ -25,12 +23,12 @@ void CallTrace::record(const std::string& label, const std::string& what, Clock:
                        Clock::time_point end) {
   if (!armed()) return;
   std::lock_guard lock(mu_);
-  const auto [it, added] =
-      threads_.emplace(std::this_thread::get_id(), static_cast<int>(threads_.size()));
+  const int thread =
+      threads_.emplace(std::this_thread::get_id(), static_cast<int>(threads_.size())).first->second;
   const auto since = [&](Clock::time_point t) {
     return std::chrono::duration<double>(t - origin_).count();
   };
-  events_.push_back({rank_, it->second, label, what, since(begin), since(end)});
+  events_.push_back({rank_, thread, label, what, since(begin), since(end)});
 }
 
 std::vector<CallEvent> CallTrace::events() const {

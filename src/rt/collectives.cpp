@@ -295,6 +295,7 @@ void all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& 
 
 void ring_all_reduce_sum(const Comm& comm, std::span<float> data, const CallOptions& options) {
   const int n = comm.size();
+  if (n == 1) return;  // the sum is the data; nothing is sent
   const size_t block = (data.size() + n - 1) / n;
   std::vector<float> padded(block * n, 0.0f);
   std::copy(data.begin(), data.end(), padded.begin());

@@ -6,13 +6,10 @@
 
 #include "cli/bench_report.h"
 #include "core/error.h"
+#include "sim/trace_export.h"
 
 namespace moecomm::cli {
 namespace {
-
-nlohmann::json metadata(const char* name, int pid, int tid, nlohmann::json args) {
-  return {{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
-}
 
 std::string category(const rt::CallEvent& e) {
   if (e.what.empty()) return "phase";
@@ -32,10 +29,10 @@ void append_shifted(nlohmann::json& out, const nlohmann::json& events, int offse
     out.push_back(std::move(e));
   }
   for (int rank : ranks) {
-    out.push_back(metadata("process_name", offset + rank, 0,
-                           {{"name", title + " rank " + std::to_string(rank)}}));
-    out.push_back(
-        metadata("process_sort_index", offset + rank, 0, {{"sort_index", offset + rank}}));
+    out.push_back(sim::trace_metadata("process_name", offset + rank, 0,
+                                      {{"name", title + " rank " + std::to_string(rank)}}));
+    out.push_back(sim::trace_metadata("process_sort_index", offset + rank, 0,
+                                      {{"sort_index", offset + rank}}));
   }
 }
 
@@ -57,11 +54,14 @@ nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls) {
     threads.emplace(e.rank, e.thread);
   }
   for (const auto& [rank, thread] : threads) {
-    events.push_back(metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
-    events.push_back(metadata("thread_name", rank, thread,
-                              {{"name", thread == 0 ? std::string("training loop")
-                                                    : "thread " + std::to_string(thread)}}));
-    events.push_back(metadata("thread_sort_index", rank, thread, {{"sort_index", thread}}));
+    events.push_back(
+        sim::trace_metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
+    events.push_back(
+        sim::trace_metadata("thread_name", rank, thread,
+                            {{"name", thread == 0 ? std::string("training loop")
+                                                  : "thread " + std::to_string(thread)}}));
+    events.push_back(
+        sim::trace_metadata("thread_sort_index", rank, thread, {{"sort_index", thread}}));
   }
   return events;
 }

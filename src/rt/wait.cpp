@@ -11,8 +11,8 @@ void wait_all(std::span<MPI_Request> requests, const Comm& comm, const std::stri
   using Clock = std::chrono::steady_clock;
   const BusyScope busy(options.busy);
   const auto begin = Clock::now();
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options.timeout_s));
+  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options.timeout_s));
   for (int polls = 0;; ++polls) {
     int done = 0;
     check_mpi(

@@ -43,16 +43,14 @@ double to_us(double seconds) {
   return seconds * 1e6;
 }
 
-nlohmann::json metadata(const char* name, int pid, int tid, nlohmann::json args) {
-  return {{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
-}
-
 void add_rank_metadata(const sched::Schedule& schedule, int rank, nlohmann::json& events) {
-  events.push_back(metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
-  events.push_back(metadata("process_sort_index", rank, 0, {{"sort_index", rank}}));
+  events.push_back(
+      trace_metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
+  events.push_back(trace_metadata("process_sort_index", rank, 0, {{"sort_index", rank}}));
   for (int s = 0; s < schedule.num_streams(rank); ++s) {
-    events.push_back(metadata("thread_name", rank, s, {{"name", "stream " + std::to_string(s)}}));
-    events.push_back(metadata("thread_sort_index", rank, s, {{"sort_index", s}}));
+    events.push_back(
+        trace_metadata("thread_name", rank, s, {{"name", "stream " + std::to_string(s)}}));
+    events.push_back(trace_metadata("thread_sort_index", rank, s, {{"sort_index", s}}));
   }
 }
 
@@ -94,6 +92,10 @@ nlohmann::json op_event(const sched::Schedule& schedule, const SimResult& result
 }
 
 }  // namespace
+
+nlohmann::json trace_metadata(const char* name, int pid, int tid, nlohmann::json args) {
+  return {{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
 
 nlohmann::json chrome_trace(const sched::Schedule& schedule, const SimResult& result,
                             const ChromeTraceOptions& options) {

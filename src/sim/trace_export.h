@@ -17,6 +17,10 @@ struct ChromeTraceOptions {
   int max_ranks = 64;
 };
 
+// A Trace Event Format metadata ("M") event: `name` (process_name, thread_sort_index, ...) of
+// process `pid`, thread `tid`, with `args`.
+nlohmann::json trace_metadata(const char* name, int pid, int tid, nlohmann::json args);
+
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: "M" events name each
 // rank's process ("rank N", sorted by N) and each stream's thread ("stream S"); each op is one
 // "X" event with ts/dur in microseconds, name = label name, cat = op kind, and args with the

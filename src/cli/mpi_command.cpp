@@ -63,7 +63,9 @@ int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
     status = body();
   } catch (const std::exception& e) {
     // Every rank sees the same bad input; one stalled or failed rank must end the job.
-    err << "error: rank " << mpi_world_rank() << ": " << e.what() << "\n";
+    // One write: stderr is unbuffered, and mpirun relays each piece on its own, so a line
+    // written in parts can come out split by MPI_Abort's banner.
+    err << "error: rank " + std::to_string(mpi_world_rank()) + ": " + e.what() + "\n";
     err.flush();
     if (mpi_world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
     status = 2;

@@ -135,7 +135,8 @@ Tensor MoeTransformer::attention_forward(Block& b, const Tensor& x, int seq_len)
   return a;
 }
 
-void MoeTransformer::backward(const std::function<void(int block)>& block_done) {
+void MoeTransformer::backward(const std::function<void(int block)>& block_done,
+                              const std::function<void(int block)>& experts_done) {
   if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
   Tensor dx = ln_f_.backward(head_.backward());
   for (int l = config_.layers - 1; l >= 0; --l) {
@@ -144,6 +145,7 @@ void MoeTransformer::backward(const std::function<void(int block)>& block_done) 
       dx = moving_[static_cast<size_t>(l)]->backward(dx, config_.aux_loss_weight);
     else
       dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
+    if (experts_done) experts_done(l);
     Tensor d = b.attn.backward(dx);
     if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
     dx.add(b.ln1.backward(d));

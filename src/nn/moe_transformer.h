@@ -72,7 +72,10 @@ class MoeTransformer {
   // Accumulates (+=) the gradients of all parameters for the last forward's loss.
   // block_done(l) runs as soon as block l's gradients are final (blocks from last to first),
   // so their AllReduce can start while earlier blocks are still in backward (Lina, FSMoE).
-  void backward(const std::function<void(int block)>& block_done = {});
+  // experts_done(l) runs earlier, as soon as block l's MoE sublayer is through, before its
+  // attention: HybridEP's copies' gradients can start home then, as the simulator has them.
+  void backward(const std::function<void(int block)>& block_done = {},
+                const std::function<void(int block)>& experts_done = {});
 
   // NetMoE (placement=netmoe): from now on every MoE sublayer moves the samples to the
   // placement's ranks (sample_moving_moe.h) and the rest of the model follows them; the

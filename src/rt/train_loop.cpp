@@ -397,13 +397,16 @@ TrainResult train(const TrainConfig& config_in,
     const double token1 = token_busy.seconds();
     const auto backward_start = CallTrace::Clock::now();
     trace.record("forward", "", forward_start, backward_start);
-    model.backward([&](int block) {
-      if (travelling) {  // the copies' gradients go home before the EDP AllReduce reads them
-        travelling->return_grads(block);
-        if (edp) travelling->wait_grads(block);
-      }
-      sync.layer_ready(block, model.block_dense_params(block), model.block_expert_params(block));
-    });
+    model.backward(
+        [&](int block) {
+          // The copies' gradients are home before the EDP AllReduce reads them.
+          if (travelling && edp) travelling->wait_grads(block);
+          sync.layer_ready(block, model.block_dense_params(block),
+                           model.block_expert_params(block));
+        },
+        [&](int block) {
+          if (travelling) travelling->return_grads(block);
+        });
     const auto finish_start = CallTrace::Clock::now();
     trace.record("backward", "", backward_start, finish_start);
     if (travelling) travelling->finish();

@@ -373,6 +373,38 @@ TEST(Transformer, BlockDoneSeesFinalGradients) {
   for (const auto& [p, g] : seen) EXPECT_EQ(max_abs_diff(*p->grad, g), 0.0f) << p->name;
 }
 
+// experts_done(l) runs when block l's expert gradients are final, before its attention's
+// backward (whose dense gradients are still zero then) and before block_done(l).
+TEST(Transformer, ExpertsDoneSeesFinalExpertGradientsBeforeTheAttention) {
+  LocalExchange ex;
+  MoeTransformerConfig c = tiny_config();
+  c.layers = 3;
+  MoeTransformer model(c, ex);
+  model.forward({1, 3, 0, 6, 2, 2, 5, 4}, {3, 0, 6, 2, 2, 5, 4, 1}, 4);
+  model.zero_grad();
+  std::vector<std::string> calls;
+  std::vector<std::pair<Param*, Tensor>> seen;
+  float attention_grad_norm = 0;
+  model.backward([&](int l) { calls.push_back("block " + std::to_string(l)); },
+                 [&](int l) {
+                   calls.push_back("experts " + std::to_string(l));
+                   for (Param* p : model.block_expert_params(l)) seen.emplace_back(p, *p->grad);
+                   for (Param* p : model.block_dense_params(l))
+                     if (p->name.find("attn") != std::string::npos)
+                       for (float g : p->grad->values()) attention_grad_norm += g * g;
+                 });
+  EXPECT_EQ(calls, (std::vector<std::string>{"experts 2", "block 2", "experts 1", "block 1",
+                                             "experts 0", "block 0"}));
+  EXPECT_FALSE(seen.empty());
+  EXPECT_EQ(attention_grad_norm, 0.0f);
+  float final_norm = 0;
+  for (const auto& [p, g] : seen) {
+    EXPECT_EQ(max_abs_diff(*p->grad, g), 0.0f) << p->name;
+    for (float v : g.values()) final_norm += v * v;
+  }
+  EXPECT_GT(final_norm, 0.0f);
+}
+
 // Tensor-parallel attention (Megatron-LM's f and g over a TP group of threads): every TP
 // member's loss is the unsharded model's, its replicated parameters' gradients are the
 // unsharded ones, and its attention shard's gradients are their slices.

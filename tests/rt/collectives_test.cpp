@@ -43,6 +43,35 @@ TEST_F(Collectives, AllToAllVWithKnownReceiveCounts) {
       Error);
 }
 
+// A one-member A2A-v (HybridEP's token group when one domain holds every expert) hands the
+// member its own block whatever the algorithm, counts it as same-device bytes, and still
+// checks given receive counts.
+TEST(CollectivesAlone, OneMemberAllToAllVReturnsItsOwnBlock) {
+  MPI_Comm self = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_SELF, &self), "MPI_Comm_dup");
+  const Comm alone(self, {world_rank()}, "alone");
+  const std::vector<float> send{1.5f, -2.0f, 3.25f};
+  const std::vector<int64_t> counts{3};
+  for (Algorithm a : {Algorithm::kFlat, Algorithm::k1DH, Algorithm::k2DH}) {
+    LinkBytes bytes;
+    CallOptions o{.label = "alone a2a", .timeout_s = test::kTimeout, .ranks_per_node = 2};
+    o.bytes = &bytes;
+    const Received<float> r = all_to_all_v<float>(alone, send, counts, a, o);
+    EXPECT_EQ(r.data, send);
+    EXPECT_EQ(r.counts, counts);
+    EXPECT_EQ(bytes[LinkLevel::kSameDevice], 12);
+    EXPECT_EQ(bytes.total(), 12);
+    EXPECT_EQ(all_to_all_v<float>(alone, send, counts, a, o, counts).data, send);
+    const std::vector<int64_t> wrong{2};
+    try {
+      all_to_all_v<float>(alone, send, counts, a, o, wrong);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("alone a2a"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The routed A2A gathers every count anyway: given receive counts that differ are an Error
 // (the flat one trusts them; MPI itself aborts on a truncation).
 TEST_F(Collectives, RoutedAllToAllVChecksGivenReceiveCounts) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "rt/mpi_base.h"
+#include "rt/thread_priority.h"
 
 namespace moecomm::cli {
 
@@ -60,6 +61,7 @@ int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
   }
   int status = 0;
   try {
+    rt::comm_thread_nice();  // a bad MOECOMM_COMM_THREAD_NICE fails here, before any thread
     status = body();
   } catch (const std::exception& e) {
     // Every rank sees the same bad input; one stalled or failed rank must end the job.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "rt/thread_priority.h"
+
 namespace moecomm::rt {
 
 CopyStream::CopyStream() : thread_([this] { run(); }) {}
@@ -27,6 +29,7 @@ std::shared_future<void> CopyStream::enqueue(std::function<void()> task) {
 }
 
 void CopyStream::run() {
+  prioritize_comm_thread();
   for (;;) {
     std::packaged_task<void()> job;
     {

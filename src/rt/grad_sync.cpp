@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "rt/collectives.h"
 #include "rt/mpi_base.h"
+#include "rt/thread_priority.h"
 
 namespace moecomm::rt {
 
@@ -140,6 +141,7 @@ void GradSync::finish() {
 }
 
 void GradSync::run() {
+  prioritize_comm_thread();
   for (;;) {
     MicroOp op;
     {

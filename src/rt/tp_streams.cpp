@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "rt/thread_priority.h"
 #include "rt/wait.h"
 
 namespace moecomm::rt {
@@ -127,7 +128,10 @@ void run_streams(const std::vector<StageFn>& stages, const StreamOrder& order,
   std::vector<std::thread> threads;
   try {
     for (size_t st = 1; st < order.size(); ++st)
-      threads.emplace_back([&, st] { run.run_stream(order[st], bytes[st]); });
+      threads.emplace_back([&, st] {
+        prioritize_comm_thread();  // an extra stream stands for a copy engine or the NIC
+        run.run_stream(order[st], bytes[st]);
+      });
   } catch (...) {  // no thread: cancel the ones started, still join them
     run.fail(std::current_exception());
   }

@@ -83,6 +83,9 @@ TEST(TestbedLaunchFiles, MpirunStartsInNodeZeroWithTheLayoutInTheEnvironment) {
   if (!std::getenv("OPENBLAS_NUM_THREADS")) {
     EXPECT_TRUE(follows("-x", "OPENBLAS_NUM_THREADS=1"));
   }
+  if (!std::getenv("MOECOMM_COMM_THREAD_NICE")) {
+    EXPECT_TRUE(follows("-x", "MOECOMM_COMM_THREAD_NICE=-10"));
+  }
   EXPECT_TRUE(follows("oob_tcp_if_include", "10.213.0.0/16"));
   EXPECT_TRUE(follows("orte_leave_session_attached", "1"));
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--oversubscribe"), argv.end());

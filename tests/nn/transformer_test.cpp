@@ -353,14 +353,24 @@ TEST(Transformer, GradientsMatchFiniteDifferences) {
   EXPECT_GT(2 * checked, total);
 }
 
-// block_done(l) runs when block l's gradients (block_*_params(l)) are final, last block first.
-TEST(Transformer, BlockDoneSeesFinalGradients) {
+// A three-block model after one forward, its gradients zeroed: what backward's hooks see.
+class TransformerHooks : public ::testing::Test {
+ protected:
+  TransformerHooks() : model(config(), ex) {
+    model.forward({1, 3, 0, 6, 2, 2, 5, 4}, {3, 0, 6, 2, 2, 5, 4, 1}, 4);
+    model.zero_grad();
+  }
+  static MoeTransformerConfig config() {
+    MoeTransformerConfig c = tiny_config();
+    c.layers = 3;
+    return c;
+  }
   LocalExchange ex;
-  MoeTransformerConfig c = tiny_config();
-  c.layers = 3;
-  MoeTransformer model(c, ex);
-  model.forward({1, 3, 0, 6, 2, 2, 5, 4}, {3, 0, 6, 2, 2, 5, 4, 1}, 4);
-  model.zero_grad();
+  MoeTransformer model;
+};
+
+// block_done(l) runs when block l's gradients (block_*_params(l)) are final, last block first.
+TEST_F(TransformerHooks, BlockDoneSeesFinalGradients) {
   std::vector<int> order;
   std::vector<std::pair<Param*, Tensor>> seen;
   model.backward([&](int l) {
@@ -375,13 +385,7 @@ TEST(Transformer, BlockDoneSeesFinalGradients) {
 
 // experts_done(l) runs when block l's expert gradients are final, before its attention's
 // backward (whose dense gradients are still zero then) and before block_done(l).
-TEST(Transformer, ExpertsDoneSeesFinalExpertGradientsBeforeTheAttention) {
-  LocalExchange ex;
-  MoeTransformerConfig c = tiny_config();
-  c.layers = 3;
-  MoeTransformer model(c, ex);
-  model.forward({1, 3, 0, 6, 2, 2, 5, 4}, {3, 0, 6, 2, 2, 5, 4, 1}, 4);
-  model.zero_grad();
+TEST_F(TransformerHooks, ExpertsDoneSeesFinalExpertGradientsBeforeTheAttention) {
   std::vector<std::string> calls;
   std::vector<std::pair<Param*, Tensor>> seen;
   float attention_grad_norm = 0;

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "testbed/link_spec.h"
 
@@ -81,15 +82,15 @@ std::vector<std::string> mpirun_command(const TestbedSpec& spec, const LaunchPat
   // 14-84 ms spinning, 0.5 ms yielding).
   add({"--mca", "mpi_yield_when_idle", "1"});
   for (const auto& [name, value] : layout_environment(spec)) add({"-x", name + "=" + value});
-  // One compute thread per rank, unless the user says otherwise: the ranks already share the
-  // host's cores, and BLAS threads that spin between GEMMs would take them from the others.
-  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
-    add({"-x", std::getenv(name) ? std::string(name) : std::string(name) + "=1"});
-  // Communication threads before compute, as a GPU's copy engines and NIC never wait for its
-  // SMs (rt/thread_priority.h): measured at 2 x 4 ranks, HybridEP's step came 5% nearer the
-  // simulator's. Unless the user says otherwise.
-  const char* nice = "MOECOMM_COMM_THREAD_NICE";  // rt's kCommThreadNiceVariable
-  add({"-x", std::getenv(nice) ? std::string(nice) : std::string(nice) + "=-10"});
+  // Defaults the user's own values override. One compute thread per rank: the ranks already
+  // share the host's cores, and BLAS threads that spin between GEMMs would take them from the
+  // others. Communication threads before compute, as a GPU's copy engines and NIC never wait
+  // for its SMs (rt/thread_priority.h): measured at 2 x 4 ranks, HybridEP's step came 5%
+  // nearer the simulator's.
+  for (const auto& [name, value] : {std::pair{"OPENBLAS_NUM_THREADS", "1"},
+                                    {"OMP_NUM_THREADS", "1"},
+                                    {"MOECOMM_COMM_THREAD_NICE", "-10"}})  // rt's variable
+    add({"-x", std::getenv(name) ? std::string(name) : std::string(name) + "=" + value});
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }

@@ -103,6 +103,30 @@ int64_t even_block(int64_t count, int j, int n) {
   return count * (j + 1) / n - count * j / n;
 }
 
+// A ring's block index: block b modulo n, for b counted down from a member's own.
+size_t ring_block(int b, int n) {
+  return static_cast<size_t>((b % n + n) % n);
+}
+
+// One step of a ring (AllGather, ReduceScatter): `count` elements of `type` go to the next
+// member while as many come from the previous one; the bytes sent count on the link to the
+// next member.
+void ring_step(const Comm& comm, const void* send, void* recv, int count, MPI_Datatype type,
+               int tag, const std::string& what, const CallOptions& options) {
+  const int n = comm.size(), me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  MPI_Request reqs[2];
+  check_mpi(MPI_Irecv(recv, count, type, prev, tag, comm.handle(), &reqs[0]), "MPI_Irecv");
+  check_mpi(MPI_Isend(send, count, type, next, tag, comm.handle(), &reqs[1]), "MPI_Isend");
+  wait_all(reqs, comm, what, options);
+  if (options.bytes) {
+    int size = 0;
+    check_mpi(MPI_Type_size(type, &size), "MPI_Type_size");
+    options.bytes->add(comm.my_global_rank(), comm.global_rank(next), int64_t{count} * size,
+                       options.ranks_per_node);
+  }
+}
+
 }  // namespace
 
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
@@ -115,8 +139,9 @@ Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> se
   }
   if (comm.size() == 1) {  // e.g. HybridEP's token group when one domain holds every expert
     if (!recv_counts.empty() && recv_counts[0] != send_counts[0])
-      throw Error(options.label, "all_to_all_v: the given receive count differs from what the "
-                                 "one member sends");
+      throw Error(options.label,
+                  "all_to_all_v: the given receive count differs from what the "
+                  "one member sends");
     if (options.bytes)
       options.bytes->add(comm.my_global_rank(), comm.my_global_rank(), send_counts[0],
                          options.ranks_per_node);
@@ -165,23 +190,11 @@ void ring_all_gather(const Comm& comm, std::span<const std::byte> mine, std::spa
                                    " blocks of " + std::to_string(c) + " bytes");
   }
   const int count = as_count(static_cast<int64_t>(c), options.label);
-  auto block = [&](int b) { return out.subspan(static_cast<size_t>((b % n + n) % n) * c, c); };
+  auto block = [&](int b) { return out.subspan(ring_block(b, n) * c, c); };
   std::copy(mine.begin(), mine.end(), block(me).begin());
-  constexpr int kTag = 7301;
-  const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  for (int step = 0; step + 1 < n; ++step) {  // pass on block me - step, get me - step - 1
-    MPI_Request reqs[2];
-    check_mpi(MPI_Irecv(block(me - step - 1).data(), count, MPI_BYTE, prev, kTag, comm.handle(),
-                        &reqs[0]),
-              "MPI_Irecv");
-    check_mpi(
-        MPI_Isend(block(me - step).data(), count, MPI_BYTE, next, kTag, comm.handle(), &reqs[1]),
-        "MPI_Isend");
-    wait_all(reqs, comm, "ring all_gather step " + std::to_string(step), options);
-    if (options.bytes)
-      options.bytes->add(comm.my_global_rank(), comm.global_rank(next), static_cast<int64_t>(c),
-                         options.ranks_per_node);
-  }
+  for (int step = 0; step + 1 < n; ++step)  // pass on block me - step, get me - step - 1
+    ring_step(comm, block(me - step).data(), block(me - step - 1).data(), count, MPI_BYTE, 7301,
+              "ring all_gather step " + std::to_string(step), options);
 }
 
 void all_gather_v(const Comm& comm, std::span<const std::byte> mine,
@@ -238,21 +251,12 @@ std::vector<float> ring_reduce_scatter_sum(const Comm& comm, std::span<const flo
   const int n = comm.size(), me = comm.rank();
   const size_t c = scatter_block(comm, in, options);
   const int count = as_count(static_cast<int64_t>(c), options.label);
-  auto block = [&](int b) { return in.subspan(static_cast<size_t>((b % n + n) % n) * c, c); };
+  auto block = [&](int b) { return in.subspan(ring_block(b, n) * c, c); };
   const std::span<const float> first = block(me - 1);
   std::vector<float> send(first.begin(), first.end()), recv(c);
-  constexpr int kTag = 7300;
-  const int next = (me + 1) % n, prev = (me + n - 1) % n;
   for (int step = 0; step + 1 < n; ++step) {  // receive block me - step - 2's partial sum
-    MPI_Request reqs[2];
-    check_mpi(MPI_Irecv(recv.data(), count, MPI_FLOAT, prev, kTag, comm.handle(), &reqs[0]),
-              "MPI_Irecv");
-    check_mpi(MPI_Isend(send.data(), count, MPI_FLOAT, next, kTag, comm.handle(), &reqs[1]),
-              "MPI_Isend");
-    wait_all(reqs, comm, "ring reduce_scatter step " + std::to_string(step), options);
-    if (options.bytes)
-      options.bytes->add(comm.my_global_rank(), comm.global_rank(next),
-                         static_cast<int64_t>(c * sizeof(float)), options.ranks_per_node);
+    ring_step(comm, send.data(), recv.data(), count, MPI_FLOAT, 7300,
+              "ring reduce_scatter step " + std::to_string(step), options);
     const std::span<const float> mine = block(me - step - 2);
     for (size_t i = 0; i < c; ++i) send[i] = recv[i] + mine[i];
   }

@@ -11,17 +11,25 @@
 namespace moecomm::cli {
 namespace {
 
-// The compute flops the simulator gives rank 0 for one step of the baseline.
-double simulated_step_flops(const rt::TrainConfig& c, const std::string& name, int world) {
+struct PhaseFlops {
+  double forward = 0, backward = 0;
+};
+
+// The compute flops the simulator gives rank 0 for one step of the baseline, per phase.
+PhaseFlops simulated_step_flops(const rt::TrainConfig& c, const std::string& name, int world) {
   sched::LayerSetup setup;
   setup.model = planner_model(c, name);
   setup.parallel = rt::train_groups(world, 1, world, c.model.moe.experts, 0, "--model").parallel;
   setup.strategy = sched::parse_strategy("baseline", "--model");
   setup.layers = c.model.layers;
   const sched::Schedule schedule = sched::build_training_step(setup);
-  double flops = 0;
-  for (sched::OpId id : schedule.ops_of(0))
-    if (schedule.op(id).kind == sched::OpKind::kCompute) flops += schedule.op(id).flops;
+  PhaseFlops flops;
+  for (sched::OpId id : schedule.ops_of(0)) {
+    const sched::Op& op = schedule.op(id);
+    if (op.kind != sched::OpKind::kCompute) continue;
+    const bool backward = schedule.label(id).phase == sched::Phase::kBackward;
+    (backward ? flops.backward : flops.forward) += op.flops;
+  }
   return flops;
 }
 
@@ -37,7 +45,9 @@ rt::ModelStepProbe model_step_probe(const std::string& model, int world, int bat
                                " ranks: each rank must hold the same number, at least top_k = " +
                                std::to_string(c.model.moe.top_k));
   rt::ModelStepProbe probe;
-  probe.flops = simulated_step_flops(c, model, world);
+  const PhaseFlops flops = simulated_step_flops(c, model, world);
+  probe.forward_flops = flops.forward;
+  probe.backward_flops = flops.backward;
   probe.model = c.model;
   probe.model.moe.experts = experts / world;
   probe.batch = c.batch;

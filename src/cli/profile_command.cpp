@@ -227,9 +227,11 @@ nlohmann::json report_json(const Report& r) {
   return {{"levels", levels},
           {"device",
            {{"tflops", d.device().flops / units::kTflops},
+            {"backward_tflops", d.device().backward_rate() / units::kTflops},
             {"gemm_size", r.gemm_size},
             {"gemm_tflops_slowest_rank", d.gemm_flops_min / units::kTflops},
-            {"model_step_tflops", d.model_flops / units::kTflops},
+            {"model_forward_tflops", d.model_forward_flops / units::kTflops},
+            {"model_backward_tflops", d.model_backward_flops / units::kTflops},
             {"memory_GB", d.memory_bytes / units::kGB},
             {"memory_bandwidth_GBps", gbps(d.memory_bandwidth)}}},
           {"rows", rows_json(r.rows)},
@@ -279,11 +281,11 @@ void print_fit(std::ostream& out, const Report& r, int world) {
                 world, r.gemm_size, d.gemm_flops / 1e9, d.gemm_flops_min / 1e9,
                 gbps(d.memory_bandwidth), d.memory_bytes / units::kGB);
   out << line;
-  if (d.model_flops > 0) {
+  if (d.model_forward_flops > 0) {
     std::snprintf(line, sizeof line,
-                  "device rate from the model's training step: %.2f GFLOP/s per rank (the "
-                  "cluster file's tflops)\n",
-                  d.model_flops / 1e9);
+                  "device rates from the model's training step, per rank: forward %.2f GFLOP/s, "
+                  "backward %.2f GFLOP/s (the cluster file's tflops and backward_tflops)\n",
+                  d.model_forward_flops / 1e9, d.model_backward_flops / 1e9);
     out << line;
   }
   out << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file

@@ -114,6 +114,8 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   if (world > 1'000'000) throw Error(r.where("levels"), "more than 1000000 devices in all");
   JsonReader dev = r.object("device");
   cluster.device.flops = dev.positive("tflops", 1e9) * units::kTflops;
+  if (dev.has("backward_tflops"))
+    cluster.device.backward_flops = dev.positive("backward_tflops", 1e9) * units::kTflops;
   cluster.device.memory_bytes = dev.positive("memory_GB", 1e9) * units::kGB;
   cluster.device.memory_bandwidth =
       units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
@@ -136,6 +138,8 @@ json cluster_to_json(const Cluster& c) {
                {{"tflops", c.device.flops / units::kTflops},
                 {"memory_GB", c.device.memory_bytes / units::kGB},
                 {"memory_bandwidth_GBps", c.device.memory_bandwidth / units::kGB}}}};
+  if (c.device.backward_flops > 0)
+    doc["device"]["backward_tflops"] = c.device.backward_flops / units::kTflops;
   if (!c.description.empty()) doc["description"] = c.description;
   if (!c.efficiency.empty()) {
     json eff = json::object();

@@ -21,6 +21,12 @@ struct Device {
   double flops = 0.0;  // peak flop/s
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
+  // flop/s of backward-phase compute when measured apart (0: `flops`). Per counted flop a CPU
+  // rank's forward (softmax, norms, the loss: work the simulator gives no flops) and its
+  // backward (two GEMMs per forward GEMM) run at different rates.
+  double backward_flops = 0.0;
+
+  double backward_rate() const { return backward_flops > 0 ? backward_flops : flops; }
 };
 
 // (message bytes, efficiency in (0, 1]) points of MoNTA's r(volume).

@@ -40,20 +40,34 @@ double rate_all_at_once(const Comm& world, double seconds, const CallOptions& op
   return work / elapsed;
 }
 
-// Forward and backward of the model on this rank's experts (no communication), repeated.
-double model_step_rate(const Comm& world, const ModelStepProbe& probe, double seconds,
-                       const CallOptions& options) {
+struct PhaseRates {
+  double forward = 0, backward = 0;  // flop/s
+};
+
+// Forward and backward of the model on this rank's experts (no communication), repeated,
+// each phase timed on its own.
+PhaseRates model_step_rates(const Comm& world, const ModelStepProbe& probe, double seconds,
+                            const CallOptions& options) {
   nn::LocalExchange local;
   nn::MoeTransformer model(probe.model, local);
   const nn::SyntheticText text(nn::SyntheticTextConfig{.vocab = probe.model.vocab});
   uint64_t step = 0;
-  return rate_all_at_once(world, seconds, options, [&] {
+  double forward_s = 0, backward_s = 0;
+  rate_all_at_once(world, seconds, options, [&] {
     const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
     model.zero_grad();
+    const double start = MPI_Wtime();
     model.forward(batch.tokens, batch.targets, probe.seq_len);
+    const double mid = MPI_Wtime();
     model.backward();
-    return probe.flops;
+    const double end = MPI_Wtime();
+    if (step == 1) return 0.0;  // the warm-up
+    forward_s += mid - start;
+    backward_s += end - mid;
+    return 0.0;
   });
+  const double steps = static_cast<double>(step - 1);
+  return {probe.forward_flops * steps / forward_s, probe.backward_flops * steps / backward_s};
 }
 
 double mem_total_bytes() {
@@ -97,8 +111,9 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;
   d.memory_bytes = mem_total_bytes() / std::max(probe.ranks_per_node, 1);
   if (probe.model_step) {
-    const double rate = model_step_rate(world, *probe.model_step, probe.seconds, options);
-    d.model_flops = reduce(world, rate, MPI_SUM, options) / size;
+    const PhaseRates r = model_step_rates(world, *probe.model_step, probe.seconds, options);
+    d.model_forward_flops = reduce(world, r.forward, MPI_SUM, options) / size;
+    d.model_backward_flops = reduce(world, r.backward, MPI_SUM, options) / size;
   }
   return d;
 }

@@ -15,7 +15,9 @@ namespace moecomm::rt {
 struct ModelStepProbe {
   nn::MoeTransformerConfig model;  // experts: this rank's share (the layer runs them locally)
   int batch = 4, seq_len = 64;
-  double flops = 0;  // what the simulator counts for one such step on one rank
+  // What the simulator counts for one such step on one rank, per phase: each phase is timed
+  // apart, as the simulator prices backward-phase compute at the device's backward rate.
+  double forward_flops = 0, backward_flops = 0;
 };
 
 struct DeviceProbe {
@@ -32,11 +34,15 @@ struct DeviceProfile {
   double gemm_flops_min = 0;    // of the slowest rank
   double memory_bandwidth = 0;  // bytes copied per second per rank, mean over the ranks
   double memory_bytes = 0;      // per rank
-  double model_flops = 0;       // with a model step probe: its flops / its time, mean over ranks
+  // With a model step probe: a phase's flops / its time, mean over ranks.
+  double model_forward_flops = 0, model_backward_flops = 0;
 
-  // The device's flop/s: the model step's rate when measured, else the GEMM's.
+  // The device's flop/s: the model step's forward and backward rates when measured, else the
+  // GEMM's for both.
   core::Device device() const {
-    return {model_flops > 0 ? model_flops : gemm_flops, memory_bytes, memory_bandwidth};
+    if (model_forward_flops > 0)
+      return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops};
+    return {gemm_flops, memory_bytes, memory_bandwidth, 0};
   }
 };
 

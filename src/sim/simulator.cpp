@@ -131,7 +131,8 @@ double Run::compute_time(const sched::Op& op) const {
   const core::Device& d = topo_.cluster().device;
   double t = 0;
   if (op.kind == OpKind::kCompute && op.flops > 0) {
-    t = op.flops / (d.flops * options_.compute_efficiency);
+    const bool backward = s_.labels()[op.label].phase == sched::Phase::kBackward;
+    t = op.flops / ((backward ? d.backward_rate() : d.flops) * options_.compute_efficiency);
   }
   if (op.bytes > 0 && d.memory_bandwidth > 0) t = std::max(t, op.bytes / d.memory_bandwidth);
   return t;

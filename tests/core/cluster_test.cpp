@@ -41,6 +41,21 @@ TEST(Cluster, RoundTripsThroughJson) {
   EXPECT_EQ(cluster_to_json(back), cluster_to_json(c));
 }
 
+TEST(Cluster, BackwardRateIsOptionalAndRoundTrips) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_DOUBLE_EQ(c.device.backward_flops, 0);
+  EXPECT_DOUBLE_EQ(c.device.backward_rate(), 312e12);  // not given: the forward rate
+  EXPECT_FALSE(cluster_to_json(c)["device"].contains("backward_tflops"));
+  json j = good();
+  j["device"]["backward_tflops"] = 0.0125;
+  c = parse_cluster(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.device.backward_rate(), 12.5e9);
+  EXPECT_DOUBLE_EQ(parse_cluster(cluster_to_json(c), "again").device.backward_flops, 12.5e9);
+  j["device"]["backward_tflops"] = 0;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.backward_tflops",
+                   "must be positive");
+}
+
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;

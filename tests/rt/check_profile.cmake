@@ -78,7 +78,8 @@ if(NOT status EQUAL 0)
   message(FATAL_ERROR "moecomm sim on the 2x2x1 file exited ${status}:\n${out}\n${err}")
 endif()
 
-# --model rates the device by the model's training step: the file's tflops is that rate.
+# --model rates the device by the model's training step, each phase apart: the file's tflops
+# and backward_tflops are those rates.
 execute_process(
   COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} profile --ranks-per-node 2 ${small}
           --model tiny --batch 2 --seq-len 16 --out ${OUT} --json
@@ -86,12 +87,22 @@ execute_process(
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "profile --model exited ${status}:\n${out}\n${err}")
 endif()
-string(JSON step GET "${out}" device model_step_tflops)
+string(JSON step GET "${out}" device model_forward_tflops)
+string(JSON step_bwd GET "${out}" device model_backward_tflops)
 string(JSON tflops GET "${out}" device tflops)
+string(JSON tflops_bwd GET "${out}" device backward_tflops)
 file(READ ${OUT} cluster)
 string(JSON written GET "${cluster}" device tflops)
+string(JSON written_bwd GET "${cluster}" device backward_tflops)
 # Compared as text: the values may be printed in e-notation, which if() does not read.
-if(step MATCHES "^-" OR step MATCHES "^0(\\.0*)?$" OR NOT tflops STREQUAL step)
-  message(FATAL_ERROR "expected the model step's rate as the device's, got ${step} and ${tflops}")
+foreach(rate IN ITEMS "${step}" "${step_bwd}")
+  if(rate MATCHES "^-" OR rate MATCHES "^0(\\.0*)?$")
+    message(FATAL_ERROR "expected positive model step rates, got ${step} and ${step_bwd}")
+  endif()
+endforeach()
+if(NOT tflops STREQUAL step OR NOT tflops_bwd STREQUAL step_bwd)
+  message(FATAL_ERROR "expected the model step's rates as the device's, got forward ${step} "
+                      "and ${tflops}, backward ${step_bwd} and ${tflops_bwd}")
 endif()
-message(STATUS "model step rate ${step} TFLOP/s per rank, written ${written}")
+message(STATUS "model step rates ${step} / ${step_bwd} TFLOP/s per rank (forward / backward), "
+               "written ${written} / ${written_bwd}")

@@ -165,6 +165,29 @@ TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {
   EXPECT_DOUBLE_EQ(r.rank_end_s[0], 0.031);
 }
 
+// A device measured per phase (`profile --model` on CPU ranks) prices backward-phase compute
+// at its backward rate; forward and unlabelled compute keep `flops`.
+TEST(Simulator, BackwardComputeTakesFlopsOverTheBackwardRate) {
+  core::Cluster c;
+  c.name = "test";
+  c.levels = {{"gpu", 1, kGpuBw, kGpuLat}};
+  c.device.flops = 100e12;
+  c.device.backward_flops = 400e12;
+  Label fwd = named("f"), bwd = named("b");
+  fwd.phase = sched::Phase::kForward;
+  bwd.phase = sched::Phase::kBackward;
+  Schedule s(1);
+  const auto f = s.add_compute(0, 0, 1e12, 0, fwd);
+  const auto b = s.add_compute(0, 0, 2e12, 0, bwd);
+  const auto u = s.add_compute(0, 0, 1e12, 0, named("u"));
+  const SimResult r = simulate(s, core::Topology(c));
+  EXPECT_DOUBLE_EQ(r.ops[f].end, 0.01);
+  EXPECT_DOUBLE_EQ(r.ops[b].end - r.ops[b].start, 0.005);  // 2 TFLOP at 400 TFLOP/s
+  EXPECT_DOUBLE_EQ(r.ops[u].end - r.ops[u].start, 0.01);
+  c.device.backward_flops = 0;  // not measured: one rate for both phases
+  EXPECT_DOUBLE_EQ(simulate(s, core::Topology(c)).rank_end_s[0], 0.04);
+}
+
 // Lina: a gradient AllReduce of priority < 0 waits while an A2A is pending or running on its
 // ranks, then gets the link alone.
 TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {

@@ -70,16 +70,25 @@ void ProfileCommand::add_sweep_options() {
                    "order of the square fp32 GEMM that measures the device (an expert GEMM's)")
       ->capture_default_str()
       ->check(CLI::Range(16, 8192));
-  sub_->add_option("--model", model_,
-                   "rate the device by this model's training step instead of the GEMM: tiny, "
-                   "a preset or a JSON file, as `moecomm bench --model` (its forward and "
-                   "backward on each rank's share of the experts, all ranks at once; the flops "
-                   "are the simulator's count), so `bench` predicts its compute");
+  CLI::Option* model =
+      sub_->add_option("--model", model_,
+                       "rate the device by this model's training step instead of the GEMM: tiny, "
+                       "a preset or a JSON file, as `moecomm bench --model` (its forward and "
+                       "backward on each rank's share of the experts, all ranks at once; the flops "
+                       "are the simulator's count), so `bench` predicts its compute");
   sub_->add_option("--batch", batch_, "with --model: sequences per rank (default: the model's)")
-      ->check(CLI::Range(1, 4096));
+      ->check(CLI::Range(1, 4096))
+      ->needs(model);
   sub_->add_option("--seq-len", seq_len_,
                    "with --model: tokens per sequence (default: the model's)")
-      ->check(CLI::Range(2, 4096));
+      ->check(CLI::Range(2, 4096))
+      ->needs(model);
+  sub_->add_option("--model-seconds", model_seconds_,
+                   "with --model: each rank times steps for this long, and at least 3 of them")
+      ->capture_default_str()
+      ->check(kFinite)
+      ->check(CLI::Range(0.1, 600.0))
+      ->needs(model);
   sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
       ->check(kFinite)
       ->capture_default_str()
@@ -334,7 +343,10 @@ int ProfileCommand::profile(std::ostream& out, std::ostream& err) const {
   probe.gemm_size = gemm_size_;
   probe.ranks_per_node = layout.ranks_per_node;
   probe.timeout_s = timeout_s_;
-  if (!model_.empty()) probe.model_step = model_step_probe(model_, world, batch_, seq_len_);
+  if (!model_.empty()) {
+    probe.model_step = model_step_probe(model_, world, batch_, seq_len_);
+    probe.model_step->seconds = model_seconds_;
+  }
   report.device = rt::profile_device(probe);
   report.rows = rt::profile_collectives(layout.groups, sweep, progress(err, sweep.sizes.back()));
   if (me != 0) return 0;

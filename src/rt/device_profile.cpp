@@ -26,17 +26,21 @@ double reduce(const Comm& world, double v, MPI_Op op, const CallOptions& options
   return out;
 }
 
-// Repeats `step` (returning the work it did) for `seconds` once all ranks are ready.
+// Repeats `step` (returning the work it did) for `seconds` and at least `min_reps` times, once
+// all ranks are ready.
 template <class F>
-double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step) {
+double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step,
+                        int min_reps = 1) {
   step();                              // warm-up: thread pools, page faults
   reduce(world, 0, MPI_SUM, options);  // a barrier
   const double start = MPI_Wtime();
   double work = 0, elapsed = 0;
+  int reps = 0;
   do {
     work += step();
     elapsed = MPI_Wtime() - start;
-  } while (elapsed < seconds);
+    ++reps;
+  } while (elapsed < seconds || reps < min_reps);
   return work / elapsed;
 }
 
@@ -46,26 +50,29 @@ struct PhaseRates {
 
 // Forward and backward of the model on this rank's experts (no communication), repeated,
 // each phase timed on its own.
-PhaseRates model_step_rates(const Comm& world, const ModelStepProbe& probe, double seconds,
+PhaseRates model_step_rates(const Comm& world, const ModelStepProbe& probe,
                             const CallOptions& options) {
   nn::LocalExchange local;
   nn::MoeTransformer model(probe.model, local);
   const nn::SyntheticText text(nn::SyntheticTextConfig{.vocab = probe.model.vocab});
   uint64_t step = 0;
   double forward_s = 0, backward_s = 0;
-  rate_all_at_once(world, seconds, options, [&] {
-    const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
-    model.zero_grad();
-    const double start = MPI_Wtime();
-    model.forward(batch.tokens, batch.targets, probe.seq_len);
-    const double mid = MPI_Wtime();
-    model.backward();
-    const double end = MPI_Wtime();
-    if (step == 1) return 0.0;  // the warm-up
-    forward_s += mid - start;
-    backward_s += end - mid;
-    return 0.0;
-  });
+  rate_all_at_once(
+      world, probe.seconds, options,
+      [&] {
+        const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
+        model.zero_grad();
+        const double start = MPI_Wtime();
+        model.forward(batch.tokens, batch.targets, probe.seq_len);
+        const double mid = MPI_Wtime();
+        model.backward();
+        const double end = MPI_Wtime();
+        if (step == 1) return 0.0;  // the warm-up
+        forward_s += mid - start;
+        backward_s += end - mid;
+        return 0.0;
+      },
+      probe.min_steps);
   const double steps = static_cast<double>(step - 1);
   return {probe.forward_flops * steps / forward_s, probe.backward_flops * steps / backward_s};
 }
@@ -90,7 +97,9 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   const Comm& world = pool.at({all, 0});
   CallOptions options;
   options.label = "profile.device";
+  // A rank waits at the next barrier for the slowest one's measurement.
   options.timeout_s = probe.timeout_s + 2 * probe.seconds;
+  if (probe.model_step) options.timeout_s += 2 * probe.model_step->seconds;
   DeviceProfile d;
   const int64_t k = probe.gemm_size;
   const nn::Tensor a = nn::Tensor::randn({k, k}, 1), b = nn::Tensor::randn({k, k}, 2);
@@ -111,7 +120,7 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;
   d.memory_bytes = mem_total_bytes() / std::max(probe.ranks_per_node, 1);
   if (probe.model_step) {
-    const PhaseRates r = model_step_rates(world, *probe.model_step, probe.seconds, options);
+    const PhaseRates r = model_step_rates(world, *probe.model_step, options);
     d.model_forward_flops = reduce(world, r.forward, MPI_SUM, options) / size;
     d.model_backward_flops = reduce(world, r.backward, MPI_SUM, options) / size;
   }

@@ -15,6 +15,10 @@ namespace moecomm::rt {
 struct ModelStepProbe {
   nn::MoeTransformerConfig model;  // experts: this rank's share (the layer runs them locally)
   int batch = 4, seq_len = 64;
+  // Timed steps: at least `min_steps`, for at least `seconds` (a step of 8 CPU ranks on two
+  // cores can take a second, and one step's time varies by 10%).
+  double seconds = 3;
+  int min_steps = 3;
   // What the simulator counts for one such step on one rank, per phase: each phase is timed
   // apart, as the simulator prices backward-phase compute at the device's backward rate.
   double forward_flops = 0, backward_flops = 0;

@@ -82,7 +82,7 @@ endif()
 # and backward_tflops are those rates.
 execute_process(
   COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} profile --ranks-per-node 2 ${small}
-          --model tiny --batch 2 --seq-len 16 --out ${OUT} --json
+          --model tiny --batch 2 --seq-len 16 --model-seconds 1 --out ${OUT} --json
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "profile --model exited ${status}:\n${out}\n${err}")

@@ -241,6 +241,8 @@ nlohmann::json report_json(const Report& r) {
             {"gemm_tflops_slowest_rank", d.gemm_flops_min / units::kTflops},
             {"model_forward_tflops", d.model_forward_flops / units::kTflops},
             {"model_backward_tflops", d.model_backward_flops / units::kTflops},
+            {"model_forward_tflops_slowest_rank", d.model_forward_flops_min / units::kTflops},
+            {"model_backward_tflops_slowest_rank", d.model_backward_flops_min / units::kTflops},
             {"memory_GB", d.memory_bytes / units::kGB},
             {"memory_bandwidth_GBps", gbps(d.memory_bandwidth)}}},
           {"rows", rows_json(r.rows)},
@@ -292,9 +294,11 @@ void print_fit(std::ostream& out, const Report& r, int world) {
   out << line;
   if (d.model_forward_flops > 0) {
     std::snprintf(line, sizeof line,
-                  "device rates from the model's training step, per rank: forward %.2f GFLOP/s, "
-                  "backward %.2f GFLOP/s (the cluster file's tflops and backward_tflops)\n",
-                  d.model_forward_flops / 1e9, d.model_backward_flops / 1e9);
+                  "device rates from the model's training step, per rank: forward %.2f GFLOP/s "
+                  "(slowest rank %.2f), backward %.2f GFLOP/s (slowest rank %.2f); the cluster "
+                  "file's tflops and backward_tflops\n",
+                  d.model_forward_flops / 1e9, d.model_forward_flops_min / 1e9,
+                  d.model_backward_flops / 1e9, d.model_backward_flops_min / 1e9);
     out << line;
   }
   out << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file

@@ -123,6 +123,8 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
     const PhaseRates r = model_step_rates(world, *probe.model_step, options);
     d.model_forward_flops = reduce(world, r.forward, MPI_SUM, options) / size;
     d.model_backward_flops = reduce(world, r.backward, MPI_SUM, options) / size;
+    d.model_forward_flops_min = reduce(world, r.forward, MPI_MIN, options);
+    d.model_backward_flops_min = reduce(world, r.backward, MPI_MIN, options);
   }
   return d;
 }

@@ -40,9 +40,11 @@ struct DeviceProfile {
   double memory_bytes = 0;      // per rank
   // With a model step probe: a phase's flops / its time, mean over ranks.
   double model_forward_flops = 0, model_backward_flops = 0;
+  double model_forward_flops_min = 0, model_backward_flops_min = 0;  // of the slowest rank
 
-  // The device's flop/s: the model step's forward and backward rates when measured, else the
-  // GEMM's for both.
+  // The device's flop/s: the model step's mean forward and backward rates when measured, else
+  // the mean GEMM rate for both. (The slowest rank's rates are reported, not used: on the
+  // testbed they predicted HybridEP's steps no better, 4 batches x 1 run each.)
   core::Device device() const {
     if (model_forward_flops > 0)
       return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops};

@@ -26,22 +26,34 @@ double reduce(const Comm& world, double v, MPI_Op op, const CallOptions& options
   return out;
 }
 
-// Repeats `step` (returning the work it did) for `seconds` and at least `min_reps` times, once
-// all ranks are ready.
+struct Repeats {
+  int count = 0;       // timed calls
+  double seconds = 0;  // their time
+};
+
+// Calls `step(false)` once (a warm-up: thread pools, page faults), waits for every rank, then
+// calls `step(true)` for `seconds` and at least `min_reps` times.
 template <class F>
-double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step,
-                        int min_reps = 1) {
-  step();                              // warm-up: thread pools, page faults
+Repeats repeat_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step,
+                           int min_reps = 1) {
+  step(false);
   reduce(world, 0, MPI_SUM, options);  // a barrier
   const double start = MPI_Wtime();
-  double work = 0, elapsed = 0;
-  int reps = 0;
+  Repeats r;
   do {
-    work += step();
-    elapsed = MPI_Wtime() - start;
-    ++reps;
-  } while (elapsed < seconds || reps < min_reps);
-  return work / elapsed;
+    step(true);
+    r.seconds = MPI_Wtime() - start;
+    ++r.count;
+  } while (r.seconds < seconds || r.count < min_reps);
+  return r;
+}
+
+// `work` per call of `step`, per second, repeated as above.
+template <class F>
+double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, double work,
+                        F step) {
+  const Repeats r = repeat_all_at_once(world, seconds, options, [&](bool) { step(); });
+  return work * r.count / r.seconds;
 }
 
 struct PhaseRates {
@@ -57,24 +69,21 @@ PhaseRates model_step_rates(const Comm& world, const ModelStepProbe& probe,
   const nn::SyntheticText text(nn::SyntheticTextConfig{.vocab = probe.model.vocab});
   uint64_t step = 0;
   double forward_s = 0, backward_s = 0;
-  rate_all_at_once(
+  const Repeats r = repeat_all_at_once(
       world, probe.seconds, options,
-      [&] {
+      [&](bool timed) {
         const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
         model.zero_grad();
         const double start = MPI_Wtime();
         model.forward(batch.tokens, batch.targets, probe.seq_len);
         const double mid = MPI_Wtime();
         model.backward();
-        const double end = MPI_Wtime();
-        if (step == 1) return 0.0;  // the warm-up
+        if (!timed) return;
         forward_s += mid - start;
-        backward_s += end - mid;
-        return 0.0;
+        backward_s += MPI_Wtime() - mid;
       },
       probe.min_steps);
-  const double steps = static_cast<double>(step - 1);
-  return {probe.forward_flops * steps / forward_s, probe.backward_flops * steps / backward_s};
+  return {probe.forward_flops * r.count / forward_s, probe.backward_flops * r.count / backward_s};
 }
 
 double mem_total_bytes() {
@@ -104,17 +113,15 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   const int64_t k = probe.gemm_size;
   const nn::Tensor a = nn::Tensor::randn({k, k}, 1), b = nn::Tensor::randn({k, k}, 2);
   nn::Tensor c({k, k});
-  const double flops = rate_all_at_once(world, probe.seconds, options, [&] {
+  const double flops = rate_all_at_once(world, probe.seconds, options, 2.0 * k * k * k, [&] {
     nn::gemm(nn::Trans::kNo, nn::Trans::kNo, 1.0f, a, b, 0.0f, c);
-    return 2.0 * k * k * k;
   });
   d.gemm_flops = reduce(world, flops, MPI_SUM, options) / size;
   d.gemm_flops_min = reduce(world, flops, MPI_MIN, options);
   std::vector<char> src(static_cast<size_t>(probe.copy_bytes), 1), dst(src.size(), 0);
-  const double copied = rate_all_at_once(world, probe.seconds, options, [&] {
-    std::memcpy(dst.data(), src.data(), src.size());
-    return static_cast<double>(src.size());
-  });
+  const double copied =
+      rate_all_at_once(world, probe.seconds, options, static_cast<double>(src.size()),
+                       [&] { std::memcpy(dst.data(), src.data(), src.size()); });
   volatile char sink = dst[dst.size() / 2];  // the copies are used
   (void)sink;
   d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;

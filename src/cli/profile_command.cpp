@@ -89,6 +89,13 @@ void ProfileCommand::add_sweep_options() {
       ->check(kFinite)
       ->check(CLI::Range(0.1, 600.0))
       ->needs(model);
+  sub_->add_option("--traffic-bytes", traffic_bytes_,
+                   "with --model: time the steps again while each rank's second thread runs ring "
+                   "AllReduces of this size back to back; the step time alone over the time "
+                   "beside them is the cluster file's overlapped_compute_share (the simulator "
+                   "slows compute by it while its rank communicates); 0: not measured")
+      ->capture_default_str()
+      ->needs(model);
   sub_->add_option("--timeout", timeout_s_, "seconds a collective may stall before the job fails")
       ->check(kFinite)
       ->capture_default_str()
@@ -110,8 +117,8 @@ namespace {
 
 constexpr int64_t kMaxSize = int64_t{1} << 30;
 
-// "64KiB", "4KB", "16M", "1048576": bytes.
-int64_t parse_size(const std::string& text, const std::string& flag) {
+// "64KiB", "4KB", "16M", "1048576": bytes. 0 only where `zero_allowed` (it turns a thing off).
+int64_t parse_size(const std::string& text, const std::string& flag, bool zero_allowed = false) {
   static const std::regex form(R"(\s*([0-9]+(\.[0-9]+)?([eE][0-9]+)?)\s*([A-Za-z]*)\s*)");
   std::smatch m;
   const std::string why =
@@ -130,6 +137,7 @@ int64_t parse_size(const std::string& text, const std::string& flag) {
   if (unit == "g" || unit == "gib") scale = 1 << 30;
   if (scale == 0) throw Error(flag, why);
   const double bytes = std::stod(m[1]) * scale;
+  if (zero_allowed && bytes == 0) return 0;
   if (!(bytes >= 1 && bytes <= kMaxSize))
     throw Error(flag, "'" + text + "' must be between 1 byte and 1GiB");
   return static_cast<int64_t>(std::llround(bytes));
@@ -243,6 +251,9 @@ nlohmann::json report_json(const Report& r) {
             {"model_backward_tflops", d.model_backward_flops / units::kTflops},
             {"model_forward_tflops_slowest_rank", d.model_forward_flops_min / units::kTflops},
             {"model_backward_tflops_slowest_rank", d.model_backward_flops_min / units::kTflops},
+            {"overlapped_compute_share", d.overlapped_compute_share},
+            {"overlapped_step_ratio", d.overlapped_step_ratio},
+            {"traffic_allreduces", d.traffic_calls},
             {"memory_GB", d.memory_bytes / units::kGB},
             {"memory_bandwidth_GBps", gbps(d.memory_bandwidth)}}},
           {"rows", rows_json(r.rows)},
@@ -301,6 +312,14 @@ void print_fit(std::ostream& out, const Report& r, int world) {
                   d.model_backward_flops / 1e9, d.model_backward_flops_min / 1e9);
     out << line;
   }
+  if (d.traffic_calls > 0) {
+    std::snprintf(line, sizeof line,
+                  "model step beside %lld background AllReduces: %.3f x the time alone; the "
+                  "cluster file's overlapped_compute_share %.3f\n",
+                  static_cast<long long>(d.traffic_calls), 1 / d.overlapped_step_ratio,
+                  d.overlapped_compute_share);
+    out << line;
+  }
   out << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file
       << ", moecomm sim --cluster " << r.cluster_file << ")\n";
 }
@@ -350,6 +369,7 @@ int ProfileCommand::profile(std::ostream& out, std::ostream& err) const {
   if (!model_.empty()) {
     probe.model_step = model_step_probe(model_, world, batch_, seq_len_);
     probe.model_step->seconds = model_seconds_;
+    probe.model_step->traffic_bytes = parse_size(traffic_bytes_, "--traffic-bytes", true);
   }
   report.device = rt::profile_device(probe);
   report.rows = rt::profile_collectives(layout.groups, sweep, progress(err, sweep.sizes.back()));

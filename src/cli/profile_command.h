@@ -26,7 +26,7 @@ class ProfileCommand {
 
   CLI::App* sub_;
   std::string min_bytes_ = "4KiB", max_bytes_ = "16MiB", out_ = "profiled-cluster.json", name_,
-              table_out_, model_;
+              table_out_, model_, traffic_bytes_ = "1MiB";
   double factor_ = 4, timeout_s_ = 60, model_seconds_ = 3;
   int ranks_per_node_ = 0, datacenters_ = 0, iters_ = 20, warmup_ = 2, gemm_size_ = 512, batch_ = 0,
       seq_len_ = 0;

@@ -116,6 +116,8 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   cluster.device.flops = dev.positive("tflops", 1e9) * units::kTflops;
   if (dev.has("backward_tflops"))
     cluster.device.backward_flops = dev.positive("backward_tflops", 1e9) * units::kTflops;
+  if (dev.has("overlapped_compute_share"))
+    cluster.device.overlapped_compute_share = dev.positive("overlapped_compute_share", 1);
   cluster.device.memory_bytes = dev.positive("memory_GB", 1e9) * units::kGB;
   cluster.device.memory_bandwidth =
       units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
@@ -140,6 +142,8 @@ json cluster_to_json(const Cluster& c) {
                 {"memory_bandwidth_GBps", c.device.memory_bandwidth / units::kGB}}}};
   if (c.device.backward_flops > 0)
     doc["device"]["backward_tflops"] = c.device.backward_flops / units::kTflops;
+  if (c.device.overlapped_compute_share < 1)
+    doc["device"]["overlapped_compute_share"] = c.device.overlapped_compute_share;
   if (!c.description.empty()) doc["description"] = c.description;
   if (!c.efficiency.empty()) {
     json eff = json::object();

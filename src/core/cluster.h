@@ -25,6 +25,10 @@ struct Device {
   // rank's forward (softmax, norms, the loss: work the simulator gives no flops) and its
   // backward (two GEMMs per forward GEMM) run at different rates.
   double backward_flops = 0.0;
+  // The share of its compute rate a device keeps while one of its communication ops is in
+  // flight (1: none lost). CPU ranks lose cores to the progress threads' polling, copies and
+  // reductions; on GPUs a collective's kernels take SMs from the GEMMs.
+  double overlapped_compute_share = 1.0;
 
   double backward_rate() const { return backward_flops > 0 ? backward_flops : flops; }
 };

@@ -11,6 +11,7 @@
 #include "nn/gemm.h"
 #include "nn/local_exchange.h"
 #include "nn/synthetic_text.h"
+#include "rt/background_traffic.h"
 #include "rt/comm_pool.h"
 #include "rt/wait.h"
 
@@ -56,34 +57,83 @@ double rate_all_at_once(const Comm& world, double seconds, const CallOptions& op
   return work * r.count / r.seconds;
 }
 
-struct PhaseRates {
-  double forward = 0, backward = 0;  // flop/s
+struct StepTimes {
+  int steps = 0;
+  double forward_s = 0, backward_s = 0;  // summed over the steps
+  double per_step() const { return (forward_s + backward_s) / steps; }
+  void add(const StepTimes& o) {
+    steps += o.steps;
+    forward_s += o.forward_s;
+    backward_s += o.backward_s;
+  }
 };
 
-// Forward and backward of the model on this rank's experts (no communication), repeated,
-// each phase timed on its own.
-PhaseRates model_step_rates(const Comm& world, const ModelStepProbe& probe,
-                            const CallOptions& options) {
-  nn::LocalExchange local;
-  nn::MoeTransformer model(probe.model, local);
-  const nn::SyntheticText text(nn::SyntheticTextConfig{.vocab = probe.model.vocab});
-  uint64_t step = 0;
-  double forward_s = 0, backward_s = 0;
-  const Repeats r = repeat_all_at_once(
-      world, probe.seconds, options,
-      [&](bool timed) {
-        const nn::TextBatch batch = text.sample(probe.batch, probe.seq_len, step++);
-        model.zero_grad();
-        const double start = MPI_Wtime();
-        model.forward(batch.tokens, batch.targets, probe.seq_len);
-        const double mid = MPI_Wtime();
-        model.backward();
-        if (!timed) return;
-        forward_s += mid - start;
-        backward_s += MPI_Wtime() - mid;
-      },
-      probe.min_steps);
-  return {probe.forward_flops * r.count / forward_s, probe.backward_flops * r.count / backward_s};
+// Forward and backward of the model on this rank's experts (no communication), each phase
+// timed on its own; warmed up once, on the first call.
+class ModelStepTimer {
+ public:
+  explicit ModelStepTimer(const ModelStepProbe& probe)
+      : probe_(probe),
+        model_(probe.model, local_),
+        text_(nn::SyntheticTextConfig{.vocab = probe.model.vocab}) {}
+
+  StepTimes time(const Comm& world, double seconds, int min_steps, const CallOptions& options) {
+    StepTimes t;
+    const Repeats r = repeat_all_at_once(
+        world, seconds, options,
+        [&](bool timed) {
+          if (!timed && warm_) return;
+          warm_ = true;
+          const nn::TextBatch batch = text_.sample(probe_.batch, probe_.seq_len, step_++);
+          model_.zero_grad();
+          const double start = MPI_Wtime();
+          model_.forward(batch.tokens, batch.targets, probe_.seq_len);
+          const double mid = MPI_Wtime();
+          model_.backward();
+          if (!timed) return;
+          t.forward_s += mid - start;
+          t.backward_s += MPI_Wtime() - mid;
+        },
+        min_steps);
+    t.steps = r.count;
+    return t;
+  }
+
+ private:
+  const ModelStepProbe& probe_;
+  nn::LocalExchange local_;
+  nn::MoeTransformer model_;
+  const nn::SyntheticText text_;
+  uint64_t step_ = 0;
+  bool warm_ = false;
+};
+
+struct ModelStepTimes {
+  StepTimes alone, beside;  // beside: background traffic running
+  int64_t traffic_calls = 0;
+};
+
+// With traffic, alone and beside alternate in kRounds rounds, so that a drift of the
+// machine's speed over the probe (other jobs, the host) falls on both alike.
+ModelStepTimes time_model_steps(const Comm& world, const Comm& traffic_comm,
+                                const ModelStepProbe& probe, const CallOptions& options) {
+  constexpr int kRounds = 3;
+  const bool traffic = probe.traffic_bytes > 0 && world.size() > 1;
+  const int rounds = traffic ? kRounds : 1;
+  const double seconds = probe.seconds / rounds;
+  const int min_steps = (probe.min_steps + rounds - 1) / rounds;
+  ModelStepTimer timer(probe);
+  ModelStepTimes times;
+  CallOptions traffic_options = options;
+  traffic_options.label = "profile.background_traffic";
+  for (int round = 0; round < rounds; ++round) {
+    times.alone.add(timer.time(world, seconds, min_steps, options));
+    if (!traffic) break;
+    BackgroundTraffic background(traffic_comm, probe.traffic_bytes, traffic_options);
+    times.beside.add(timer.time(world, seconds, min_steps, options));
+    times.traffic_calls += background.stop();
+  }
+  return times;
 }
 
 double mem_total_bytes() {
@@ -102,13 +152,14 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
   core::RankGroup all(size);
   std::iota(all.begin(), all.end(), 0);
-  const CommPool pool(MPI_COMM_WORLD, {{all, 0, "device profile"}});
+  const CommPool pool(MPI_COMM_WORLD,
+                      {{all, 0, "device profile"}, {all, 1, "device profile traffic"}});
   const Comm& world = pool.at({all, 0});
   CallOptions options;
   options.label = "profile.device";
   // A rank waits at the next barrier for the slowest one's measurement.
   options.timeout_s = probe.timeout_s + 2 * probe.seconds;
-  if (probe.model_step) options.timeout_s += 2 * probe.model_step->seconds;
+  if (probe.model_step) options.timeout_s += 4 * probe.model_step->seconds;
   DeviceProfile d;
   const int64_t k = probe.gemm_size;
   const nn::Tensor a = nn::Tensor::randn({k, k}, 1), b = nn::Tensor::randn({k, k}, 2);
@@ -127,11 +178,20 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   d.memory_bandwidth = reduce(world, copied, MPI_SUM, options) / size;
   d.memory_bytes = mem_total_bytes() / std::max(probe.ranks_per_node, 1);
   if (probe.model_step) {
-    const PhaseRates r = model_step_rates(world, *probe.model_step, options);
-    d.model_forward_flops = reduce(world, r.forward, MPI_SUM, options) / size;
-    d.model_backward_flops = reduce(world, r.backward, MPI_SUM, options) / size;
-    d.model_forward_flops_min = reduce(world, r.forward, MPI_MIN, options);
-    d.model_backward_flops_min = reduce(world, r.backward, MPI_MIN, options);
+    const ModelStepProbe& m = *probe.model_step;
+    const ModelStepTimes t = time_model_steps(world, pool.at({all, 1}), m, options);
+    const double forward = m.forward_flops * t.alone.steps / t.alone.forward_s;
+    const double backward = m.backward_flops * t.alone.steps / t.alone.backward_s;
+    d.model_forward_flops = reduce(world, forward, MPI_SUM, options) / size;
+    d.model_backward_flops = reduce(world, backward, MPI_SUM, options) / size;
+    d.model_forward_flops_min = reduce(world, forward, MPI_MIN, options);
+    d.model_backward_flops_min = reduce(world, backward, MPI_MIN, options);
+    if (t.traffic_calls > 0) {
+      const double ratio = t.alone.per_step() / t.beside.per_step();
+      d.overlapped_step_ratio = reduce(world, ratio, MPI_SUM, options) / size;
+      d.overlapped_compute_share = std::min(1.0, d.overlapped_step_ratio);
+      d.traffic_calls = t.traffic_calls;
+    }
   }
   return d;
 }

@@ -22,6 +22,10 @@ struct ModelStepProbe {
   // What the simulator counts for one such step on one rank, per phase: each phase is timed
   // apart, as the simulator prices backward-phase compute at the device's backward rate.
   double forward_flops = 0, backward_flops = 0;
+  // The steps are timed again while ring AllReduces of this size run back to back on a second
+  // thread (rt/background_traffic.h): the time alone over the time beside them is the device's
+  // overlapped_compute_share. 0: not measured.
+  int64_t traffic_bytes = 1 << 20;
 };
 
 struct DeviceProbe {
@@ -41,13 +45,18 @@ struct DeviceProfile {
   // With a model step probe: a phase's flops / its time, mean over ranks.
   double model_forward_flops = 0, model_backward_flops = 0;
   double model_forward_flops_min = 0, model_backward_flops_min = 0;  // of the slowest rank
+  // A step's time alone / beside background AllReduces, mean over the ranks, at most 1 (the
+  // ratio itself is reported as measured); 1 when not measured. With it, the traffic's calls.
+  double overlapped_compute_share = 1, overlapped_step_ratio = 1;
+  int64_t traffic_calls = 0;
 
   // The device's flop/s: the model step's mean forward and backward rates when measured, else
   // the mean GEMM rate for both. (The slowest rank's rates are reported, not used: on the
   // testbed they predicted HybridEP's steps no better, 4 batches x 1 run each.)
   core::Device device() const {
     if (model_forward_flops > 0)
-      return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops};
+      return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops,
+              overlapped_compute_share};
     return {gemm_flops, memory_bytes, memory_bandwidth, 0};
   }
 };

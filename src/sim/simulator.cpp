@@ -34,6 +34,7 @@ class Run {
   Run(const sched::Schedule& s, const core::Topology& topo, const SimOptions& options)
       : s_(s), topo_(topo), options_(options), model_(topo, net_) {
     devices_per_node_ = topo.level(topo.num_levels() - 1).count;
+    overlapped_share_ = topo.cluster().device.overlapped_compute_share;
   }
 
   SimResult run();
@@ -42,7 +43,7 @@ class Run {
   struct Event {
     double time;
     int64_t seq;
-    int kind;  // 0: op ends, 1: collective phase starts
+    int kind;  // 0: op ends, 2: a ring's delayed flow launches
     int id;
     bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
@@ -55,8 +56,17 @@ class Run {
   enum class FlowOwner : uint8_t { kCollective, kP2P };
 
   void build_successors();
-  void push(double time, int kind, int id) { queue_.push({time, seq_++, kind, id}); }
+  int64_t push(double time, int kind, int id) {
+    queue_.push({time, seq_, kind, id});
+    return seq_++;
+  }
   void op_ready(OpId id, double t);
+  void start_compute(OpId id, double t);
+  void schedule_compute_end(OpId id, double t);
+  void comm_begins(int rank, double t);
+  void comm_ends(int rank, double t);
+  void retime_compute(int rank, double t, double old_rate);
+  double rate_share(int rank) const { return comm_ops_[rank] > 0 ? overlapped_share_ : 1.0; }
   void op_done(OpId id, double t);
   void collective_member_ready(OpId id, double t);
   bool blocked(CollectiveId c) const;
@@ -87,6 +97,14 @@ class Run {
   FlowNetwork net_;
   NetworkModel model_;
   int devices_per_node_ = 1;
+  // Compute slowed by communication in flight on its rank (Device::overlapped_compute_share):
+  // per rank, its comm ops that are ready and not done, and its compute ops running; per
+  // compute op, its time left at the full rate, since when, and the seq of its live end event.
+  double overlapped_share_ = 1.0;
+  std::vector<int> comm_ops_;
+  std::vector<std::vector<OpId>> computing_;
+  std::vector<double> compute_left_, compute_since_;
+  std::vector<int64_t> compute_end_seq_;
 
   std::vector<std::vector<OpId>> succ_;
   std::vector<int> waiting_;  // unfinished predecessors per op
@@ -144,11 +162,14 @@ void Run::op_ready(OpId id, double t) {
   timing_[id].start = t;
   switch (op.kind) {
     case OpKind::kCompute:
+      start_compute(id, t);
+      return;
     case OpKind::kCopy:
       push(t + compute_time(op), 0, id);
       return;
     case OpKind::kSend:
     case OpKind::kRecv: {
+      comm_begins(op.rank, t);
       p2p_ready_[id] = 1;
       if (!p2p_ready_[op.twin]) return;
       const OpId send = op.kind == OpKind::kSend ? id : op.twin;
@@ -163,11 +184,49 @@ void Run::op_ready(OpId id, double t) {
       return;
     }
     default:
+      comm_begins(op.rank, t);
       collective_member_ready(id, t);
   }
 }
 
+void Run::start_compute(OpId id, double t) {
+  const sched::Op& op = s_.op(id);
+  compute_left_[id] = compute_time(op);
+  if (overlapped_share_ == 1.0) {
+    push(t + compute_left_[id], 0, id);
+    return;
+  }
+  compute_since_[id] = t;
+  computing_[op.rank].push_back(id);
+  schedule_compute_end(id, t);
+}
+
+void Run::schedule_compute_end(OpId id, double t) {
+  compute_end_seq_[id] = push(t + compute_left_[id] / rate_share(s_.op(id).rank), 0, id);
+}
+
+void Run::comm_begins(int rank, double t) {
+  if (++comm_ops_[rank] == 1 && overlapped_share_ < 1.0) retime_compute(rank, t, 1.0);
+}
+
+void Run::comm_ends(int rank, double t) {
+  if (--comm_ops_[rank] == 0 && overlapped_share_ < 1.0) retime_compute(rank, t, overlapped_share_);
+}
+
+// The rank's rate changed at t: its running compute ops keep the work done at the old rate
+// and get new end events (the old ones are skipped by their seq).
+void Run::retime_compute(int rank, double t, double old_rate) {
+  for (OpId id : computing_[rank]) {
+    compute_left_[id] = std::max(0.0, compute_left_[id] - (t - compute_since_[id]) * old_rate);
+    compute_since_[id] = t;
+    schedule_compute_end(id, t);
+  }
+}
+
 void Run::op_done(OpId id, double t) {
+  const sched::Op& op = s_.op(id);
+  if (op.kind == OpKind::kCompute && overlapped_share_ < 1.0) std::erase(computing_[op.rank], id);
+  if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) comm_ends(op.rank, t);
   timing_[id].end = t;
   done_[id] = 1;
   for (OpId next : succ_[id]) {
@@ -371,6 +430,11 @@ SimResult Run::run() {
   ready_.assign(s_.num_ops(), 0);
   p2p_ready_.assign(s_.num_ops(), 0);
   done_.assign(s_.num_ops(), 0);
+  comm_ops_.assign(s_.world_size(), 0);
+  computing_.assign(s_.world_size(), {});
+  compute_left_.assign(s_.num_ops(), 0.0);
+  compute_since_.assign(s_.num_ops(), 0.0);
+  compute_end_seq_.assign(s_.num_ops(), -1);
   for (OpId id = 0; id < s_.num_ops(); ++id) {
     if (waiting_[id] == 0) op_ready(id, 0.0);
   }
@@ -399,7 +463,9 @@ SimResult Run::run() {
       const Event e = queue_.top();
       queue_.pop();
       if (e.kind == 0) {
-        op_done(e.id, e.time);
+        const bool stale = overlapped_share_ < 1.0 && s_.op(e.id).kind == OpKind::kCompute &&
+                           compute_end_seq_[e.id] != e.seq;
+        if (!stale) op_done(e.id, e.time);
       } else {
         launch(pending_[e.id], e.time);
       }

@@ -1,8 +1,10 @@
 #pragma once
 // Runs a schedule (sched::Schedule) in virtual time on a cluster's topology (DESIGN.md "One
 // schedule, two executors"): compute ops take flops / device rate (or memory bytes / memory
-// bandwidth, whichever is longer); collectives and send/recv become flows on the flow-level
-// network (flow_network.h), decomposed by their algorithm (collective_flows.h).
+// bandwidth, whichever is longer), at the device's overlapped_compute_share of that rate
+// while a communication op of their rank is in flight (ready, not done); collectives and
+// send/recv become flows on the flow-level network (flow_network.h), decomposed by their
+// algorithm (collective_flows.h).
 #include <string>
 #include <vector>
 

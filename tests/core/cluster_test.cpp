@@ -56,6 +56,22 @@ TEST(Cluster, BackwardRateIsOptionalAndRoundTrips) {
                    "must be positive");
 }
 
+TEST(Cluster, OverlappedComputeShareIsOptionalInZeroToOneAndRoundTrips) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_DOUBLE_EQ(c.device.overlapped_compute_share, 1);  // not given: nothing lost
+  EXPECT_FALSE(cluster_to_json(c)["device"].contains("overlapped_compute_share"));
+  json j = good();
+  j["device"]["overlapped_compute_share"] = 0.75;
+  c = parse_cluster(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.device.overlapped_compute_share, 0.75);
+  EXPECT_DOUBLE_EQ(parse_cluster(cluster_to_json(c), "again").device.overlapped_compute_share,
+                   0.75);
+  for (double bad : {0.0, 1.5}) {
+    j["device"]["overlapped_compute_share"] = bad;
+    EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.overlapped_compute_share");
+  }
+}
+
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;

@@ -106,3 +106,23 @@ if(NOT tflops STREQUAL step OR NOT tflops_bwd STREQUAL step_bwd)
 endif()
 message(STATUS "model step rates ${step} / ${step_bwd} TFLOP/s per rank (forward / backward), "
                "written ${written} / ${written_bwd}")
+
+# The steps again beside background AllReduces: overlapped_compute_share = min(1, the measured
+# ratio), in the cluster file when below 1.
+string(JSON calls GET "${out}" device traffic_allreduces)
+string(JSON share GET "${out}" device overlapped_compute_share)
+string(JSON ratio GET "${out}" device overlapped_step_ratio)
+string(JSON written_share ERROR_VARIABLE share_absent GET "${cluster}" device
+       overlapped_compute_share)
+if(NOT calls GREATER 0)
+  message(FATAL_ERROR "expected background AllReduces beside the model steps, got ${calls}")
+endif()
+if(share STREQUAL "1.0")
+  if(NOT share_absent OR ratio MATCHES "^0\\.")
+    message(FATAL_ERROR "share 1 (ratio ${ratio}) but the cluster file has ${written_share}")
+  endif()
+elseif(NOT share MATCHES "^0\\.[0-9]" OR NOT share STREQUAL ratio OR NOT written_share STREQUAL share)
+  message(FATAL_ERROR "expected a share in (0, 1) equal to the ratio and written, got ${share}, "
+                      "ratio ${ratio}, written '${written_share}'")
+endif()
+message(STATUS "overlapped_compute_share ${share} (ratio ${ratio}, ${calls} AllReduces)")

@@ -188,6 +188,33 @@ TEST(Simulator, BackwardComputeTakesFlopsOverTheBackwardRate) {
   EXPECT_DOUBLE_EQ(simulate(s, core::Topology(c)).rank_end_s[0], 0.04);
 }
 
+// With overlapped_compute_share 0.5, compute runs at half rate while a communication op of
+// its rank is in flight (ready, not done), and at full rate otherwise.
+TEST(Simulator, ComputeSlowsWhileItsRankCommunicates) {
+  core::Cluster c;
+  c.name = "test";
+  c.levels = {{"node", 3, kNodeBw, 0.0}};
+  c.device.flops = 100e12;
+  c.device.overlapped_compute_share = 0.5;
+  Schedule s(3);
+  // Ranks 0 and 1: 1 s of compute on stream 0 while a 0.4 s transfer runs on stream 1.
+  const auto a = s.add_compute(0, 0, 100e12, 0, named("a"));
+  const auto b = s.add_compute(1, 0, 100e12, 0, named("b"));
+  const auto p = s.add_send_recv({0, 1, {}}, {1, 1, {}}, 0.4 * kNodeBw, 0, named("p2p"));
+  // Rank 2 computes 1 s while its send waits (ready) for rank 1's receive, posted after b.
+  const auto waits = s.add_compute(2, 0, 100e12, 0, named("waits"));
+  s.add_send_recv({2, 1, {}}, {1, 1, {b}}, 0, 1, named("late"));
+  const SimResult r = simulate(s, core::Topology(c));
+  EXPECT_NEAR(r.ops[p.recv].end, 0.4, 1e-12);
+  // 0.4 s at half rate does 0.2 s of work; the other 0.8 s at full rate.
+  EXPECT_NEAR(r.ops[a].end, 1.2, 1e-12);
+  EXPECT_NEAR(r.ops[b].end, 1.2, 1e-12);
+  // Waiting counts as communicating: 0.6 s of work by 1.2, then 0.4 s at full rate.
+  EXPECT_NEAR(r.ops[waits].end, 1.6, 1e-12);
+  c.device.overlapped_compute_share = 1;  // the default: communication costs compute nothing
+  EXPECT_NEAR(simulate(s, core::Topology(c)).ops[a].end, 1.0, 1e-12);
+}
+
 // Lina: a gradient AllReduce of priority < 0 waits while an A2A is pending or running on its
 // ranks, then gets the link alone.
 TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {

@@ -76,9 +76,24 @@ void BM_Sim_8000Ranks_1000DCs_HybridEP(benchmark::State& state) {
   run(state, cluster("1000dc", "datacenter", 1000, 1.25, 1000), 64, "ep=64", "hybridep");
 }
 
+// The same two with compute slowed while its rank communicates (overlapped_compute_share):
+// the simulator retimes running compute whenever a rank's communication starts or ends.
+core::Cluster slowed(core::Cluster c) {
+  c.device.overlapped_compute_share = 0.8;
+  return c;
+}
+void BM_Sim_1024Ranks_EP64_Lina_Slowed(benchmark::State& state) {
+  run(state, slowed(cluster("128x8", "node", 128, 200, 5)), 64, "ep=64", "lina");
+}
+void BM_Sim_8000Ranks_1000DCs_HybridEP_Slowed(benchmark::State& state) {
+  run(state, slowed(cluster("1000dc", "datacenter", 1000, 1.25, 1000)), 64, "ep=64", "hybridep");
+}
+
 BENCHMARK(BM_Sim_1024Ranks_EP1024)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_Sim_1024Ranks_EP64_Lina)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_Sim_8000Ranks_1000DCs_EP64)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_Sim_8000Ranks_1000DCs_HybridEP)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_Sim_1024Ranks_EP64_Lina_Slowed)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_Sim_8000Ranks_1000DCs_HybridEP_Slowed)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

@@ -27,49 +27,52 @@ double reduce(const Comm& world, double v, MPI_Op op, const CallOptions& options
   return out;
 }
 
-struct Repeats {
-  int count = 0;       // timed calls
-  double seconds = 0;  // their time
-};
-
-// Calls `step(false)` once (a warm-up: thread pools, page faults), waits for every rank, then
-// calls `step(true)` for `seconds` and at least `min_reps` times.
-template <class F>
-Repeats repeat_all_at_once(const Comm& world, double seconds, const CallOptions& options, F step,
-                           int min_reps = 1) {
-  step(false);
-  reduce(world, 0, MPI_SUM, options);  // a barrier
-  const double start = MPI_Wtime();
-  Repeats r;
-  do {
-    step(true);
-    r.seconds = MPI_Wtime() - start;
-    ++r.count;
-  } while (r.seconds < seconds || r.count < min_reps);
-  return r;
-}
-
-// `work` per call of `step`, per second, repeated as above.
+// `work` per call of `step`, per second: one call to warm up (thread pools, page faults), a
+// barrier, then calls for `seconds`.
 template <class F>
 double rate_all_at_once(const Comm& world, double seconds, const CallOptions& options, double work,
                         F step) {
-  const Repeats r = repeat_all_at_once(world, seconds, options, [&](bool) { step(); });
-  return work * r.count / r.seconds;
+  step();
+  reduce(world, 0, MPI_SUM, options);  // a barrier
+  const double start = MPI_Wtime();
+  int count = 0;
+  double elapsed = 0;
+  do {
+    step();
+    elapsed = MPI_Wtime() - start;
+    ++count;
+  } while (elapsed < seconds);
+  return work * count / elapsed;
 }
 
 struct StepTimes {
   int steps = 0;
-  double forward_s = 0, backward_s = 0;  // summed over the steps
-  double per_step() const { return (forward_s + backward_s) / steps; }
+  // Summed over the steps: this rank's own phase times, and the slowest rank's of each step.
+  double forward_s = 0, backward_s = 0;
+  double slowest_forward_s = 0, slowest_backward_s = 0;
+  double per_step() const { return (slowest_forward_s + slowest_backward_s) / steps; }
   void add(const StepTimes& o) {
     steps += o.steps;
     forward_s += o.forward_s;
     backward_s += o.backward_s;
+    slowest_forward_s += o.slowest_forward_s;
+    slowest_backward_s += o.slowest_backward_s;
   }
 };
 
-// Forward and backward of the model on this rank's experts (no communication), each phase
-// timed on its own; warmed up once, on the first call.
+// Elementwise maximum over the ranks, in place.
+void max_over_ranks(const Comm& world, std::vector<double>& v, const CallOptions& options) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX,
+                           world.handle(), &req),
+            "MPI_Iallreduce");
+  wait_all({&req, 1}, world, "device profile reduction", options);
+}
+
+// Forward and backward of the model on this rank's experts (no communication), in lockstep:
+// every rank starts each phase together after a barrier, and a phase takes its slowest
+// rank's time. Ranks share the cores, so a rank that finishes early hands its share to the
+// others: its own time overstates the rate at which all of them get the work done.
 class ModelStepTimer {
  public:
   explicit ModelStepTimer(const ModelStepProbe& probe)
@@ -77,29 +80,45 @@ class ModelStepTimer {
         model_(probe.model, local_),
         text_(nn::SyntheticTextConfig{.vocab = probe.model.vocab}) {}
 
+  // Steps for `seconds` and at least `min_steps` (decided together: all ranks stop at once).
   StepTimes time(const Comm& world, double seconds, int min_steps, const CallOptions& options) {
+    if (!warm_) step(world, options);  // thread pools, page faults
+    warm_ = true;
+    std::vector<double> forward, backward;
+    const double start = MPI_Wtime();
+    while (true) {
+      const bool done =
+          static_cast<int>(forward.size()) >= min_steps && MPI_Wtime() - start >= seconds;
+      if (reduce(world, done ? 1 : 0, MPI_MAX, options) > 0) break;
+      const auto [f, b] = step(world, options);
+      forward.push_back(f);
+      backward.push_back(b);
+    }
     StepTimes t;
-    const Repeats r = repeat_all_at_once(
-        world, seconds, options,
-        [&](bool timed) {
-          if (!timed && warm_) return;
-          warm_ = true;
-          const nn::TextBatch batch = text_.sample(probe_.batch, probe_.seq_len, step_++);
-          model_.zero_grad();
-          const double start = MPI_Wtime();
-          model_.forward(batch.tokens, batch.targets, probe_.seq_len);
-          const double mid = MPI_Wtime();
-          model_.backward();
-          if (!timed) return;
-          t.forward_s += mid - start;
-          t.backward_s += MPI_Wtime() - mid;
-        },
-        min_steps);
-    t.steps = r.count;
+    t.steps = static_cast<int>(forward.size());
+    t.forward_s = std::accumulate(forward.begin(), forward.end(), 0.0);
+    t.backward_s = std::accumulate(backward.begin(), backward.end(), 0.0);
+    max_over_ranks(world, forward, options);
+    max_over_ranks(world, backward, options);
+    t.slowest_forward_s = std::accumulate(forward.begin(), forward.end(), 0.0);
+    t.slowest_backward_s = std::accumulate(backward.begin(), backward.end(), 0.0);
     return t;
   }
 
  private:
+  // This rank's forward and backward seconds; a barrier before each.
+  std::pair<double, double> step(const Comm& world, const CallOptions& options) {
+    const nn::TextBatch batch = text_.sample(probe_.batch, probe_.seq_len, step_++);
+    model_.zero_grad();
+    const double start = MPI_Wtime();
+    model_.forward(batch.tokens, batch.targets, probe_.seq_len);
+    const double forward = MPI_Wtime() - start;
+    reduce(world, 0, MPI_SUM, options);
+    const double mid = MPI_Wtime();
+    model_.backward();
+    return {forward, MPI_Wtime() - mid};
+  }
+
   const ModelStepProbe& probe_;
   nn::LocalExchange local_;
   nn::MoeTransformer model_;
@@ -180,15 +199,15 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
   if (probe.model_step) {
     const ModelStepProbe& m = *probe.model_step;
     const ModelStepTimes t = time_model_steps(world, pool.at({all, 1}), m, options);
+    // The slowest rank's phases are the device's rates; each rank's own, the slowest rank's.
+    d.model_forward_flops = m.forward_flops * t.alone.steps / t.alone.slowest_forward_s;
+    d.model_backward_flops = m.backward_flops * t.alone.steps / t.alone.slowest_backward_s;
     const double forward = m.forward_flops * t.alone.steps / t.alone.forward_s;
     const double backward = m.backward_flops * t.alone.steps / t.alone.backward_s;
-    d.model_forward_flops = reduce(world, forward, MPI_SUM, options) / size;
-    d.model_backward_flops = reduce(world, backward, MPI_SUM, options) / size;
     d.model_forward_flops_min = reduce(world, forward, MPI_MIN, options);
     d.model_backward_flops_min = reduce(world, backward, MPI_MIN, options);
     if (t.traffic_calls > 0) {
-      const double ratio = t.alone.per_step() / t.beside.per_step();
-      d.overlapped_step_ratio = reduce(world, ratio, MPI_SUM, options) / size;
+      d.overlapped_step_ratio = t.alone.per_step() / t.beside.per_step();  // same on every rank
       d.overlapped_compute_share = std::min(1.0, d.overlapped_step_ratio);
       d.traffic_calls = t.traffic_calls;
     }

@@ -42,17 +42,18 @@ struct DeviceProfile {
   double gemm_flops_min = 0;    // of the slowest rank
   double memory_bandwidth = 0;  // bytes copied per second per rank, mean over the ranks
   double memory_bytes = 0;      // per rank
-  // With a model step probe: a phase's flops / its time, mean over ranks.
+  // With a model step probe: a phase's flops / its time in lockstep (every rank starts it
+  // together; it ends when the slowest rank is done), the same on every rank.
   double model_forward_flops = 0, model_backward_flops = 0;
-  double model_forward_flops_min = 0, model_backward_flops_min = 0;  // of the slowest rank
-  // A step's time alone / beside background AllReduces, mean over the ranks, at most 1 (the
-  // ratio itself is reported as measured); 1 when not measured. With it, the traffic's calls.
+  // From each rank's own phase times: the slowest rank's rates.
+  double model_forward_flops_min = 0, model_backward_flops_min = 0;
+  // A lockstep step's time alone / beside background AllReduces, at most 1 (the ratio itself
+  // is reported as measured); 1 when not measured. With it, the traffic's AllReduces.
   double overlapped_compute_share = 1, overlapped_step_ratio = 1;
   int64_t traffic_calls = 0;
 
-  // The device's flop/s: the model step's mean forward and backward rates when measured, else
-  // the mean GEMM rate for both. (The slowest rank's rates are reported, not used: on the
-  // testbed they predicted HybridEP's steps no better, 4 batches x 1 run each.)
+  // The device's flop/s: the model step's lockstep forward and backward rates when measured,
+  // else the mean GEMM rate for both.
   core::Device device() const {
     if (model_forward_flops > 0)
       return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops,

@@ -83,8 +83,9 @@ void ProfileCommand::add_sweep_options() {
                    "with --model: tokens per sequence (default: the model's)")
       ->check(CLI::Range(2, 4096))
       ->needs(model);
-  sub_->add_option("--model-seconds", model_seconds_,
-                   "with --model: each rank times steps for this long, and at least 3 of them")
+  sub_->add_option(
+          "--model-seconds", model_seconds_,
+          "with --model: the ranks time steps together for this long, and at least 3 of them")
       ->capture_default_str()
       ->check(kFinite)
       ->check(CLI::Range(0.1, 600.0))

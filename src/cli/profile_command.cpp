@@ -252,7 +252,7 @@ nlohmann::json report_json(const Report& r) {
             {"model_backward_tflops", d.model_backward_flops / units::kTflops},
             {"model_forward_tflops_slowest_rank", d.model_forward_flops_min / units::kTflops},
             {"model_backward_tflops_slowest_rank", d.model_backward_flops_min / units::kTflops},
-            {"overlapped_compute_share", d.overlapped_compute_share},
+            {"overlapped_compute_share", d.overlapped_compute_share()},
             {"overlapped_step_ratio", d.overlapped_step_ratio},
             {"traffic_allreduces", d.traffic_calls},
             {"memory_GB", d.memory_bytes / units::kGB},
@@ -318,7 +318,7 @@ void print_fit(std::ostream& out, const Report& r, int world) {
                   "model step beside %lld background AllReduces: %.3f x the time alone; the "
                   "cluster file's overlapped_compute_share %.3f\n",
                   static_cast<long long>(d.traffic_calls), 1 / d.overlapped_step_ratio,
-                  d.overlapped_compute_share);
+                  d.overlapped_compute_share());
     out << line;
   }
   out << "wrote " << r.cluster_file << " (moecomm plan --cluster " << r.cluster_file

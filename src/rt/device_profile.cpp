@@ -208,7 +208,6 @@ DeviceProfile profile_device(const DeviceProbe& probe) {
     d.model_backward_flops_min = reduce(world, backward, MPI_MIN, options);
     if (t.traffic_calls > 0) {
       d.overlapped_step_ratio = t.alone.per_step() / t.beside.per_step();  // same on every rank
-      d.overlapped_compute_share = std::min(1.0, d.overlapped_step_ratio);
       d.traffic_calls = t.traffic_calls;
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 // `moecomm profile`'s device measurement. Every rank measures at the same time, so a rate is
 // the rank's real share of the node (ranks share the CPU cores and the memory system).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -47,17 +48,19 @@ struct DeviceProfile {
   double model_forward_flops = 0, model_backward_flops = 0;
   // From each rank's own phase times: the slowest rank's rates.
   double model_forward_flops_min = 0, model_backward_flops_min = 0;
-  // A lockstep step's time alone / beside background AllReduces, at most 1 (the ratio itself
-  // is reported as measured); 1 when not measured. With it, the traffic's AllReduces.
-  double overlapped_compute_share = 1, overlapped_step_ratio = 1;
+  // A lockstep step's time alone / beside background AllReduces, as measured (noise can put
+  // it above 1); 1 when not measured. With it, the traffic's AllReduces.
+  double overlapped_step_ratio = 1;
   int64_t traffic_calls = 0;
+
+  double overlapped_compute_share() const { return std::min(1.0, overlapped_step_ratio); }
 
   // The device's flop/s: the model step's lockstep forward and backward rates when measured,
   // else the mean GEMM rate for both.
   core::Device device() const {
     if (model_forward_flops > 0)
       return {model_forward_flops, memory_bytes, memory_bandwidth, model_backward_flops,
-              overlapped_compute_share};
+              overlapped_compute_share()};
     return {gemm_flops, memory_bytes, memory_bandwidth, 0};
   }
 };

@@ -192,10 +192,6 @@ void Run::op_ready(OpId id, double t) {
 void Run::start_compute(OpId id, double t) {
   const sched::Op& op = s_.op(id);
   compute_left_[id] = compute_time(op);
-  if (overlapped_share_ == 1.0) {
-    push(t + compute_left_[id], 0, id);
-    return;
-  }
   compute_since_[id] = t;
   computing_[op.rank].push_back(id);
   schedule_compute_end(id, t);
@@ -225,7 +221,7 @@ void Run::retime_compute(int rank, double t, double old_rate) {
 
 void Run::op_done(OpId id, double t) {
   const sched::Op& op = s_.op(id);
-  if (op.kind == OpKind::kCompute && overlapped_share_ < 1.0) std::erase(computing_[op.rank], id);
+  if (op.kind == OpKind::kCompute) std::erase(computing_[op.rank], id);
   if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) comm_ends(op.rank, t);
   timing_[id].end = t;
   done_[id] = 1;
@@ -463,8 +459,7 @@ SimResult Run::run() {
       const Event e = queue_.top();
       queue_.pop();
       if (e.kind == 0) {
-        const bool stale = overlapped_share_ < 1.0 && s_.op(e.id).kind == OpKind::kCompute &&
-                           compute_end_seq_[e.id] != e.seq;
+        const bool stale = s_.op(e.id).kind == OpKind::kCompute && compute_end_seq_[e.id] != e.seq;
         if (!stale) op_done(e.id, e.time);
       } else {
         launch(pending_[e.id], e.time);

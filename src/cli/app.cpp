@@ -53,7 +53,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return 2;
   }
   try {
-    if (plan.selected()) return plan.run(out);
+    if (plan.selected()) return plan.run(out, err);
     if (place.selected()) return place.run(out, err);
     if (sim.selected()) return sim.run(out, err);
     if (train.selected()) return train.run(out, err);

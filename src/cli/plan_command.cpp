@@ -1,22 +1,25 @@
 #include "cli/plan_command.h"
 
-#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <ostream>
+#include <sstream>
 
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/presets.h"
-#include "plan/strategy_table.h"
+#include "plan/search_planner.h"
+#include "sched/strategy.h"
 
 namespace moecomm::cli {
 
 PlanCommand::PlanCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
       "plan",
-      "Predict forward and backward time and memory of one MoE layer for every candidate\n"
-      "strategy (baseline EP, hierarchical A2A, MoNTA O1/O2/O3, FSMoE, HybridEP, Lina)\n"
-      "from the papers' analytical models, and recommend one.");
+      "Recommend a strategy: every method (baseline EP, hierarchical A2A, MoNTA O1/O2/O3,\n"
+      "FSMoE, Lina, HybridEP) with its knobs from its paper's model, priced by simulating one\n"
+      "training step (as `moecomm sim`), then a search over the knobs around them; the paper\n"
+      "model's estimate is shown beside each simulated time.");
   sub_->add_option("--model", model_,
                    "model preset name or JSON file (default: " + std::string(core::kDefaultModel) +
                        "; see data/README.md)");
@@ -31,35 +34,74 @@ PlanCommand::PlanCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, core::kMaxSeqLen));
   sub_->add_option("--micro-batch", micro_batch_, "override the model's micro-batch size")
       ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
+  sub_->add_option("--layers", layers_,
+                   "MoE transformer blocks per simulated step (as sim --layers)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  budget_s_ = plan::kDefaultSearchBudgetS;
+  sub_->add_option("--budget-s", budget_s_,
+                   "wall-clock seconds the plan may take: the knob search stops when they are "
+                   "spent (the method rows are always priced; 0: those only); progress goes to "
+                   "stderr")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
   sub_->add_option("--recompute", recompute_, "activation recomputation for the memory estimate")
+      ->capture_default_str()
       ->check(CLI::IsMember({"none", "selective", "full"}));
   sub_->add_flag("--json", json_,
-                 "print one JSON object: {strategies: [{name, forward_ms, backward_ms, params, "
-                 "...}], recommended}");
+                 "print one JSON object: {strategies: [{name, forward_ms, backward_ms, total_ms, "
+                 "strategy, parallel, model_estimate, ...}], recommended, search}");
 }
 
 namespace {
 
-// Knob values for the table: numbers to 4 significant digits, strings bare.
-std::string format_value(const nlohmann::json& v) {
-  if (v.is_number_float()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
-    return buf;
+// "key=value" items of a strategy string, by key.
+std::map<std::string, std::string> knob_values(const sched::Strategy& s) {
+  std::map<std::string, std::string> out;
+  std::stringstream in(sched::to_string(s));
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto eq = item.find('=');
+    out[item.substr(0, eq)] = item.substr(eq + 1);
   }
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_array()) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : ",") + format_value(x);
-    return "[" + out + "]";
-  }
-  return v.dump();
+  return out;
 }
 
-void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& out) {
+// The knobs that differ from the baseline's, and the EP size when it moved.
+std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in) {
+  std::string out;
+  const auto base = knob_values(sched::Strategy{});
+  for (const auto& [knob, value] : knob_values(r.candidate.strategy)) {
+    if (knob == "name") continue;
+    const auto b = base.find(knob);
+    if (b == base.end() || b->second != value) out += (out.empty() ? "" : " ") + knob + "=" + value;
+  }
+  if (r.candidate.parallel.ep != in.ep)
+    out += (out.empty() ? "" : " ") + std::string("ep=") + std::to_string(r.candidate.parallel.ep);
+  return out.empty() ? "-" : out;
+}
+
+void print_rows(const plan::Plan& p, const plan::PlanInput& in, std::ostream& out) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-12s %11s %11s %10s %10s %10s  %s\n", "strategy", "forward_ms",
+                "backward_ms", "step_ms", "model_ms", "memory_GB", "knobs");
+  out << line;
+  for (const auto& r : p.rows) {
+    char model[32] = "-";
+    if (r.model) std::snprintf(model, sizeof model, "%.3f", r.model->total_s() * 1e3);
+    std::snprintf(line, sizeof line, "%-12s %11.3f %11.3f %10.3f %10s %10.2f  ", r.name.c_str(),
+                  r.simulated.forward_s * 1e3, r.simulated.backward_s * 1e3,
+                  r.simulated.step_s * 1e3, model, r.memory_bytes / 1e9);
+    out << line << (r.fits(in.cluster) ? "" : "[exceeds device memory] ")
+        << knob_summary(r, in.parallel) << "\n";
+  }
+  for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
+}
+
+void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::string& model_arg,
+                 const std::string& cluster_arg, std::ostream& out) {
   const auto& par = in.parallel;
   char line[512];
   out << "model " << in.model.name << " on cluster " << in.cluster.name << " ("
@@ -67,34 +109,34 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, std::ostream& o
       << " ep=" << par.ep << " esp=" << par.esp << " edp=" << par.edp << " pp=" << par.pp
       << " cp=" << par.cp << "; seq_len " << in.model.seq_len << ", micro_batch "
       << in.model.micro_batch << "\n";
-  out << "one MoE layer, one micro-batch:\n";
-  std::snprintf(line, sizeof line, "%-14s %11s %11s %11s %10s  %s\n", "strategy", "forward_ms",
-                "backward_ms", "total_ms", "memory_GB", "knobs");
+  out << "simulated training step of " << p.layers
+      << " MoE block(s) per rank (as `moecomm sim`); model_ms: the paper model's estimate of one "
+         "MoE layer\n";
+  print_rows(p, in, out);
+  std::snprintf(line, sizeof line, "search: %d candidates simulated (%d refused) in %.2f s, %s\n",
+                p.search.candidates, p.search.refused, p.search.wall_s,
+                p.search.converged ? "converged" : "budget spent (raise --budget-s to go on)");
   out << line;
-  for (const auto& s : p.strategies) {
-    std::snprintf(line, sizeof line, "%-14s %11.3f %11.3f %11.3f %10.2f  ", s.name.c_str(),
-                  s.forward_s * 1e3, s.backward_s * 1e3, s.total_s() * 1e3, s.memory_bytes / 1e9);
-    std::string knobs;
-    for (const auto& [k, v] : s.params.items())
-      knobs += (knobs.empty() ? "" : " ") + k + "=" + format_value(v);
-    const bool fits = s.memory_bytes <= in.cluster.device.memory_bytes;
-    out << line << (fits ? "" : "[exceeds device memory] ") << knobs << "\n";
-  }
-  for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
-  const auto& best = *std::find_if(p.strategies.begin(), p.strategies.end(),
-                                   [&](const auto& s) { return s.name == p.recommended; });
-  std::snprintf(
-      line, sizeof line, "recommended: %s (%.3f ms per MoE layer, %.2fx the baseline's speed)\n",
-      best.name.c_str(), best.total_s() * 1e3, p.strategies.front().total_s() / best.total_s());
+  const plan::PlanRow& best = p.row(p.recommended);
+  const plan::PlanRow& base = p.rows.front();
+  std::snprintf(line, sizeof line,
+                "recommended: %s (%.3f ms per step, %.2fx the %s's speed; the paper models "
+                "rank %s first)\n",
+                best.name.c_str(), best.simulated.step_s * 1e3,
+                base.simulated.step_s / best.simulated.step_s, base.name.c_str(),
+                p.estimates.fastest.c_str());
   out << line;
-  if (best.memory_bytes > in.cluster.device.memory_bytes)
+  out << "  moecomm sim --model " << model_arg << " --cluster " << cluster_arg << " --parallel "
+      << plan::parallel_string(best.candidate.parallel) << " --layers " << p.layers
+      << " --strategy " << sched::to_string(best.candidate.strategy) << "\n";
+  if (!best.fits(in.cluster))
     out << "warning: no estimate counts offloading; the memory above exceeds the device's "
         << in.cluster.device.memory_bytes / 1e9 << " GB (try --zero 3 or --recompute full)\n";
 }
 
 }  // namespace
 
-int PlanCommand::run(std::ostream& out) const {
+int PlanCommand::run(std::ostream& out, std::ostream& err) const {
   for (const auto& [flag, value] :
        {std::pair{"--model", &model_}, {"--cluster", &cluster_}, {"--parallel", &parallel_}})
     if (sub_->count(flag) && value->empty()) throw Error(flag, "empty value");
@@ -105,11 +147,21 @@ int PlanCommand::run(std::ostream& out) const {
   in.parallel = setup.parallel;
   in.zero_stage = zero_stage_;
   in.recompute = recompute_;
-  plan::Plan p = plan::make_plan(in);
+  plan::SearchOptions options;
+  options.layers = layers_;
+  options.budget_s = budget_s_;
+  options.progress = [&err](const plan::SearchProgress& s) {
+    char line[160];
+    std::snprintf(line, sizeof line, "plan: %d candidates simulated in %.0f s, best step %.3f ms\n",
+                  s.candidates, s.elapsed_s, s.best_step_s * 1e3);
+    err << line << std::flush;
+  };
+  const plan::Plan p = plan::make_plan(in, options);
   if (json_)
     out << plan::plan_to_json(p, in).dump(2) << "\n";
   else
-    print_table(p, in, out);
+    print_table(p, in, model_.empty() ? in.model.name : model_,
+                cluster_.empty() ? in.cluster.name : cluster_, out);
   return 0;
 }
 

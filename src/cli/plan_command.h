@@ -1,5 +1,6 @@
 #pragma once
-// `moecomm plan`: the analytical planner's table of strategies and its recommendation.
+// `moecomm plan`: every method's knobs seeded by its paper's model, priced by the simulator,
+// a search around them, and the simulated best as the recommendation.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -12,13 +13,14 @@ class PlanCommand {
  public:
   explicit PlanCommand(CLI::App& app);
   bool selected() const { return sub_->parsed(); }
-  int run(std::ostream& out) const;
+  int run(std::ostream& out, std::ostream& err) const;
 
  private:
   CLI::App* sub_;
   std::string model_, cluster_, parallel_, recompute_ = "selective";
   int64_t seq_len_ = 0, micro_batch_ = 0;
-  int zero_stage_ = 1;
+  int zero_stage_ = 1, layers_ = 1;
+  double budget_s_;
   bool json_ = false;
 };
 

@@ -23,15 +23,31 @@ namespace {
 
 // The strategy of --strategy with the knobs it leaves open chosen by the planner for this
 // model, cluster and parallel configuration (`moecomm plan`'s defaults for the rest), so
-// `--strategy monta-o2` simulates the N that `moecomm plan` shows. Returns the notes, one a knob.
+// `--strategy monta-o2` simulates the N that `moecomm plan` shows; Lina packs its experts
+// (the EP size of `moecomm plan`'s lina row) unless --parallel gives ep. Returns the notes,
+// one a knob.
 std::vector<std::string> planned_knobs(const ModelSetup& setup, const std::string& text,
-                                       sched::Strategy& strategy) {
+                                       const std::string& parallel_flag, sched::LayerSetup& layer) {
   plan::PlanInput in;
   in.model = setup.model;
   in.cluster = setup.cluster;
   in.parallel = setup.parallel;
+  const sched::ParsedStrategy parsed = sched::parse_strategy_knobs(text, "--strategy");
   std::string notes;
-  strategy = plan::planned_strategy(sched::parse_strategy_knobs(text, "--strategy"), in, &notes);
+  const bool lina = parsed.method == "lina" &&
+                    !core::parse_parallel_spec(parallel_flag, "--parallel").ep.has_value();
+  if (lina) {
+    const plan::ModelEstimates estimates = plan::estimate_strategies(in);
+    std::string packing;
+    if (auto packed = plan::lina_packed_parallel(in, estimates, &packing)) {
+      notes = packing + "\n";
+      in.parallel = *packed;
+    }
+    layer.strategy = plan::planned_strategy(parsed, in, estimates, &notes);
+  } else {
+    layer.strategy = plan::planned_strategy(parsed, in, &notes);
+  }
+  layer.parallel = in.parallel;
   std::vector<std::string> lines;
   std::istringstream in_lines(notes);
   for (std::string line; std::getline(in_lines, line);) lines.push_back(line);
@@ -92,8 +108,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   sched::LayerSetup layer;
   layer.model = setup.model;
   layer.cluster = setup.cluster;
-  layer.parallel = setup.parallel;
-  const std::vector<std::string> notes = planned_knobs(setup, strategy_, layer.strategy);
+  const std::vector<std::string> notes = planned_knobs(setup, strategy_, parallel_, layer);
   layer.layers = layers_;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && routing_ == "uniform") {
@@ -106,7 +121,9 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     place::SyntheticRoutingSpec spec;
     spec.locality = locality_;
     spec.layer_correlation = 0.9;
-    routed = routed_dispatch(setup, spec, netmoe, "flow");
+    ModelSetup packed = setup;  // Lina's packing may have moved the EP size
+    packed.parallel = layer.parallel;
+    routed = routed_dispatch(packed, spec, netmoe, "flow");
     layer.a2a_pair_bytes = routed->matrices;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -147,7 +164,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     out << j.dump(2) << "\n";
     return 0;
   }
-  const auto& p = setup.parallel;
+  const auto& p = layer.parallel;
   char line[256];
   out << "strategy " << layer.strategy.name << " (" << sched::to_string(layer.strategy) << ")\n"
       << "model " << setup.model.name << " on " << setup.cluster.name << " ("

@@ -16,7 +16,7 @@ namespace {
 // Lina's expert packing (Sec. 4.2): k experts per device, so the A2A runs among E / k
 // devices: the EP size the Lina estimate chose, when --parallel leaves ep open and it fits.
 std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int world) {
-  const plan::Plan p = plan::make_plan(in);
+  const plan::ModelEstimates p = plan::estimate_strategies(in);
   for (const plan::StrategyEstimate& e : p.strategies) {
     if (e.name != "lina" || !e.params.contains("ep_group")) continue;
     const int ep = e.params["ep_group"].get<int>(), tp = std::max(c.tp, 1);

@@ -19,13 +19,12 @@ std::vector<LinaLinkLevel> span_levels(const EstimateContext& ctx, const GroupSp
   return levels;
 }
 
-LinaBackwardInput backward_input(const EstimateContext& ctx, double a2a_s, double ffn_s,
-                                 double partition_bytes) {
+LinaBackwardInput backward_input(const EstimateContext& ctx, const MoeWorkload& w, double a2a_s,
+                                 double ffn_s, double partition_bytes) {
   LinaBackwardInput in{a2a_s, ffn_s, {}};
   // Dense gradients reduce over the DP group, expert gradients over the EDP group.
   const std::pair<double, const core::RankGroup*> tensors[] = {
-      {ctx.work.dense_grad_bytes, &ctx.work.groups.dp_cp.front()},
-      {ctx.work.expert_grad_bytes, &ctx.work.groups.edp.front()}};
+      {w.dense_grad_bytes, &w.groups.dp_cp.front()}, {w.expert_grad_bytes, &w.groups.edp.front()}};
   for (const auto& [bytes, group] : tensors) {
     if (group->size() < 2) continue;
     const LinaMicroOps ops = lina_partition(bytes, partition_bytes);
@@ -40,7 +39,8 @@ LinaBackwardInput backward_input(const EstimateContext& ctx, double a2a_s, doubl
 // Without Lina: the layer's gradients go as one bucket that fair-shares the links with the
 // backward A2As (Lina Sec. 2.2); the layer is done when both are.
 double backward_with_bucketed_sync(const EstimateContext& ctx, double a2a_s, double ffn_s) {
-  LinaBackwardTimes t = lina_backward_fair_share(backward_input(ctx, a2a_s, ffn_s, 1e300));
+  LinaBackwardTimes t =
+      lina_backward_fair_share(backward_input(ctx, ctx.work, a2a_s, ffn_s, 1e300));
   return t.layer_seconds + t.allreduce_left_seconds;
 }
 
@@ -73,25 +73,25 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   pack.ffn_flops_per_token = w.expert_flops / w.routed_tokens;
   pack.flops = 1.0 / ctx.gemm.line().beta;
   const LinaPacking packing = lina_pack_experts(pack);
-  // Packed, the A2A runs among the group's first ep_group members (innermost levels first).
-  const auto& ep = w.groups.ep.front();
-  const core::RankGroup packed(ep.begin(),
-                               ep.begin() + std::min<size_t>(packing.ep_group, ep.size()));
-  const double a2a = ctx.comm.alltoall_time(packed, w.a2a_bytes);
+  // Packed, the A2A runs among ep_group ranks, each holding E / ep_group experts whose
+  // gradients reduce over the EDP group that packing creates: world / (ep_group esp pp)
+  // ranks, not the unpacked one.
+  PlanInput packed_input = ctx.input;
+  if (auto packed = with_ep(ctx.input, packing.ep_group)) packed_input.parallel = *packed;
+  const MoeWorkload packed = derive_workload(packed_input, ctx.comm);
+  const double a2a = ctx.comm.alltoall_time(packed.groups.ep.front(), w.a2a_bytes);
   const LinaBackwardTimes bwd =
-      lina_backward_a2a_first(backward_input(ctx, a2a, ffn_bwd, partition));
+      lina_backward_a2a_first(backward_input(ctx, packed, a2a, ffn_bwd, partition));
   StrategyEstimate e;
   e.name = "lina";
   e.source = "Lina Sec. 4.1-4.2 (A2A-first micro-ops, expert packing)";
   e.forward_s = ep_forward(ctx, a2a);
   e.backward_s = bwd.layer_seconds + bwd.allreduce_left_seconds + ctx.esp_reduce_s;
-  // Packing k experts per device holds k / (E / ep) times the expert state.
-  const double extra = std::max(0.0, packing.experts_per_device - w.experts_per_rank);
-  e.memory_bytes = ctx.base_memory_bytes + extra * ctx.state_bytes_per_expert;
+  e.memory_bytes = memory_per_device(packed_input);  // more experts per device, packed
   e.params = {{"grad_sync", "lina"},
               {"microop_bytes", partition},
               {"experts_per_device", packing.experts_per_device},
-              {"ep_group", packing.ep_group},
+              {"ep_group", packed_input.parallel.ep},
               {"a2a_ms", a2a * 1e3},
               {"a2a_blocked_ms", bwd.a2a_blocked_seconds * 1e3}};
   return e;

@@ -1,5 +1,6 @@
 #include "plan/moe_workload.h"
 
+#include "core/error.h"
 #include "cost/collective_model.h"
 
 namespace moecomm::plan {
@@ -24,6 +25,17 @@ MoeWorkload derive_workload(const PlanInput& in, const cost::CollectiveModel& mo
   w.a2a_level_share = model.alltoall_level_shares(w.groups.ep.front());
   w.inter_level = model.bottleneck_level(w.groups.ep.front());
   return w;
+}
+
+std::optional<core::ParallelConfig> with_ep(const PlanInput& in, int ep) {
+  const auto& p = in.parallel;
+  const core::ParallelSpec spec{p.dp, p.tp, ep, p.esp, p.pp, p.cp};
+  try {
+    return core::resolve_parallel(spec, in.cluster.world_size(), static_cast<int>(in.model.experts),
+                                  "ep");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace moecomm::plan

@@ -2,6 +2,7 @@
 // What one MoE layer of a model asks of the cluster under a parallel configuration: the
 // bytes each A2A sends per rank, how they split over the levels, the expert flops and the
 // gradient bytes to synchronize. Shared by every strategy's estimate in the plan table.
+#include <optional>
 #include <vector>
 
 #include "core/rank_groups.h"
@@ -27,5 +28,10 @@ struct MoeWorkload {
 };
 
 MoeWorkload derive_workload(const PlanInput& input, const cost::CollectiveModel& comm);
+
+// The parallel sizes of `input` with the EP size `ep`, edp re-derived (Lina's expert packing:
+// fewer EP ranks, more experts on each, a larger EDP group); nullopt when they do not fold the
+// world or split the experts.
+std::optional<core::ParallelConfig> with_ep(const PlanInput& input, int ep);
 
 }  // namespace moecomm::plan

@@ -73,13 +73,13 @@ struct Filler {
   }
 };
 
-const StrategyEstimate* find_estimate(const Plan& plan, const std::string& name) {
+const StrategyEstimate* find_estimate(const ModelEstimates& plan, const std::string& name) {
   for (const auto& e : plan.strategies)
     if (e.name == name) return &e;
   return nullptr;
 }
 
-std::string skip_reason(const Plan& plan, const std::string& name) {
+std::string skip_reason(const ModelEstimates& plan, const std::string& name) {
   for (const auto& s : plan.skipped)
     if (s.name == name) return s.reason;
   return "no estimate";
@@ -127,7 +127,10 @@ void fill_fsmoe(Filler& f, const StrategyEstimate& e) {
 void fill_lina(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
   const double microop = e.params.at("microop_bytes").get<double>();
   if (f.open("grad_partitions")) {
-    const MoeWorkload w = workload_of(in);
+    // The gradients of the packed layout the estimate priced (Lina Sec. 4.2).
+    PlanInput packed = in;
+    if (auto p = with_ep(in, e.params.at("ep_group").get<int>())) packed.parallel = *p;
+    const MoeWorkload w = workload_of(packed);
     const std::pair<double, size_t> tensors[] = {
         {w.dense_grad_bytes, w.groups.dp_cp.front().size()},
         {w.expert_grad_bytes, w.groups.edp.front().size()}};
@@ -193,26 +196,41 @@ void fill_hybridep(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
 
 // The user who compressed the experts gets the domains the planner chose for compressed
 // experts (the hybridep-sr row, SR = kHybridEpCompression).
-std::string hybridep_row(const sched::ParsedStrategy& parsed, const Plan& plan) {
+std::string hybridep_row(const sched::ParsedStrategy& parsed, const ModelEstimates& plan) {
   const bool compressed = parsed.is_explicit("compression") && parsed.strategy.compression < 1;
   return compressed && find_estimate(plan, "hybridep-sr") ? "hybridep-sr" : "hybridep";
 }
 
 }  // namespace
 
+namespace {
+
+const std::vector<std::string>* knobs_to_plan(const sched::ParsedStrategy& parsed) {
+  const auto tuned = tuned_knobs().find(parsed.method);
+  if (tuned == tuned_knobs().end()) return nullptr;
+  const auto& knobs = tuned->second;
+  const bool any_open = std::any_of(knobs.begin(), knobs.end(),
+                                    [&](const std::string& k) { return !parsed.is_explicit(k); });
+  return any_open ? &knobs : nullptr;
+}
+
+}  // namespace
+
 Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                           std::string* notes) {
-  const auto tuned = tuned_knobs().find(parsed.method);
-  if (tuned == tuned_knobs().end()) return parsed.strategy;
+  if (!knobs_to_plan(parsed)) return parsed.strategy;
+  return planned_strategy(parsed, input, estimate_strategies(input), notes);
+}
+
+Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
+                          const ModelEstimates& plan, std::string* notes) {
+  const std::vector<std::string>* tuned = knobs_to_plan(parsed);
+  if (!tuned) return parsed.strategy;
   Filler f{parsed.strategy, parsed, notes};
-  if (std::none_of(tuned->second.begin(), tuned->second.end(),
-                   [&](const std::string& k) { return f.open(k); }))
-    return parsed.strategy;
-  const Plan plan = make_plan(input);
   const std::string row = parsed.method == "hybridep" ? hybridep_row(parsed, plan) : parsed.method;
   const StrategyEstimate* e = find_estimate(plan, row);
   if (!e) {
-    for (const auto& knob : tuned->second)
+    for (const auto& knob : *tuned)
       f.keep(knob, "the planner skipped " + row + " (" + skip_reason(plan, row) + ")");
     return f.s;
   }
@@ -226,6 +244,21 @@ Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& 
     fill_hybridep(f, *e, input);
   sched::validate(f.s, "planned strategy " + f.s.name);
   return f.s;
+}
+
+std::optional<core::ParallelConfig> lina_packed_parallel(const PlanInput& input,
+                                                         const ModelEstimates& estimates,
+                                                         std::string* note) {
+  const StrategyEstimate* e = find_estimate(estimates, "lina");
+  if (!e || !e->params.contains("ep_group")) return std::nullopt;
+  const int ep = e->params["ep_group"].get<int>();
+  if (ep == input.parallel.ep) return std::nullopt;
+  auto packed = with_ep(input, ep);
+  if (packed && note)
+    *note = "ep=" + std::to_string(ep) +
+            " from Lina Sec. 4.2 (expert packing: " + std::to_string(input.model.experts / ep) +
+            " experts per device)";
+  return packed;
 }
 
 }  // namespace moecomm::plan

@@ -18,6 +18,8 @@ Recompute parse_recompute(const std::string& r) {
   throw Error("recompute", "must be none, selective or full, got \"" + r + "\"");
 }
 
+}  // namespace
+
 // MoNTA Eq. 1: model states (Table 3) plus activations (Table 4) on one device.
 double memory_per_device(const PlanInput& in) {
   const auto& m = in.model;
@@ -44,6 +46,8 @@ double memory_per_device(const PlanInput& in) {
   act.recompute = parse_recompute(in.recompute);
   return total_memory(weight_memory(wm), activation_memory(act));
 }
+
+namespace {
 
 EstimateContext make_context(const PlanInput& in, const core::Topology& topo, const MoeWorkload& w,
                              const cost::CollectiveModel& comm) {
@@ -75,7 +79,7 @@ double grad_sync_s(const MoeWorkload& w, const cost::CollectiveModel& comm) {
          comm.group_time(cost::Collective::kAllReduce, w.groups.edp.front(), w.expert_grad_bytes);
 }
 
-void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
+void add(ModelEstimates& plan, const std::string& name, std::optional<StrategyEstimate> e,
          const std::string& why) {
   if (e)
     plan.strategies.push_back(std::move(*e));
@@ -85,7 +89,7 @@ void add(Plan& plan, const std::string& name, std::optional<StrategyEstimate> e,
 
 }  // namespace
 
-Plan make_plan(const PlanInput& in) {
+ModelEstimates estimate_strategies(const PlanInput& in) {
   if (!(in.gemm_startup_s >= 0)) throw Error("gemm start-up", "must not be negative");
   const core::Topology topo(in.cluster);
   if (topo.world_size() != in.parallel.world())
@@ -96,7 +100,7 @@ Plan make_plan(const PlanInput& in) {
   const cost::CollectiveModel comm(topo);
   const MoeWorkload w = derive_workload(in, comm);
   const EstimateContext ctx = make_context(in, topo, w, comm);
-  Plan plan;
+  ModelEstimates plan;
   plan.strategies.push_back(estimate_baseline(ctx));
   plan.strategies.push_back(estimate_hierarchical(ctx));
   for (int level = 1; level <= 3; ++level) {
@@ -111,7 +115,7 @@ Plan make_plan(const PlanInput& in) {
   auto best =
       std::min_element(plan.strategies.begin(), plan.strategies.end(),
                        [](const auto& a, const auto& b) { return a.total_s() < b.total_s(); });
-  plan.recommended = best->name;
+  plan.fastest = best->name;
   plan.workload = {{"tokens_per_rank", w.tokens},
                    {"a2a_bytes_per_rank", w.a2a_bytes},
                    {"a2a_level_share", w.a2a_level_share},
@@ -121,29 +125,6 @@ Plan make_plan(const PlanInput& in) {
                    {"esp_reduce_ms", ctx.esp_reduce_s * 1e3},
                    {"gemm_efficiency", in.gemm_efficiency}};
   return plan;
-}
-
-nlohmann::json plan_to_json(const Plan& plan, const PlanInput& in) {
-  nlohmann::json strategies = nlohmann::json::array(), skipped = nlohmann::json::array();
-  for (const auto& s : plan.strategies)
-    strategies.push_back({{"name", s.name},
-                          {"forward_ms", s.forward_s * 1e3},
-                          {"backward_ms", s.backward_s * 1e3},
-                          {"total_ms", s.total_s() * 1e3},
-                          {"memory_GB", s.memory_bytes / 1e9},
-                          {"params", s.params},
-                          {"source", s.source}});
-  for (const auto& s : plan.skipped) skipped.push_back({{"name", s.name}, {"reason", s.reason}});
-  return {{"model", in.model.name},
-          {"cluster", in.cluster.name},
-          {"world", in.cluster.world_size()},
-          {"parallel", in.parallel.to_json()},
-          {"seq_len", in.model.seq_len},
-          {"micro_batch", in.model.micro_batch},
-          {"workload", plan.workload},
-          {"strategies", strategies},
-          {"skipped", skipped},
-          {"recommended", plan.recommended}};
 }
 
 }  // namespace moecomm::plan

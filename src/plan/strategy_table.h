@@ -41,14 +41,17 @@ struct SkippedStrategy {
   std::string reason;
 };
 
-struct Plan {
+// The papers' analytical models, one row per method: the seeds of the search planner
+// (search_planner.h) and the estimate `moecomm plan` prints beside each simulated row.
+struct ModelEstimates {
   std::vector<StrategyEstimate> strategies;
   std::vector<SkippedStrategy> skipped;  // candidates whose model does not apply here
-  std::string recommended;
-  nlohmann::json workload;  // derived quantities the estimates share (bytes, times)
+  std::string fastest;                   // the row the models rank first
+  nlohmann::json workload;               // derived quantities the estimates share (bytes, times)
 };
 
-Plan make_plan(const PlanInput& input);
-nlohmann::json plan_to_json(const Plan& plan, const PlanInput& input);
+ModelEstimates estimate_strategies(const PlanInput& input);
+// MoNTA Eq. 1 for `input`'s model and parallel sizes: model states and activations per device.
+double memory_per_device(const PlanInput& input);
 
 }  // namespace moecomm::plan

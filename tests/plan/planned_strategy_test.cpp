@@ -9,8 +9,10 @@
 #include "core/rank_groups.h"
 #include "core/topology.h"
 #include "plan/estimates.h"
+#include "plan/moe_workload.h"
 #include "sched/layer_workload.h"
 #include "support/expect_error.h"
+#include "support/plan_inputs.h"
 
 namespace moecomm::plan {
 namespace {
@@ -19,18 +21,7 @@ using sched::named_strategy;
 using sched::parse_strategy_knobs;
 using sched::Strategy;
 
-PlanInput preset_input(const std::string& model_name, const std::string& cluster = "") {
-  PlanInput in;
-  in.model = core::load_model(model_name);
-  in.cluster = core::load_cluster(
-      !cluster.empty() ? cluster : in.model.cluster.value_or(core::kDefaultCluster));
-  core::ParallelSpec spec =
-      cluster.empty() && in.model.parallel ? *in.model.parallel : core::ParallelSpec{};
-  in.parallel = core::resolve_parallel(spec, in.cluster.world_size(), in.model.experts, "test");
-  return in;
-}
-
-const StrategyEstimate* row(const Plan& p, const std::string& name) {
+const StrategyEstimate* row(const ModelEstimates& p, const std::string& name) {
   auto it = std::find_if(p.strategies.begin(), p.strategies.end(),
                          [&](const auto& s) { return s.name == name; });
   return it == p.strategies.end() ? nullptr : &*it;
@@ -52,7 +43,7 @@ TEST(PlannedStrategy, MontaChunksAreAlgorithmN) {
   int checked = 0;
   for (const char* model : kPresets) {
     const PlanInput in = preset_input(model);
-    const Plan plan = make_plan(in);
+    const ModelEstimates plan = estimate_strategies(in);
     for (const char* method : {"monta-o2", "monta-o3"}) {
       const StrategyEstimate* e = row(plan, method);
       if (!e) continue;
@@ -74,7 +65,7 @@ TEST(PlannedStrategy, MontaChunksAreAlgorithmN) {
 TEST(PlannedStrategy, FsmoeDegreesAreThePhasesOptimalR) {
   for (const char* model : {"fsmoe-mixtral-22b", "fsmoe-mixtral-7b", "lina-gpt2"}) {
     const PlanInput in = preset_input(model);
-    const Plan plan = make_plan(in);
+    const ModelEstimates plan = estimate_strategies(in);
     const StrategyEstimate* e = row(plan, "fsmoe");
     ASSERT_TRUE(e) << model;
     std::string notes;
@@ -93,14 +84,18 @@ TEST(PlannedStrategy, FsmoeDegreesAreThePhasesOptimalR) {
 TEST(PlannedStrategy, LinaPartitionsAreMicroOpsOfTheLayerGradient) {
   for (const char* model : {"lina-gpt2", "lina-transformer-xl", "fsmoe-mixtral-22b"}) {
     const PlanInput in = preset_input(model);
-    const Plan plan = make_plan(in);
+    const ModelEstimates plan = estimate_strategies(in);
     const StrategyEstimate* e = row(plan, "lina");
     ASSERT_TRUE(e) << model;
     const double microop = e->params["microop_bytes"];
-    const auto w = sched::layer_workload(in.model, in.parallel);
+    // The gradients of the packed layout (Lina Sec. 4.2): E / ep_group experts per device,
+    // reduced over the EDP group that packing creates.
+    const auto packed = with_ep(in, e->params["ep_group"].get<int>());
+    ASSERT_TRUE(packed) << model;
+    const auto w = sched::layer_workload(in.model, *packed);
     double bytes = 0;
-    if (in.parallel.dp * in.parallel.cp > 1) bytes = std::max(bytes, w.dense_grad_bytes);
-    if (in.parallel.edp > 1) bytes = std::max(bytes, w.expert_grad_bytes);
+    if (packed->dp * packed->cp > 1) bytes = std::max(bytes, w.dense_grad_bytes);
+    if (packed->edp > 1) bytes = std::max(bytes, w.expert_grad_bytes);
     std::string notes;
     const Strategy s = planned("lina", in, &notes);
     const int expected = bytes > 0
@@ -123,7 +118,7 @@ TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
        {Case{"hybridep-gpt-medium", "hybridep-s"}, Case{"hybridep-gpt-medium", "hybridep-l"},
         Case{"monta-2x70b", ""}, Case{"netmoe-moe-gpt-s", ""}, Case{"lina-gpt2", ""}}) {
     const PlanInput in = preset_input(c.model, c.cluster);
-    const Plan plan = make_plan(in);
+    const ModelEstimates plan = estimate_strategies(in);
     const StrategyEstimate* e = row(plan, "hybridep");
     ASSERT_TRUE(e) << c.model;
     const auto sizes = e->params["domain_sizes"].get<std::vector<int>>();
@@ -153,7 +148,7 @@ TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
 
 TEST(PlannedStrategy, ExplicitKnobsSurvive) {
   const PlanInput in = preset_input("fsmoe-mixtral-22b");
-  const Plan plan = make_plan(in);
+  const ModelEstimates plan = estimate_strategies(in);
   std::string notes;
   Strategy s = planned("base=monta-o2,chunks_fwd=7", in, &notes);
   EXPECT_EQ(s.chunks_fwd, 7);
@@ -176,7 +171,7 @@ TEST(PlannedStrategy, ExplicitKnobsSurvive) {
 // MoNTA needs expert sharding; the Lina testbed has esp = 1, so the planner skips it.
 TEST(PlannedStrategy, SkippedMethodsKeepTheNamedDefaultsWithTheReason) {
   const PlanInput in = preset_input("lina-gpt2");
-  const Plan plan = make_plan(in);
+  const ModelEstimates plan = estimate_strategies(in);
   ASSERT_FALSE(row(plan, "monta-o2"));
   std::string notes;
   const Strategy s = planned("monta-o2", in, &notes);

@@ -238,6 +238,7 @@ nlohmann::json report_json(const Report& r) {
                       {"ranks", r.groups[i].ranks},
                       {"bandwidth_GBps", gbps(l.bandwidth)},
                       {"latency_us", l.latency / units::kUs},
+                      {"overhead_us", l.overhead / units::kUs},
                       {"r_squared", l.r_squared},
                       {"fitted_sizes", l.sizes}});
   }
@@ -279,8 +280,9 @@ void print_fit(std::ostream& out, const Report& r, int world) {
   char line[512];
   out << "\nfitted per level (alpha-beta of the alltoall against the bytes crossing one "
          "worker's link, bandwidth-bound sizes):\n";
-  std::snprintf(line, sizeof line, "%-11s %5s %15s %11s %10s %6s  %s\n", "level", "count",
-                "bandwidth_GBps", "latency_us", "r_squared", "sizes", "efficiency min..max");
+  std::snprintf(line, sizeof line, "%-11s %5s %15s %11s %12s %10s %6s  %s\n", "level", "count",
+                "bandwidth_GBps", "latency_us", "overhead_us", "r_squared", "sizes",
+                "efficiency min..max");
   out << line;
   for (const cost::LevelFit& l : r.fit.levels) {
     std::string eff;
@@ -292,9 +294,9 @@ void print_fit(std::ostream& out, const Report& r, int world) {
                     hi);
       eff += part;
     }
-    std::snprintf(line, sizeof line, "%-11s %5d %15.4f %11.2f %10.4f %6d  %s\n", l.name.c_str(),
-                  l.count, gbps(l.bandwidth), l.latency / units::kUs, l.r_squared, l.sizes,
-                  eff.c_str());
+    std::snprintf(line, sizeof line, "%-11s %5d %15.4f %11.2f %12.3f %10.4f %6d  %s\n",
+                  l.name.c_str(), l.count, gbps(l.bandwidth), l.latency / units::kUs,
+                  l.overhead / units::kUs, l.r_squared, l.sizes, eff.c_str());
     out << line;
   }
   const rt::DeviceProfile& d = r.device;

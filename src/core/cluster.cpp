@@ -51,6 +51,12 @@ Level parse_level(const json& item, const std::string& where) {
   if (latency_us < 0) throw Error(r.where("latency_us"), "must not be negative");
   if (latency_us > 1e9) throw Error(r.where("latency_us"), "too large (at most 1e9 us)");
   level.latency = latency_us * units::kUs;
+  if (r.has("overhead_us")) {
+    const double overhead_us = r.number("overhead_us");
+    if (!(overhead_us >= 0)) throw Error(r.where("overhead_us"), "must not be negative");
+    if (overhead_us > 1e6) throw Error(r.where("overhead_us"), "too large (at most 1e6 us)");
+    level.overhead = overhead_us * units::kUs;
+  }
   r.reject_unknown();
   return level;
 }
@@ -129,11 +135,13 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
 
 json cluster_to_json(const Cluster& c) {
   json levels = json::array();
-  for (const Level& l : c.levels)
+  for (const Level& l : c.levels) {
     levels.push_back({{"name", l.name},
                       {"count", l.count},
                       {"bandwidth_GBps", l.bandwidth / units::kGB},
                       {"latency_us", l.latency / units::kUs}});
+    if (l.overhead > 0) levels.back()["overhead_us"] = l.overhead / units::kUs;
+  }
   json doc = {{"name", c.name},
               {"levels", levels},
               {"device",

@@ -14,7 +14,10 @@ struct Level {
   std::string name;
   int count = 1;           // workers of this level inside one worker of the level above
   double bandwidth = 0.0;  // bytes/s one worker has to its peers at this level
-  double latency = 0.0;    // seconds
+  double latency = 0.0;    // seconds: wire latency, paid once per message in flight
+  // LogGP's o (Culler et al.; Alexandrov et al.): seconds of CPU/NIC time a message costs its
+  // sender and, again, its receiver, one message after another; optional, default 0.
+  double overhead = 0.0;
 };
 
 struct Device {

@@ -41,13 +41,16 @@ AlphaBeta CollectiveModel::line(Collective op, int level, int p, double n_ref) c
   const core::Level& link = topology_.level(level);
   const double bw = topology_.device_bandwidth(level) * efficiency(op, level, n_ref);
   const double steps = p - 1, share = (p - 1.0) / p;
+  // LogGP: a message costs its sender and its receiver the level's overhead o each.
+  const double message = 2 * link.overhead;
   switch (op) {
-    case Collective::kAllToAll:  // p - 1 messages of n / p each
+    case Collective::kAllToAll:  // p - 1 messages of n / p each, in flight together
+      return {link.latency + steps * message, share / bw};
     case Collective::kAllGather:
     case Collective::kReduceScatter:  // ring: p - 1 steps of n / p
-      return {steps * link.latency, share / bw};
+      return {steps * (link.latency + message), share / bw};
     case Collective::kAllReduce:  // ring ReduceScatter + AllGather
-      return {2 * steps * link.latency, 2 * share / bw};
+      return {2 * steps * (link.latency + message), 2 * share / bw};
   }
   return {};
 }
@@ -78,16 +81,20 @@ std::vector<double> CollectiveModel::alltoall_level_shares(const std::vector<int
 
 double CollectiveModel::alltoall_time(const std::vector<int>& group, double n) const {
   const auto share = alltoall_level_shares(group);
-  double worst = 0.0;
+  double worst = 0.0, overheads = 0.0;
   for (int l = 0; l < topology_.num_levels(); ++l) {
     if (share[l] == 0.0) continue;
-    // Peers at this level: each gets one message; the link's efficiency is read at the
-    // rank's whole send volume, as MoNTA reads r1 at I / (N t).
-    const int peers = static_cast<int>(share[l] * group.size() + 0.5);
+    // The messages of every level are in flight together, each paying the level's latency
+    // once; the link's efficiency is read at the rank's whole send volume, as MoNTA reads r1
+    // at I / (N t).
     const double bw = topology_.device_bandwidth(l) * efficiency(Collective::kAllToAll, l, n);
-    worst = std::max(worst, peers * topology_.level(l).latency + share[l] * n / bw);
+    worst = std::max(worst, topology_.level(l).latency + share[l] * n / bw);
+    // LogGP: the rank sends one message to each peer and receives one from each, paying o
+    // for each, one after another.
+    const int peers = static_cast<int>(share[l] * group.size() + 0.5);
+    overheads += 2 * peers * topology_.level(l).overhead;
   }
-  return worst;
+  return worst + overheads;
 }
 
 }  // namespace moecomm::cost

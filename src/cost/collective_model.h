@@ -1,8 +1,10 @@
 #pragma once
-// Alpha-beta time of collectives per level of a topology. Ring algorithms for AllGather,
-// ReduceScatter and AllReduce; pairwise exchange for AllToAll, where each level's link
-// carries its share concurrently (the slowest level bounds the time). A level's bandwidth is
-// shared by the devices of its worker (Topology::device_bandwidth), and its measured
+// Alpha-beta time of collectives per level of a topology, with LogGP's per-message overhead o
+// at the sender and the receiver (as the simulator charges them). Ring algorithms for
+// AllGather, ReduceScatter and AllReduce (each step: latency + 2o); pairwise exchange for
+// AllToAll, where all messages are in flight at once (one latency) and each level's link
+// carries its share concurrently (the slowest level bounds the time), plus 2o per peer. A level's
+// bandwidth is shared by the devices of its worker (Topology::device_bandwidth), and its measured
 // efficiency curve (MoNTA's r(volume)) scales it.
 #include <map>
 #include <string>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "core/error.h"
 
@@ -75,39 +76,73 @@ int sim_latency_steps(Collective op, int ranks) {
   return 0;
 }
 
-int model_latency_steps(Collective op, int ranks) {
-  return op == Collective::kAllToAll ? ranks - 1 : sim_latency_steps(op, ranks);
+int message_overheads(Collective op, int ranks) {
+  // A2A: n-1 messages sent and n-1 received; a ring step: one of each.
+  return op == Collective::kAllToAll ? 2 * (ranks - 1) : 2 * sim_latency_steps(op, ranks);
 }
 
-LevelFit fit_level(const std::vector<ProfileRow>& rows, const LevelSpec& level) {
-  const std::vector<ProfileRow> a2a = rows_of(rows, level, Collective::kAllToAll);
-  const std::string where = "level " + level.name + ": alltoall";
-  if (a2a.size() < 2)
-    throw Error(where,
-                "measured at " + std::to_string(a2a.size()) + " size(s); the fit needs at least 2");
-  double shortest = a2a.front().seconds;
-  for (const ProfileRow& r : a2a) shortest = std::min(shortest, r.seconds);
+double fixed_seconds(Collective op, int ranks, double latency, double overhead) {
+  return sim_latency_steps(op, ranks) * latency + message_overheads(op, ranks) * overhead;
+}
+
+namespace {
+
+// The alpha-beta line of one collective's rows: over the sizes that take at least twice the
+// smallest's time (the bandwidth-bound ones) when they tilt it upwards, else every size.
+struct SizeLine {
+  LineFit fit;
+  int samples = 0;  // the sizes it used
+};
+std::optional<SizeLine> size_line(const std::vector<ProfileRow>& rows) {
+  if (rows.size() < 2) return std::nullopt;
+  double shortest = rows.front().seconds;
+  for (const ProfileRow& r : rows) shortest = std::min(shortest, r.seconds);
   std::vector<std::pair<double, double>> bound, all;
-  for (const ProfileRow& r : a2a) {
+  for (const ProfileRow& r : rows) {
     all.emplace_back(link_bytes(r), r.seconds);
     if (r.seconds >= 2 * shortest) bound.emplace_back(link_bytes(r), r.seconds);
   }
   // Few bandwidth-bound sizes on a noisy machine can tilt that line flat: then every size.
   const bool use_bound = bound.size() >= 2 && fit_alpha_beta(bound).line.beta > 0;
   const auto& samples = use_bound ? bound : all;
-  const LineFit f = fit_alpha_beta(samples);
-  if (!(f.line.beta > 0))
+  return SizeLine{fit_alpha_beta(samples), static_cast<int>(samples.size())};
+}
+
+// LogGP's o from the intercepts: an A2A's is L + 2(n-1) o, a ring AllGather's (n-1)(L + 2o),
+// so they differ by 2(n-2) o. Needs n >= 3 and an AllGather line; 0 otherwise (or when noise
+// makes it negative).
+double fit_overhead(const std::vector<ProfileRow>& rows, const LevelSpec& level, double a2a_alpha) {
+  if (level.count < 3) return 0.0;
+  const auto ring = size_line(rows_of(rows, level, Collective::kAllGather));
+  if (!ring) return 0.0;
+  const double step = ring->fit.line.alpha / (level.count - 1);
+  return std::max(0.0, (a2a_alpha - step) / (2.0 * (level.count - 2)));
+}
+
+}  // namespace
+
+LevelFit fit_level(const std::vector<ProfileRow>& rows, const LevelSpec& level) {
+  const std::vector<ProfileRow> a2a = rows_of(rows, level, Collective::kAllToAll);
+  const std::string where = "level " + level.name + ": alltoall";
+  const auto f = size_line(a2a);
+  if (!f)
+    throw Error(where,
+                "measured at " + std::to_string(a2a.size()) + " size(s); the fit needs at least 2");
+  const AlphaBeta& line = f->fit.line;
+  if (!(line.beta > 0))
     throw Error(where, "the times do not grow with the size; measure larger sizes (--max-bytes)");
-  return {level.name,        level.count,
-          1.0 / f.line.beta, std::max(f.line.alpha, 0.0),
-          f.r_squared,       static_cast<int>(samples.size())};
+  const double alpha = std::max(line.alpha, 0.0);
+  const double overhead = fit_overhead(rows, level, alpha);
+  const double latency = std::max(0.0, alpha - 2.0 * (level.count - 1) * overhead);
+  return {level.name, level.count,      1.0 / line.beta, latency,
+          overhead,   f->fit.r_squared, f->samples};
 }
 
 core::CurvePoints efficiency_points(const std::vector<ProfileRow>& rows, Collective op,
                                     const LevelFit& fit) {
   core::CurvePoints points;
   for (const ProfileRow& r : rows_of(rows, {fit.name, fit.count}, op)) {
-    const double rest = r.seconds - model_latency_steps(op, r.ranks) * fit.latency;
+    const double rest = r.seconds - fixed_seconds(op, r.ranks, fit.latency, fit.overhead);
     const double e = rest > 0 ? link_bytes(r) / (fit.bandwidth * rest) : 1.0;
     points.emplace_back(r.bytes, std::clamp(e, 1e-9, 1.0));  // the format needs (0, 1]
   }
@@ -138,7 +173,7 @@ core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device
   c.efficiency = fit.efficiency;
   std::string fits;
   for (const LevelFit& l : fit.levels) {
-    c.levels.push_back({l.name, l.count, l.bandwidth, l.latency});
+    c.levels.push_back({l.name, l.count, l.bandwidth, l.latency, l.overhead});
     char text[96];
     std::snprintf(text, sizeof text, "%s%s R^2 %.4f over %d sizes", fits.empty() ? "" : "; ",
                   l.name.c_str(), l.r_squared, l.sizes);

@@ -34,9 +34,11 @@ double link_bytes(const ProfileRow& row);
 // Latencies the simulator charges: a flat A2A sends all pairs at once (one latency), a ring
 // pays one per step (n-1 for AllGather and ReduceScatter, 2(n-1) for AllReduce).
 int sim_latency_steps(Collective op, int ranks);
-// Latencies the analytical model that reads efficiency curves charges (CollectiveModel::line:
-// n-1 messages for A2A, otherwise as the simulator).
-int model_latency_steps(Collective op, int ranks);
+// Per-message overheads (LogGP's o) the simulator and the analytical model charge one member:
+// an A2A sends and receives n-1 messages, a ring step one of each.
+int message_overheads(Collective op, int ranks);
+// What the simulator charges beyond the bytes: latency steps x latency + overheads x o.
+double fixed_seconds(Collective op, int ranks, double latency, double overhead);
 
 // A level as the cluster file lists it: `count` workers, measured with one member each.
 struct LevelSpec {
@@ -49,13 +51,17 @@ struct LevelFit {
   int count = 1;
   double bandwidth = 0;  // bytes/s
   double latency = 0;    // seconds, >= 0
+  double overhead = 0;   // seconds, >= 0: LogGP's o, from the A2A and AllGather intercepts
   double r_squared = 1;  // of the alpha-beta fit
   int sizes = 0;         // A2A sizes the fit used (the bandwidth-bound ones)
 };
 
-// Bandwidth and latency of `level` from its A2A rows: t = latency + link_bytes / bandwidth,
-// fitted over the sizes where the time is at least twice the smallest size's (latency at most
-// half of it), or over all sizes when fewer than two are. A negative intercept is noise: the
+// Bandwidth, latency and per-message overhead of `level` from its A2A rows: t = alpha +
+// link_bytes / bandwidth, fitted over the sizes where the time is at least twice the smallest
+// size's (alpha at most half of it), or over all sizes when fewer than two are. alpha =
+// latency + 2(n-1) o; with n >= 3 and AllGather rows, whose intercept is (n-1)(latency + 2o),
+// the two intercepts separate o from the latency (o = 0 otherwise, or when noise makes it
+// negative). A negative intercept is noise: the
 // latency becomes 0 and the efficiency curves take up the difference. Throws moecomm::Error
 // on fewer than two A2A sizes, non-positive or non-finite times or sizes, group sizes other
 // than the level's count, or times that do not grow with size.

@@ -14,6 +14,7 @@ NetworkModel::NetworkModel(const core::Topology& topology, FlowNetwork& network)
     for (int w = 0; w < workers; ++w) {  // egress then ingress, adjacent per worker
       const std::string name = level.name + "[" + std::to_string(w) + "]";
       network.add_link(level.bandwidth, level.latency, name + ".out");
+      has_overhead_ = has_overhead_ || level.overhead > 0;
       network.add_link(level.bandwidth, 0.0, name + ".in");
     }
   }
@@ -42,6 +43,10 @@ std::vector<int> NetworkModel::path(int a, int b) const {
 
 double NetworkModel::latency(int a, int b) const {
   return topology_.level(meet_level(a, b)).latency;
+}
+
+double NetworkModel::overhead(int a, int b) const {
+  return topology_.level(meet_level(a, b)).overhead;
 }
 
 long long NetworkModel::path_key(int a, int b) const {

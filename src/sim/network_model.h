@@ -23,6 +23,10 @@ class NetworkModel {
   std::vector<int> path(int a, int b) const;
   // Latency of that path: the meet level's latency (paid once, on the egress link).
   double latency(int a, int b) const;
+  // LogGP's o of a message from a to b: the meet level's overhead, paid by the sender and
+  // again by the receiver.
+  double overhead(int a, int b) const;
+  bool has_overhead() const { return has_overhead_; }
   // The level of an egress link; -1 for ingress links and links of other models.
   int egress_level(int link) const;
   // Identifies the path: flows with equal keys share their whole path.
@@ -33,6 +37,7 @@ class NetworkModel {
   std::vector<int> per_worker_;    // ranks per worker, per level
   std::vector<int> first_egress_;  // per level: link id of worker 0's egress
   int end_ = 0;                    // one past the last link this model added
+  bool has_overhead_ = false;      // some level charges a per-message overhead
 };
 
 }  // namespace moecomm::sim

@@ -5,6 +5,7 @@
 #include <map>
 #include <queue>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -86,6 +87,7 @@ class Run {
     int id;
   };
   void start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id);
+  std::unordered_map<int, double> phase_overheads(const FlowPhase& phase) const;
   void launch(const PendingFlow& p, double t);
   void flow_done(FlowId f, double t);
   SimResult result() const;
@@ -359,14 +361,17 @@ bool Run::release_deferred(double t) {
 void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id) {
   struct Group {
     int src, dst, steps, count = 0;
-    double bytes = 0;
+    double bytes = 0, overhead = 0;
   };
-  std::map<std::pair<long long, int>, Group> groups;
+  const std::unordered_map<int, double> overhead = phase_overheads(phase);
+  std::map<std::tuple<long long, int, double>, Group> groups;
   for (const FlowSpec& f : phase) {
-    Group& g = groups[{model_.path_key(f.src, f.dst), f.steps}];
+    const double o = overhead.empty() ? 0.0 : overhead.at(f.src) + overhead.at(~f.dst);
+    Group& g = groups[{model_.path_key(f.src, f.dst), f.steps, o}];
     g.src = f.src;
     g.dst = f.dst;
     g.steps = f.steps;
+    g.overhead = o;
     ++g.count;
     g.bytes += f.bytes;
   }
@@ -383,7 +388,8 @@ void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner 
     PendingFlow p{g.src, g.dst, g.bytes / g.count, g.count, priority, 1.0, owner, id};
     if (!members_on_link.empty()) p.weight = 1.0 / members_on_link[model_.path(g.src, g.dst)[0]];
     // A ring's later steps each pay the link latency again; the network pays the first.
-    const double extra = (g.steps - 1) * model_.latency(g.src, g.dst);
+    // Every step pays the sender's and the receiver's per-message overheads.
+    const double extra = (g.steps - 1) * model_.latency(g.src, g.dst) + g.steps * g.overhead;
     if (extra > 0) {
       pending_.push_back(p);
       push(t + extra, 2, static_cast<int>(pending_.size() - 1));
@@ -391,6 +397,22 @@ void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner 
       launch(p, t);
     }
   }
+}
+
+// LogGP's o: a rank injects its messages of a phase one after another, and drains the ones
+// it receives likewise, so a flow starts once its sender has paid o for each message it
+// sends in the phase and its receiver o for each it receives (a single message: L + 2o, as in
+// LogP; a flat A2A over n ranks: L + 2(n-1)o). Keys: rank for the sender's sum, ~rank for the
+// receiver's. Empty when no level charges an overhead.
+std::unordered_map<int, double> Run::phase_overheads(const FlowPhase& phase) const {
+  std::unordered_map<int, double> sum;
+  if (!model_.has_overhead()) return sum;
+  for (const FlowSpec& f : phase) {
+    const double o = model_.overhead(f.src, f.dst);
+    sum[f.src] += o;
+    sum[~f.dst] += o;
+  }
+  return sum;
 }
 
 void Run::launch(const PendingFlow& p, double t) {

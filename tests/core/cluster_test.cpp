@@ -72,6 +72,21 @@ TEST(Cluster, OverlappedComputeShareIsOptionalInZeroToOneAndRoundTrips) {
   }
 }
 
+TEST(Cluster, PerMessageOverheadIsOptionalNonNegativeAndRoundTrips) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_DOUBLE_EQ(c.levels[0].overhead, 0);  // not given: no LogGP overhead
+  EXPECT_FALSE(cluster_to_json(c)["levels"][0].contains("overhead_us"));
+  json j = good();
+  j["levels"][1]["overhead_us"] = 1.5;
+  c = parse_cluster(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.levels[1].overhead, 1.5e-6);
+  EXPECT_DOUBLE_EQ(parse_cluster(cluster_to_json(c), "again").levels[1].overhead, 1.5e-6);
+  j["levels"][1]["overhead_us"] = -1;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].overhead_us", "negative");
+  j["levels"][1]["overhead_us"] = "fast";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].overhead_us");
+}
+
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;

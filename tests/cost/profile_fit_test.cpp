@@ -38,9 +38,9 @@ TEST(ProfileFit, BusBandwidthFollowsNcclTests) {
   ProfileRow ar{"gpu", Collective::kAllReduce, 4, 8e6, 2e-3, "x"};
   EXPECT_DOUBLE_EQ(busbw(ar), 6e9);  // x 2(n-1)/n
   EXPECT_EQ(sim_latency_steps(Collective::kAllToAll, 4), 1);
-  EXPECT_EQ(model_latency_steps(Collective::kAllToAll, 4), 3);
+  EXPECT_EQ(message_overheads(Collective::kAllToAll, 4), 6);
   EXPECT_EQ(sim_latency_steps(Collective::kReduceScatter, 4), 3);
-  EXPECT_EQ(model_latency_steps(Collective::kAllReduce, 4), 6);
+  EXPECT_EQ(message_overheads(Collective::kAllReduce, 4), 12);
 }
 
 TEST(ProfileFit, ExactAlphaBetaGivesItBackWithEfficiencyOne) {
@@ -57,6 +57,31 @@ TEST(ProfileFit, ExactAlphaBetaGivesItBackWithEfficiencyOne) {
       for (auto [bytes, e] : points) EXPECT_NEAR(e, 1.0, 1e-9) << op << " " << bytes;
     }
   }
+}
+
+// LogGP: an A2A's intercept is L + 2(n-1) o, a ring AllGather's (n-1)(L + 2o); together they
+// give the latency and the per-message overhead back, and every curve stays at 1.
+TEST(ProfileFit, ExactLogGpGivesLatencyAndOverheadBack) {
+  for (int n : {3, 4, 8}) {
+    const double latency = 20e-6, overhead = 3e-6, bandwidth = 2e9;
+    std::vector<ProfileRow> rows;
+    for (Collective op : kOps)
+      for (double s = 4096; s <= 16 << 20; s *= 4) {
+        ProfileRow r{"node", op, n, s, 0, "test"};
+        r.seconds = fixed_seconds(op, n, latency, overhead) + link_bytes(r) / bandwidth;
+        rows.push_back(r);
+      }
+    const ProfileFit fit = fit_profile(rows, {{"node", n}});
+    EXPECT_NEAR(fit.levels[0].latency, latency, 1e-12) << n;
+    EXPECT_NEAR(fit.levels[0].overhead, overhead, 1e-12) << n;
+    for (const auto& [op, points] : fit.efficiency.at("node"))
+      for (auto [bytes, e] : points) EXPECT_NEAR(e, 1.0, 1e-9) << op << " " << bytes;
+    const core::Cluster c = profiled_cluster(fit, {1e12, 8e9, 1e10}, "t");
+    EXPECT_NEAR(c.levels[0].overhead, overhead, 1e-12);
+  }
+  // Two members: the intercepts coincide (L + 2o both), so the overhead stays in the latency.
+  const ProfileFit two = fit_profile(exact_rows("node", 2, 25e-6, 1e9), {{"node", 2}});
+  EXPECT_EQ(two.levels[0].overhead, 0.0);
 }
 
 TEST(ProfileFit, FitsOnlyTheBandwidthBoundSizes) {
@@ -84,7 +109,6 @@ TEST(ProfileFit, EfficiencyMakesTheModelReproduceTheMeasurement) {
   const core::Topology topology(cluster);
   const CollectiveModel model(topology);
   for (const ProfileRow& r : rows) {
-    if (r.op == Collective::kAllToAll) continue;  // the model charges n-1 latencies, sim one
     EXPECT_NEAR(model.time(r.op, 0, n, r.bytes), r.seconds, 1e-12 + 1e-9 * r.seconds)
         << collective_name(r.op) << " " << r.bytes;
   }

@@ -16,7 +16,7 @@ endif()
 message(STATUS "${out}")
 foreach(part "level +collective +ranks +size +time_us +algbw_GBps +busbw_GBps +algorithm"
         "node +alltoall +2 +1048576" "gpu +allreduce +2 +262144 .*ring"
-        "bandwidth_GBps +latency_us +r_squared" "wrote ${OUT}")
+        "bandwidth_GBps +latency_us +overhead_us +r_squared" "wrote ${OUT}")
   if(NOT out MATCHES "${part}")
     message(FATAL_ERROR "the output lacks '${part}':\n${out}")
   endif()

@@ -246,7 +246,7 @@ nlohmann::json report_json(const Report& r) {
   return {{"levels", levels},
           {"device",
            {{"tflops", d.device().flops / units::kTflops},
-            {"backward_tflops", d.device().backward_rate() / units::kTflops},
+            {"backward_tflops", d.device().backward_peak(core::Dtype::kFp32) / units::kTflops},
             {"gemm_size", r.gemm_size},
             {"gemm_tflops_slowest_rank", d.gemm_flops_min / units::kTflops},
             {"model_forward_tflops", d.model_forward_flops / units::kTflops},

@@ -78,8 +78,9 @@ SimCommand::SimCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   sub_->add_option("--compute-efficiency", compute_efficiency_,
-                   "share of the device's peak flop/s compute ops reach")
-      ->capture_default_str()
+                   "share of the device's peak flop/s (for the model's compute_dtype) that "
+                   "compute ops reach (default: the cluster device's compute_efficiency, 1 when "
+                   "the file gives none)")
       ->check(CLI::Range(0.01, 1.0));
   sub_->add_option("--fairness", fairness_,
                    "how concurrent collectives share a link: per-collective (each collective an "
@@ -130,7 +131,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   const sched::Schedule schedule = sched::build_training_step(layer);
   const core::Topology topology(setup.cluster);
   sim::SimOptions options;
-  options.compute_efficiency = compute_efficiency_;
+  if (compute_efficiency_ > 0) options.compute_efficiency = compute_efficiency_;
   options.fairness =
       fairness_ == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
   const sim::SimResult result = sim::simulate(schedule, topology, options);

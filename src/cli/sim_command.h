@@ -20,7 +20,7 @@ class SimCommand {
                                            fairness_ = "per-collective", routing_ = "auto";
   double locality_ = 0.9;
   int layers_ = 1;
-  double compute_efficiency_ = 1.0;
+  double compute_efficiency_ = 0;  // 0: the device's
   bool json_ = false;
 };
 

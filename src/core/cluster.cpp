@@ -99,7 +99,21 @@ void parse_efficiency(JsonReader& r, Cluster& cluster) {
   }
 }
 
+// {"fp32": 19.5, "bf16": 312, ...}: TFLOPS per compute dtype.
+std::map<Dtype, double> parse_flops_by_dtype(JsonReader& dev) {
+  std::map<Dtype, double> out;
+  JsonReader table = dev.object("tflops_by_dtype");
+  for (const auto& [key, _] : dev.value("tflops_by_dtype").items())
+    out[parse_dtype(key, table.where(key))] = table.positive(key, 1e9) * units::kTflops;
+  return out;
+}
+
 }  // namespace
+
+double Device::peak_flops(Dtype dtype) const {
+  const auto it = flops_by_dtype.find(dtype);
+  return it == flops_by_dtype.end() ? flops : it->second;
+}
 
 Cluster parse_cluster(const json& doc, const std::string& where) {
   JsonReader r(doc, where);
@@ -124,6 +138,9 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
     cluster.device.backward_flops = dev.positive("backward_tflops", 1e9) * units::kTflops;
   if (dev.has("overlapped_compute_share"))
     cluster.device.overlapped_compute_share = dev.positive("overlapped_compute_share", 1);
+  if (dev.has("tflops_by_dtype")) cluster.device.flops_by_dtype = parse_flops_by_dtype(dev);
+  if (dev.has("compute_efficiency"))
+    cluster.device.compute_efficiency = dev.positive("compute_efficiency", 1);
   cluster.device.memory_bytes = dev.positive("memory_GB", 1e9) * units::kGB;
   cluster.device.memory_bandwidth =
       units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
@@ -152,6 +169,10 @@ json cluster_to_json(const Cluster& c) {
     doc["device"]["backward_tflops"] = c.device.backward_flops / units::kTflops;
   if (c.device.overlapped_compute_share < 1)
     doc["device"]["overlapped_compute_share"] = c.device.overlapped_compute_share;
+  for (const auto& [dtype, flops] : c.device.flops_by_dtype)
+    doc["device"]["tflops_by_dtype"][std::string(to_string(dtype))] = flops / units::kTflops;
+  if (c.device.compute_efficiency < 1)
+    doc["device"]["compute_efficiency"] = c.device.compute_efficiency;
   if (!c.description.empty()) doc["description"] = c.description;
   if (!c.efficiency.empty()) {
     json eff = json::object();

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
+
 namespace moecomm::core {
 
 struct Level {
@@ -21,7 +23,7 @@ struct Level {
 };
 
 struct Device {
-  double flops = 0.0;  // peak flop/s
+  double flops = 0.0;  // peak flop/s of a compute dtype that flops_by_dtype does not list
   double memory_bytes = 0.0;
   double memory_bandwidth = 0.0;  // bytes/s
   // flop/s of backward-phase compute when measured apart (0: `flops`). Per counted flop a CPU
@@ -32,8 +34,18 @@ struct Device {
   // flight (1: none lost). CPU ranks lose cores to the progress threads' polling, copies and
   // reductions; on GPUs a collective's kernels take SMs from the GEMMs.
   double overlapped_compute_share = 1.0;
+  // Peak flop/s per compute dtype from the vendor's sheet (an A100: 19.5e12 fp32 on its CUDA
+  // cores, 156e12 tf32 and 312e12 bf16/fp16 on its tensor cores); empty: `flops` for all.
+  std::map<Dtype, double> flops_by_dtype = {};
+  // The share of the peak that the model's compute reaches (GEMM efficiency, and the kernels
+  // the flop count leaves out); 1 for rates that were measured, as `profile` writes them.
+  double compute_efficiency = 1.0;
 
-  double backward_rate() const { return backward_flops > 0 ? backward_flops : flops; }
+  double peak_flops(Dtype dtype) const;
+  // Backward-phase peak: the measured backward_flops, else the dtype's peak.
+  double backward_peak(Dtype dtype) const {
+    return backward_flops > 0 ? backward_flops : peak_flops(dtype);
+  }
 };
 
 // (message bytes, efficiency in (0, 1]) points of MoNTA's r(volume).

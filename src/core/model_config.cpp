@@ -48,6 +48,8 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   if (!r.value("capacity_factor").is_null())
     m.capacity_factor = r.positive("capacity_factor", 1000);
   m.dtype_bytes = r.positive_int("dtype_bytes");
+  if (r.has("compute_dtype"))
+    m.compute_dtype = parse_dtype(r.string("compute_dtype"), r.where("compute_dtype"));
   m.ffn_type = parse_ffn_type(r);
   if (r.has("vocab_size")) {
     m.vocab_size = r.integer("vocab_size");
@@ -90,6 +92,7 @@ json model_to_json(const ModelConfig& m) {
               {"dtype_bytes", m.dtype_bytes},
               {"ffn_type", m.ffn_type == FfnType::kSwiglu ? "swiglu" : "gelu"},
               {"vocab_size", m.vocab_size}};
+  if (m.compute_dtype) doc["compute_dtype"] = std::string(to_string(*m.compute_dtype));
   if (!m.description.empty()) doc["description"] = m.description;
   if (m.cluster) doc["cluster"] = *m.cluster;
   if (m.parallel) {

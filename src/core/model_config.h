@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/parallel_config.h"
 
 namespace moecomm::core {
@@ -32,13 +33,17 @@ struct ModelConfig {
   int64_t seq_len = 0;
   int64_t micro_batch = 0;
   std::optional<double> capacity_factor;  // nullopt: dropless
-  int64_t dtype_bytes = 2;
+  int64_t dtype_bytes = 2;                // activations, weights and gradients as they travel
+  // The dtype the GEMMs run in (the device's peak for it prices compute); nullopt: implied by
+  // dtype_bytes (default_compute_dtype).
+  std::optional<Dtype> compute_dtype;
   FfnType ffn_type = FfnType::kGelu;
   int64_t vocab_size = 0;
   std::optional<ParallelSpec> parallel;  // the configuration the paper used, if given
   std::optional<std::string> cluster;    // the paper's testbed preset, if given
   std::string source;                    // the file it was read from (for error messages)
 
+  Dtype compute() const { return compute_dtype.value_or(default_compute_dtype(dtype_bytes)); }
   int64_t tokens_per_micro_batch() const { return seq_len * micro_batch; }
   int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
   // Parameters of one expert and of all experts of one layer (weights only, no biases).

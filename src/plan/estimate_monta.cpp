@@ -85,7 +85,7 @@ void add_performance(const EstimateContext& ctx, double a2a, StrategyEstimate& e
   in.tokens = double(m.micro_batch) * m.seq_len * p.dp;
   in.model_flops = double(in.layers) * moe_layer_training_flops(f) * p.dp;
   in.devices = ctx.topology.world_size() / p.pp;
-  in.peak_flops = ctx.input.cluster.device.flops;
+  in.peak_flops = ctx.input.cluster.device.peak_flops(ctx.input.model.compute());
   const Performance perf = estimate_performance(in);
   e.params["latency_ms"] = perf.latency_s * 1e3;
   e.params["tokens_per_s"] = perf.tokens_per_s;

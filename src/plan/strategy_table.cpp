@@ -53,8 +53,9 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
                              const cost::CollectiveModel& comm) {
   const auto& m = in.model;
   const auto& p = in.parallel;
+  const core::Device& d = in.cluster.device;
   const cost::GemmModel peak =
-      cost::GemmModel::from_peak(in.cluster.device.flops / units::kTflops, in.gemm_efficiency);
+      cost::GemmModel::from_peak(d.peak_flops(m.compute()) / units::kTflops, d.compute_efficiency);
   const double beta = peak.line().beta;
   EstimateContext ctx{in, topo, w, comm, cost::GemmModel({in.gemm_startup_s, beta}), {}};
   // FSMoE Eq. 1: one start-up per GEMM; a rank runs ffn_gemms GEMMs for each of its experts.
@@ -116,14 +117,17 @@ ModelEstimates estimate_strategies(const PlanInput& in) {
       std::min_element(plan.strategies.begin(), plan.strategies.end(),
                        [](const auto& a, const auto& b) { return a.total_s() < b.total_s(); });
   plan.fastest = best->name;
-  plan.workload = {{"tokens_per_rank", w.tokens},
-                   {"a2a_bytes_per_rank", w.a2a_bytes},
-                   {"a2a_level_share", w.a2a_level_share},
-                   {"expert_forward_ms", ctx.expert_fwd_s * 1e3},
-                   {"attention_forward_ms", ctx.pre_expert_fwd_s * 1e3},
-                   {"grad_sync_ms", grad_sync_s(w, comm) * 1e3},
-                   {"esp_reduce_ms", ctx.esp_reduce_s * 1e3},
-                   {"gemm_efficiency", in.gemm_efficiency}};
+  plan.workload = {
+      {"tokens_per_rank", w.tokens},
+      {"a2a_bytes_per_rank", w.a2a_bytes},
+      {"a2a_level_share", w.a2a_level_share},
+      {"expert_forward_ms", ctx.expert_fwd_s * 1e3},
+      {"attention_forward_ms", ctx.pre_expert_fwd_s * 1e3},
+      {"grad_sync_ms", grad_sync_s(w, comm) * 1e3},
+      {"esp_reduce_ms", ctx.esp_reduce_s * 1e3},
+      {"compute_dtype", core::to_string(in.model.compute())},
+      {"peak_tflops", in.cluster.device.peak_flops(in.model.compute()) / units::kTflops},
+      {"compute_efficiency", in.cluster.device.compute_efficiency}};
   return plan;
 }
 

@@ -18,9 +18,6 @@ struct PlanInput {
   core::ParallelConfig parallel;
   int zero_stage = 1;                   // ZeRO stage of the optimizer state (MoNTA Table 3)
   std::string recompute = "selective";  // activation recomputation: none | selective | full
-  // Fraction of the device's peak flop/s an expert GEMM reaches (HybridEP Eq. 1 uses the
-  // rate; FSMoE fits it): a typical large-GEMM figure unless the user measured another.
-  double gemm_efficiency = 0.6;
   // Start-up time of one GEMM launch (FSMoE Fig. 5(a): alpha_gemm = 4.26e-2 ms on A6000);
   // it is what keeps pipelining degrees finite.
   double gemm_startup_s = 4.26e-5;

@@ -287,8 +287,8 @@ std::unique_ptr<HybridExperts> start_hybrid(nn::MoeTransformer& model, const Com
                                             const TrainGroups& g, const CallOptions& options) {
   if (h.domain_size == 1) return nullptr;
   const nn::MoeTransformerConfig& m = model.config();
-  HybridConfig config{c.strategy.compression, c.strategy.shared_expert, c.model.moe.experts,
-                      options, c.strategy.sr_feedback};
+  HybridConfig config{sched::effective_compression(c.strategy), c.strategy.shared_expert,
+                      c.model.moe.experts, options, c.strategy.sr_feedback};
   auto experts =
       std::make_unique<HybridExperts>(model.moe_layers(), m.owned_first, m.owned_count,
                                       pool.at({h.domain, 3}), pool.at({g.ep, 3}), config);

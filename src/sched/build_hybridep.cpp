@@ -110,7 +110,7 @@ void build_hybrid_prefetch(BuildContext& ctx) {
   const int domain = ctx.strategy.hybrid_domain;
   // AllGather output: the domain's experts, each rank's shard compressed by SR (HybridEP
   // Sec. III-D: shared + top-k residual; the ratio is bytes sent per parameter byte).
-  const double bytes = domain * ctx.work.expert_param_bytes * ctx.strategy.compression;
+  const double bytes = domain * ctx.work.expert_param_bytes * effective_compression(ctx.strategy);
   // The asynchronous communicator (Fig. 10) queues every layer's AllGather at the step's
   // start; the copy stream runs them layer after layer, beside the pre-expert compute.
   const Frontier done = group_step(
@@ -128,7 +128,7 @@ std::vector<OpId> build_hybrid_grad_return(BuildContext& ctx, const Frontier& af
       group_step(ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kReduceScatter,
                  bytes, kCopyStream, ctx.label("moe.hybrid.grad_reducescatter", "hybrid"), after);
   const std::vector<OpId> grads = last_of(done);
-  if (ctx.strategy.compression < 1 && ctx.strategy.shared_expert) {
+  if (effective_compression(ctx.strategy) < 1 && ctx.strategy.shared_expert) {
     // SR (Sec. IV-B): the shared expert, one expert's parameters, AllReduced over the EP
     // group in the backward on the same stream; the expert gradients do not wait for it.
     const double local = static_cast<double>(ctx.setup.model.experts) / ctx.setup.parallel.ep;

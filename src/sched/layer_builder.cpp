@@ -84,6 +84,7 @@ Schedule build_training_step(const LayerSetup& setup) {
   check_setup(setup);
   const core::RankGroups groups = core::build_rank_groups(setup.parallel);
   BuildContext ctx(setup, groups);
+  ctx.schedule.set_compute_dtype(setup.model.compute());
   ctx.hybrid_orders = hybrid_orders(setup, groups);
   ctx.path = make_token_path(setup, groups, ctx.work, ctx.hybrid_orders);
   const std::vector<OpId> none(ctx.world(), kNone);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/dtype.h"
 #include "sched/op.h"
 
 namespace moecomm::sched {
@@ -64,12 +65,16 @@ class Schedule {
   CollectiveId declare_collective(CollectiveSpec spec);
   OpId join(CollectiveId collective, int rank, int stream, const std::vector<OpId>& deps = {});
 
+  // The dtype compute ops run in: executors price and run flops at the device's rate for it.
+  void set_compute_dtype(core::Dtype dtype) { compute_dtype_ = dtype; }
+
   // `op` starts only after `on` ends (an event; both on one rank).
   void depends(OpId op, OpId on);
   void set_priority(OpId op, int priority);
 
   // --- reading
   int world_size() const { return world_; }
+  core::Dtype compute_dtype() const { return compute_dtype_; }
   int num_ops() const { return static_cast<int>(ops_.size()); }
   const Op& op(OpId id) const { return ops_.at(id); }
   const Label& label(OpId id) const { return labels_[op(id).label]; }
@@ -113,6 +118,7 @@ class Schedule {
                          const std::vector<int32_t>& cycle) const;
 
   int world_;
+  core::Dtype compute_dtype_ = core::Dtype::kBf16;
   std::vector<Op> ops_;
   std::vector<Collective> collectives_;
   std::vector<Label> labels_;

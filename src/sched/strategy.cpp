@@ -294,6 +294,11 @@ std::string_view to_string(ExpertTransfer t) {
   return name_of(kTransfers, t);
 }
 
+double effective_compression(const Strategy& s) {
+  const bool travels = s.expert_transfer == ExpertTransfer::kHybrid && s.hybrid_domain > 1;
+  return travels ? s.compression : 1.0;
+}
+
 std::string to_string(const Strategy& s) {
   std::ostringstream os;
   os.precision(17);

@@ -53,6 +53,11 @@ struct Strategy {
   bool operator==(const Strategy&) const = default;
 };
 
+// HybridEP SR's bytes per parameter byte as the schedule pays them: 1 when no expert travels
+// (hybrid expert transfer off, or a domain of one member), since nothing is sent to compress
+// and no shared expert is needed to decode it.
+double effective_compression(const Strategy& strategy);
+
 // The paper methods: baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, lina, hybridep,
 // netmoe. Throws moecomm::Error listing them on an unknown name.
 Strategy named_strategy(const std::string& name);

@@ -152,7 +152,9 @@ double Run::compute_time(const sched::Op& op) const {
   double t = 0;
   if (op.kind == OpKind::kCompute && op.flops > 0) {
     const bool backward = s_.labels()[op.label].phase == sched::Phase::kBackward;
-    t = op.flops / ((backward ? d.backward_rate() : d.flops) * options_.compute_efficiency);
+    const core::Dtype dtype = s_.compute_dtype();
+    const double efficiency = options_.compute_efficiency.value_or(d.compute_efficiency);
+    t = op.flops / ((backward ? d.backward_peak(dtype) : d.peak_flops(dtype)) * efficiency);
   }
   if (op.bytes > 0 && d.memory_bandwidth > 0) t = std::max(t, op.bytes / d.memory_bandwidth);
   return t;
@@ -521,7 +523,9 @@ SimResult Run::result() const {
 
 SimResult simulate(const sched::Schedule& schedule, const core::Topology& topology,
                    const SimOptions& options) {
-  if (!(options.compute_efficiency > 0 && options.compute_efficiency <= 1)) {
+  const double efficiency =
+      options.compute_efficiency.value_or(topology.cluster().device.compute_efficiency);
+  if (!(efficiency > 0 && efficiency <= 1)) {
     throw Error("simulate", "compute efficiency must be in (0, 1]");
   }
   return Run(schedule, topology, options).run();

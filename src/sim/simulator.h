@@ -1,10 +1,12 @@
 #pragma once
 // Runs a schedule (sched::Schedule) in virtual time on a cluster's topology (DESIGN.md "One
-// schedule, two executors"): compute ops take flops / device rate (or memory bytes / memory
+// schedule, two executors"): compute ops take flops / (the device's peak for the schedule's
+// compute dtype x its compute efficiency) (or memory bytes / memory
 // bandwidth, whichever is longer), at the device's overlapped_compute_share of that rate
 // while a communication op of their rank is in flight (ready, not done); collectives and
 // send/recv become flows on the flow-level network (flow_network.h), decomposed by their
 // algorithm (collective_flows.h).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +47,9 @@ enum class Fairness { kPerCollective, kPerFlow };
 
 struct SimOptions {
   Fairness fairness = Fairness::kPerCollective;
-  // Compute efficiency: the share of peak flop/s a compute op reaches (1 = the device's peak).
-  double compute_efficiency = 1.0;
+  // The share of its dtype's peak flop/s a compute op reaches, in place of the device's
+  // compute_efficiency (core::Device); nullopt: the device's.
+  std::optional<double> compute_efficiency;
 };
 
 // Throws Error when the schedule does not fit the topology (world sizes differ) or is invalid.

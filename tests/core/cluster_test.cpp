@@ -44,16 +44,46 @@ TEST(Cluster, RoundTripsThroughJson) {
 TEST(Cluster, BackwardRateIsOptionalAndRoundTrips) {
   Cluster c = parse_cluster(good(), "c.json");
   EXPECT_DOUBLE_EQ(c.device.backward_flops, 0);
-  EXPECT_DOUBLE_EQ(c.device.backward_rate(), 312e12);  // not given: the forward rate
+  EXPECT_DOUBLE_EQ(c.device.backward_peak(Dtype::kBf16), 312e12);  // not given: the forward
   EXPECT_FALSE(cluster_to_json(c)["device"].contains("backward_tflops"));
   json j = good();
   j["device"]["backward_tflops"] = 0.0125;
   c = parse_cluster(j, "c.json");
-  EXPECT_DOUBLE_EQ(c.device.backward_rate(), 12.5e9);
+  EXPECT_DOUBLE_EQ(c.device.backward_peak(Dtype::kBf16), 12.5e9);
   EXPECT_DOUBLE_EQ(parse_cluster(cluster_to_json(c), "again").device.backward_flops, 12.5e9);
   j["device"]["backward_tflops"] = 0;
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.backward_tflops",
                    "must be positive");
+}
+
+// An A100's sheet: fp32 on the CUDA cores, tf32 and bf16 on the tensor cores; a dtype the
+// table leaves out runs at `tflops`.
+TEST(Cluster, PeakPerDtypeAndComputeEfficiencyAreOptionalAndRoundTrip) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_DOUBLE_EQ(c.device.peak_flops(Dtype::kFp32), 312e12);
+  EXPECT_DOUBLE_EQ(c.device.compute_efficiency, 1.0);
+  EXPECT_FALSE(cluster_to_json(c)["device"].contains("tflops_by_dtype"));
+  EXPECT_FALSE(cluster_to_json(c)["device"].contains("compute_efficiency"));
+  json j = good();
+  j["device"]["tflops_by_dtype"] = {{"fp32", 19.5}, {"tf32", 156}, {"bf16", 312}};
+  j["device"]["compute_efficiency"] = 0.6;
+  c = parse_cluster(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.device.peak_flops(Dtype::kFp32), 19.5e12);
+  EXPECT_DOUBLE_EQ(c.device.peak_flops(Dtype::kTf32), 156e12);
+  EXPECT_DOUBLE_EQ(c.device.peak_flops(Dtype::kFp16), 312e12);  // not listed: tflops
+  EXPECT_DOUBLE_EQ(c.device.backward_peak(Dtype::kFp32), 19.5e12);
+  EXPECT_DOUBLE_EQ(c.device.compute_efficiency, 0.6);
+  EXPECT_EQ(cluster_to_json(parse_cluster(cluster_to_json(c), "again")), cluster_to_json(c));
+  j["device"]["tflops_by_dtype"] = {{"fp33", 19.5}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.tflops_by_dtype.fp33",
+                   "unknown data type", "fp32, tf32, bf16");
+  j["device"]["tflops_by_dtype"] = {{"fp32", 0}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "device.tflops_by_dtype.fp32", "must be positive");
+  j["device"]["tflops_by_dtype"] = 19.5;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "device.tflops_by_dtype", "must be an object");
+  j = good();
+  j["device"]["compute_efficiency"] = 1.5;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "device.compute_efficiency");
 }
 
 TEST(Cluster, OverlappedComputeShareIsOptionalInZeroToOneAndRoundTrips) {

@@ -34,6 +34,24 @@ TEST(ModelConfig, ParsesAndDefaults) {
   EXPECT_EQ(parse_model(model_to_json(m), "again").hidden, 1024);
 }
 
+// The GEMMs' dtype: stated, or implied by the storage size (fp32 for 4 bytes, bf16 for 2).
+TEST(ModelConfig, ComputeDtypeIsStatedOrImpliedByDtypeBytes) {
+  EXPECT_EQ(parse_model(good(), "m.json").compute(), Dtype::kBf16);
+  json j = good();
+  j["dtype_bytes"] = 4;
+  EXPECT_EQ(parse_model(j, "m.json").compute(), Dtype::kFp32);
+  EXPECT_FALSE(model_to_json(parse_model(j, "m.json")).contains("compute_dtype"));
+  j["compute_dtype"] = "tf32";
+  const ModelConfig m = parse_model(j, "m.json");
+  EXPECT_EQ(m.compute(), Dtype::kTf32);
+  EXPECT_EQ(parse_model(model_to_json(m), "again").compute(), Dtype::kTf32);
+  j["compute_dtype"] = "half";
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: compute_dtype", "unknown data type \"half\"",
+                   "fp32, tf32, bf16, fp16");
+  j["compute_dtype"] = 16;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: compute_dtype", "must be a string");
+}
+
 TEST(ModelConfig, Errors) {
   json j = good();
   j["hiden"] = 1;

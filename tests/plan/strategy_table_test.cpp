@@ -64,7 +64,7 @@ PlanInput tiny() {
   in.model.micro_batch = 2;
   in.model.dtype_bytes = 2;
   in.parallel = core::resolve_parallel({}, 4, 4, "test");  // dp = ep = 4
-  in.gemm_efficiency = 0.5;
+  in.cluster.device.compute_efficiency = 0.5;
   in.gemm_startup_s = 0;
   return in;
 }
@@ -143,7 +143,7 @@ TEST(StrategyTable, Errors) {
   in.parallel = core::resolve_parallel({}, 8, 4, "test");
   EXPECT_ERROR_HAS(estimate_strategies(in), "parallel configuration", "covers 8 ranks", "has 4");
   in = tiny();
-  in.gemm_efficiency = 1.5;
+  in.cluster.device.compute_efficiency = 1.5;
   EXPECT_ERROR_HAS(estimate_strategies(in), "gemm model", "efficiency must be in (0, 1]");
   in = tiny();
   in.recompute = "sometimes";

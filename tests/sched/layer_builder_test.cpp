@@ -378,6 +378,28 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
   }
 }
 
+// Nothing travels, nothing is paid: with a domain of one member no expert is sent, so SR
+// compression needs no shared expert and builds the very schedule of no compression.
+TEST(LayerBuilder, HybridEpCompressionWithADomainOfOneCostsWhatNoCompressionCosts) {
+  const Schedule compressed =
+      build_training_step(setup("ep=8", "expert_transfer=hybrid,hybrid_domain=1,compression=0.02"));
+  const Schedule plain =
+      build_training_step(setup("ep=8", "expert_transfer=hybrid,hybrid_domain=1,compression=1"));
+  EXPECT_TRUE(collectives(compressed, "moe.hybrid.shared_allreduce").empty());
+  ASSERT_EQ(compressed.num_ops(), plain.num_ops());
+  for (OpId id = 0; id < compressed.num_ops(); ++id) {
+    EXPECT_EQ(compressed.label(id).name, plain.label(id).name) << id;
+    EXPECT_DOUBLE_EQ(compressed.op(id).bytes, plain.op(id).bytes) << id;
+    EXPECT_DOUBLE_EQ(compressed.op(id).flops, plain.op(id).flops) << id;
+  }
+  Strategy s = parse_strategy("expert_transfer=hybrid,hybrid_domain=1,compression=0.02", "-");
+  EXPECT_DOUBLE_EQ(effective_compression(s), 1.0);
+  s.hybrid_domain = 2;
+  EXPECT_DOUBLE_EQ(effective_compression(s), 0.02);
+  s.expert_transfer = ExpertTransfer::kNone;
+  EXPECT_DOUBLE_EQ(effective_compression(s), 1.0);
+}
+
 // HybridEP's per-level domains by location renumbering (Sec. IV-A): on 2 nodes x 4 GPUs,
 // sizes 2x1 pair each GPU with the GPU of equal index on the other node (experts cross the
 // nodes) and keep the tokens inside the node (A2A between equal offsets).

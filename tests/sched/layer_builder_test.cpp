@@ -378,6 +378,15 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
   }
 }
 
+TEST(LayerBuilder, ScheduleComputesInTheModelsComputeDtype) {
+  LayerSetup s = setup("ep=8", "baseline");
+  EXPECT_EQ(build_training_step(s).compute_dtype(), core::Dtype::kBf16);  // 2-byte default
+  s.model.dtype_bytes = 4;
+  EXPECT_EQ(build_training_step(s).compute_dtype(), core::Dtype::kFp32);
+  s.model.compute_dtype = core::Dtype::kTf32;
+  EXPECT_EQ(build_training_step(s).compute_dtype(), core::Dtype::kTf32);
+}
+
 // Nothing travels, nothing is paid: with a domain of one member no expert is sent, so SR
 // compression needs no shared expert and builds the very schedule of no compression.
 TEST(LayerBuilder, HybridEpCompressionWithADomainOfOneCostsWhatNoCompressionCosts) {

@@ -279,6 +279,32 @@ TEST(Simulator, DeferredCollectivesStartedInARowAllRun) {
   EXPECT_NO_THROW(simulate(s, cluster(2, 2)));
 }
 
+// Compute by dtype: the schedule's compute dtype picks the device's peak (an A100's sheet),
+// times the device's compute efficiency unless the options override it.
+TEST(Simulator, ComputeRunsAtItsDtypesPeakTimesTheEfficiency) {
+  core::Cluster c;
+  c.name = "a100";
+  c.levels = {{"gpu", 1, kGpuBw, kGpuLat}};
+  c.device.flops = 312e12;
+  c.device.flops_by_dtype = {{core::Dtype::kFp32, 19.5e12}, {core::Dtype::kTf32, 156e12}};
+  c.device.compute_efficiency = 0.5;
+  const core::Topology topo(c);
+  const auto time_of = [&](core::Dtype dtype, SimOptions options = {}) {
+    Schedule s(1);
+    s.set_compute_dtype(dtype);
+    s.add_compute(0, 0, 39e12, 0, named("gemm"));
+    return simulate(s, topo, options).makespan_s;
+  };
+  EXPECT_DOUBLE_EQ(time_of(core::Dtype::kFp32), 39e12 / (19.5e12 * 0.5));  // 4 s
+  EXPECT_DOUBLE_EQ(time_of(core::Dtype::kTf32), 39e12 / (156e12 * 0.5));
+  EXPECT_DOUBLE_EQ(time_of(core::Dtype::kBf16), 39e12 / (312e12 * 0.5));  // not listed: tflops
+  SimOptions full;
+  full.compute_efficiency = 1.0;
+  EXPECT_DOUBLE_EQ(time_of(core::Dtype::kFp32, full), 2.0);
+  c.device.compute_efficiency = 0;  // a device the parser would refuse
+  EXPECT_ERROR_HAS(simulate(Schedule(1), core::Topology(c)), "efficiency");
+}
+
 TEST(Simulator, RejectsAScheduleForAnotherCluster) {
   Schedule s(3);
   EXPECT_ERROR_HAS(simulate(s, cluster(2, 2)), "3 ranks", "has 4");

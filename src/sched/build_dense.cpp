@@ -1,5 +1,7 @@
 #include "sched/build_dense.h"
 
+#include "sched/build_grad_sync.h"
+
 namespace moecomm::sched {
 namespace {
 
@@ -18,10 +20,23 @@ int stage_peer(const BuildContext& ctx, const core::RankGroup& pp, size_t stage,
 }  // namespace
 
 std::vector<OpId> build_attention(BuildContext& ctx) {
+  // Context parallelism (MoNTA Fig. 11, Llama 3's all-gather CP): the forward gathers the
+  // whole sequence's K and V over the CP group before its attention; the backward
+  // reduce-scatters their gradients back to their owners after its own.
+  const int cp_priority = traffic_priority(ctx.strategy, Traffic::kCp);
+  const bool forward = ctx.phase == Phase::kForward;
+  if (forward)
+    ctx.ready =
+        group_step(ctx, ctx.groups.cp, OpKind::kAllGather, ctx.work.cp_kv_bytes, kTokenStream,
+                   ctx.label("attn.cp.allgather", "cp"), ctx.ready, cp_priority);
   // QKV and output projections 8 t h^2, scores and context 4 t s h, sharded over TP.
   ctx.ready =
       compute_step(ctx, ctx.work.attention_flops * phase_factor(ctx), ctx.label("attn"), ctx.ready);
   const std::vector<OpId> compute = last_of(ctx.ready);
+  if (!forward)
+    ctx.ready =
+        group_step(ctx, ctx.groups.cp, OpKind::kReduceScatter, ctx.work.cp_kv_bytes, kTokenStream,
+                   ctx.label("attn.cp.reducescatter", "cp"), ctx.ready, cp_priority);
   // Megatron: the row-parallel output projection (forward) and the column-parallel input
   // (backward) end with an AllReduce of the t x h activations over the TP group.
   ctx.ready = group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes,
@@ -44,6 +59,7 @@ void build_stage_receive(BuildContext& ctx) {
       if (peer == kNone) continue;
       const OpId recv =
           ctx.schedule.add_recv(pp[s], kTokenStream, peer, ctx.work.activation_bytes, tag, label);
+      ctx.schedule.set_priority(recv, traffic_priority(ctx.strategy, Traffic::kPp));
       ctx.ready[pp[s]].push_back(recv);
     }
 }
@@ -56,8 +72,9 @@ void build_stage_send(BuildContext& ctx) {
     for (size_t s = 0; s < pp.size(); ++s) {
       const int peer = stage_peer(ctx, pp, s, false);
       if (peer == kNone) continue;
-      ctx.schedule.add_send(pp[s], kTokenStream, peer, ctx.work.activation_bytes, tag, label,
-                            ctx.ready[pp[s]]);
+      const OpId send = ctx.schedule.add_send(pp[s], kTokenStream, peer, ctx.work.activation_bytes,
+                                              tag, label, ctx.ready[pp[s]]);
+      ctx.schedule.set_priority(send, traffic_priority(ctx.strategy, Traffic::kPp));
     }
 }
 

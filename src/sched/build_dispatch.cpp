@@ -100,7 +100,7 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
     for (size_t k = 0; k < pairs.size(); ++k)
       pairs[k] = transposed(pairs[k], static_cast<int>(ctx.groups.ep[k].size()));
   const std::string name = combine ? "moe.combine.a2a" : "moe.dispatch.a2a";
-  const int priority = ctx.strategy.grad_sync == GradSync::kLina ? kLinaA2APriority : 0;
+  const int priority = traffic_priority(ctx.strategy, Traffic::kEp);
   for (int i = 0; i < n; ++i)
     c[i] = a2a_step(ctx, pairs, ctx.label(name, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
                     priority);

@@ -19,6 +19,11 @@ void bucketed_sync_layer(BuildContext& ctx, int layer) {
 
 }  // namespace
 
+int traffic_priority(const Strategy& s, Traffic t) {
+  if (s.comm_priority == CommPriority::kMonta) return 3 - static_cast<int>(t);
+  return t == Traffic::kEp && s.grad_sync == GradSync::kLina ? kLinaA2APriority : 0;
+}
+
 void allreduce_parts(BuildContext& ctx, const std::vector<core::RankGroup>& groups, double bytes,
                      int parts, const Frontier& after, const Label& label, int priority) {
   for (int p = 0; p < parts; ++p) {

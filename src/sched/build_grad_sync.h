@@ -15,6 +15,12 @@ namespace moecomm::sched {
 inline constexpr int kLinaGradPriority = -1;
 inline constexpr int kLinaA2APriority = 1;
 
+// The traffic classes of MoNTA's "Communication priority" besides the DP gradients (which keep
+// priority 0, or Lina's micro-op priority).
+enum class Traffic { kEp, kPp, kCp };
+// comm_priority=monta: EP 3 > PP 2 > CP 1 > DP 0. Otherwise 0, except Lina's A2A-first.
+int traffic_priority(const Strategy& strategy, Traffic traffic);
+
 // After layer `layer`'s backward (layers go last to first).
 void grad_sync_after_layer(BuildContext& ctx, int layer);
 // After the whole backward.

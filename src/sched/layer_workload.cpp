@@ -12,6 +12,7 @@ LayerWorkload layer_workload(const core::ModelConfig& m, const core::ParallelCon
   w.token_bytes = h * m.dtype_bytes;
   w.a2a_bytes = w.routed_tokens * w.token_bytes;
   w.activation_bytes = w.tokens * w.token_bytes;
+  if (p.cp > 1) w.cp_kv_bytes = 2.0 * p.cp * w.tokens * h / p.tp * m.dtype_bytes;
   w.attention_flops = w.tokens * (8.0 * h * h + 4.0 * double(m.seq_len) * h) / p.tp;
   w.gate_flops = 2.0 * w.tokens * h * e;
   const double rows = w.routed_tokens * p.esp / std::gcd(p.tp, p.esp);

@@ -20,6 +20,11 @@ struct LayerWorkload {
   double a2a_bytes = 0;
   // t x h x dtype: the TP AllReduce after attention (Megatron) and a pipeline-stage hand-off.
   double activation_bytes = 0;
+  // Context parallelism (cp > 1, else 0): the attention's K and V of the whole sequence for
+  // the rank's heads, 2 cp t h / tp x dtype: the output of the forward's AllGather over the CP
+  // group (MoNTA Fig. 11 after Llama 3's all-gather CP) and the input of the backward's
+  // ReduceScatter of their gradients.
+  double cp_kv_bytes = 0;
   // Forward flops on one rank; backward is twice (input and weight gradients).
   // Attention: QKV and output projections 8 t h^2, scores and context 4 t s h; / tp.
   double attention_flops = 0;

@@ -39,6 +39,8 @@ const std::vector<std::pair<std::string, GradSync>> kSyncs = {
     {"bucketed", GradSync::kBucketed}, {"lina", GradSync::kLina}, {"fsmoe", GradSync::kFsmoe}};
 const std::vector<std::pair<std::string, ExpertTransfer>> kTransfers = {
     {"none", ExpertTransfer::kNone}, {"hybrid", ExpertTransfer::kHybrid}};
+const std::vector<std::pair<std::string, CommPriority>> kPriorities = {
+    {"none", CommPriority::kNone}, {"monta", CommPriority::kMonta}};
 const std::vector<std::pair<std::string, bool>> kBools = {{"true", true}, {"false", false}};
 
 template <class E>
@@ -140,6 +142,8 @@ const std::map<std::string, Setter>& setters() {
                            const std::string& w) { s.shared_expert = pick(kBools, v, w); }},
       {"sr_feedback", [](Strategy& s, const std::string& v,
                          const std::string& w) { s.sr_feedback = pick(kBools, v, w); }},
+      {"comm_priority", [](Strategy& s, const std::string& v,
+                           const std::string& w) { s.comm_priority = pick(kPriorities, v, w); }},
   };
   return table;
 }
@@ -178,6 +182,7 @@ std::optional<Strategy> find_named(const std::string& name) {
       s.pipeline_experts = false;       // MoNTA Fig. 15: experts wait for every chunk's copy
     }
     s.copy_pipelining = name == "monta-o3";
+    s.comm_priority = CommPriority::kMonta;  // "Communication priority": EP > PP > CP > DP
   } else if (name == "fsmoe") {
     // FSMoE Fig. 2 and 3d: MP-split tokens through inter-node A2A, ESP-AllGather, experts,
     // ESP-ReduceScatter in r chunks; gradients partitioned into the overlap windows.
@@ -293,6 +298,9 @@ std::string_view to_string(GradSync g) {
 std::string_view to_string(ExpertTransfer t) {
   return name_of(kTransfers, t);
 }
+std::string_view to_string(CommPriority p) {
+  return name_of(kPriorities, p);
+}
 
 double effective_compression(const Strategy& s) {
   const bool travels = s.expert_transfer == ExpertTransfer::kHybrid && s.hybrid_domain > 1;
@@ -309,7 +317,7 @@ std::string to_string(const Strategy& s) {
      << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
      << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert
-     << ",sr_feedback=" << s.sr_feedback;
+     << ",sr_feedback=" << s.sr_feedback << ",comm_priority=" << to_string(s.comm_priority);
   for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
     os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
   return os.str();

@@ -14,6 +14,7 @@ enum class Placement { kNone, kNetMoe };               // NetMoE dynamic sample 
 enum class TpDispatch { kReplicate, kDropAllGather };  // DeepSpeed baseline | MoNTA O1 / TED
 enum class GradSync { kBucketed, kLina, kFsmoe };      // gradient AllReduce scheduling
 enum class ExpertTransfer { kNone, kHybrid };          // HybridEP expert domains
+enum class CommPriority { kNone, kMonta };             // MoNTA: EP > PP > CP > DP on links
 
 // Upper bounds of the integer knobs (a typo must not build millions of ops per rank).
 inline constexpr int kMaxChunks = 1024;
@@ -49,6 +50,9 @@ struct Strategy {
   // the residual received so far and each step sends the top-k of what is still missing, so
   // copies converge to their owners' experts at the same bytes per step.
   bool sr_feedback = false;
+  // MoNTA "Communication priority": where EP, PP, CP and DP transfers share links, the
+  // network serves them in that order (none: they share fairly, Lina's A2A-first aside).
+  CommPriority comm_priority = CommPriority::kNone;
 
   bool operator==(const Strategy&) const = default;
 };
@@ -67,7 +71,7 @@ std::vector<std::string> strategy_names();
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
-// shared_expert, sr_feedback. `where`
+// shared_expert, sr_feedback, comm_priority. `where`
 // names the source (e.g. "--strategy"); errors name the knob and list what is accepted.
 Strategy parse_strategy(const std::string& text, const std::string& where);
 
@@ -93,5 +97,6 @@ std::string_view to_string(Placement placement);
 std::string_view to_string(TpDispatch dispatch);
 std::string_view to_string(GradSync sync);
 std::string_view to_string(ExpertTransfer transfer);
+std::string_view to_string(CommPriority priority);
 
 }  // namespace moecomm::sched

@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "core/rank_groups.h"
+#include "sched/build_grad_sync.h"
 #include "sched/build_hybridep.h"
 #include "sched/layer_workload.h"
 #include "support/expect_error.h"
@@ -376,6 +379,62 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
     for (OpId dep : sched.deps(c->ops[0]))  // nothing of the forward's layers before it
       EXPECT_EQ(sched.label(dep).name, "moe.hybrid.expert_allgather") << sched.label(dep).layer;
   }
+}
+
+// Context parallelism (MoNTA Fig. 11): per layer, the forward AllGathers the sequence's K and
+// V over each CP group before its attention, the backward reduce-scatters their gradients.
+TEST(LayerBuilder, ContextParallelGathersKeysAndValuesOverTheCpGroup) {
+  const LayerSetup s = setup("cp=2,tp=2,ep=4,esp=2", "baseline");
+  const Schedule sched = build_training_step(s);
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  // t = b s / cp = 32 tokens; K and V of 64 tokens for h / tp = 32 columns of 2 bytes.
+  EXPECT_DOUBLE_EQ(w.cp_kv_bytes, 2.0 * 2 * 32 * 64 / 2 * 2);
+  const auto gathers = collectives(sched, "attn.cp.allgather");
+  const auto scatters = collectives(sched, "attn.cp.reducescatter");
+  ASSERT_EQ(gathers.size(), 4u * 2);  // 4 CP groups x 2 layers
+  ASSERT_EQ(scatters.size(), 4u * 2);
+  const auto cp_groups = core::build_rank_groups(s.parallel).cp;
+  for (const Collective* c : gathers) {
+    EXPECT_DOUBLE_EQ(c->bytes, w.cp_kv_bytes);
+    EXPECT_EQ(label_of(sched, c).phase, Phase::kForward);
+    EXPECT_NE(std::find(cp_groups.begin(), cp_groups.end(), c->group), cp_groups.end());
+  }
+  for (OpId id : sched.ops_of(0)) {  // the forward attention waits for its keys and values
+    const Label& l = sched.label(id);
+    if (l.name != "attn" || l.phase != Phase::kForward) continue;
+    std::vector<OpId> before = sched.deps(id);
+    before.push_back(sched.op(id).prev);
+    EXPECT_TRUE(std::any_of(before.begin(), before.end(), [&](OpId d) {
+      return d != kNone && sched.label(d).name == "attn.cp.allgather";
+    })) << l.layer;
+  }
+  for (const Collective* c : scatters) EXPECT_EQ(label_of(sched, c).phase, Phase::kBackward);
+  EXPECT_TRUE(
+      collectives(build_training_step(setup("tp=2,ep=4,esp=2", "baseline")), "attn.cp.allgather")
+          .empty());
+}
+
+// MoNTA "Communication priority": EP > PP > CP > DP where they share links; without it all
+// share fairly, except Lina's A2A-first.
+TEST(LayerBuilder, MontaCommPriorityOrdersEpPpCpDp) {
+  const auto priorities = [](const std::string& strategy) {
+    const Schedule s = build_training_step(setup("cp=2,pp=2,ep=2", strategy));
+    std::map<std::string, std::set<int>> by_name;
+    for (OpId id = 0; id < s.num_ops(); ++id) by_name[s.label(id).name].insert(s.op(id).priority);
+    return by_name;
+  };
+  auto monta = priorities("comm_priority=monta");
+  EXPECT_EQ(monta["moe.dispatch.a2a"], std::set<int>{3});
+  EXPECT_EQ(monta["moe.combine.a2a"], std::set<int>{3});
+  EXPECT_EQ(monta["pp.send.activations"], std::set<int>{2});
+  EXPECT_EQ(monta["pp.recv.grads"], std::set<int>{2});
+  EXPECT_EQ(monta["attn.cp.allgather"], std::set<int>{1});
+  EXPECT_EQ(monta["grad.dense.allreduce"], std::set<int>{0});
+  for (const auto& [name, set] : priorities("baseline")) EXPECT_EQ(set, std::set<int>{0}) << name;
+  auto lina = priorities("base=lina,comm_priority=monta");
+  EXPECT_EQ(lina["moe.dispatch.a2a"], std::set<int>{3});
+  EXPECT_EQ(lina["grad.dense.allreduce"], std::set<int>{kLinaGradPriority});
+  EXPECT_EQ(named_strategy("monta-o2").comm_priority, CommPriority::kMonta);
 }
 
 TEST(LayerBuilder, ScheduleComputesInTheModelsComputeDtype) {

@@ -46,9 +46,13 @@ TEST(Strategy, ParsesNamesAndKnobs) {
   EXPECT_EQ(s.grad_sync, GradSync::kFsmoe);
   s = parse_strategy(
       "placement=netmoe,a2a=1dh,expert_transfer=hybrid,hybrid_domain=4,"
-      "compression=0.25,shared_expert=false,sr_feedback=true,chunks=3,name=mix",
+      "compression=0.25,shared_expert=false,sr_feedback=true,chunks=3,name=mix,"
+      "comm_priority=monta",
       "-");
   EXPECT_EQ(s.name, "mix");
+  EXPECT_EQ(s.comm_priority, CommPriority::kMonta);
+  EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
+  EXPECT_ERROR_HAS(parse_strategy("comm_priority=ep", "-"), "comm_priority", "none, monta");
   EXPECT_EQ(s.placement, Placement::kNetMoe);
   EXPECT_EQ(s.a2a, Algorithm::k1DH);
   EXPECT_EQ(s.hybrid_domain, 4);

@@ -126,6 +126,12 @@ std::vector<Candidate> compression_dimension(const Candidate& from) {
                       [](Strategy& s, double c) { s.compression = c; });
 }
 
+// MoNTA's communication priority (EP > PP > CP > DP) or fair sharing.
+std::vector<Candidate> priority_dimension(const Candidate& from) {
+  return vary<sched::CommPriority>(from, {sched::CommPriority::kNone, sched::CommPriority::kMonta},
+                                   [](Strategy& s, sched::CommPriority p) { s.comm_priority = p; });
+}
+
 // Lina's expert packing (Sec. 4.2): fewer EP ranks, more experts on each; edp grows.
 std::vector<Candidate> ep_dimension(const Candidate& from, const PlanInput& in) {
   std::vector<Candidate> out;
@@ -145,7 +151,8 @@ std::vector<std::vector<Candidate>> knob_dimensions(const Candidate& from, const
   std::vector<std::vector<Candidate>> dims = {
       a2a_dimension(from),          dispatch_dimension(from),    chunk_dimension(from, true),
       chunk_dimension(from, false), overlap_dimension(from),     grad_sync_dimension(from),
-      domain_dimension(from, in),   compression_dimension(from), ep_dimension(from, in)};
+      domain_dimension(from, in),   compression_dimension(from), priority_dimension(from),
+      ep_dimension(from, in)};
   for (auto& dim : dims)
     for (auto& c : dim) c.strategy.name = "searched";
   return dims;

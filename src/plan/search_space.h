@@ -2,7 +2,8 @@
 // The search planner's neighbourhood: from one candidate, the values each knob dimension can
 // take with the others held (DESIGN.md "Strategy" knobs: A2A algorithm, TP dispatch, chunks
 // per phase, expert pipelining, copy pipelining, gradient sync and its partitions, HybridEP's
-// domains and compression, and the EP size that Lina's expert packing moves).
+// domains and compression, MoNTA's communication priority, and the EP size that Lina's expert
+// packing moves).
 #include <vector>
 
 #include "plan/candidate_pricer.h"

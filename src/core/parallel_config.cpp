@@ -22,7 +22,17 @@ std::string at(const std::string& where, const std::string& key) {
   return where + ": " + key;
 }
 
+CpLayout parse_cp_layout(const std::string& value, const std::string& where) {
+  if (value == "vertical") return CpLayout::kVertical;
+  if (value == "horizontal") return CpLayout::kHorizontal;
+  throw Error(where, "must be vertical or horizontal, got \"" + value + "\"");
+}
+
 }  // namespace
+
+std::string_view to_string(CpLayout layout) {
+  return layout == CpLayout::kHorizontal ? "horizontal" : "vertical";
+}
 
 ParallelSpec parse_parallel_spec(const std::string& text, const std::string& where) {
   ParallelSpec spec;
@@ -32,11 +42,16 @@ ParallelSpec parse_parallel_spec(const std::string& text, const std::string& whe
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw Error(where,
-                  "expected key=value, got \"" + item + "\" (keys: dp, tp, ep, esp, pp, cp)");
+      throw Error(where, "expected key=value, got \"" + item +
+                             "\" (keys: dp, tp, ep, esp, pp, cp, cp_layout)");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "cp_layout") {
+      if (spec.cp_layout) throw Error(at(where, key), "given twice");
+      spec.cp_layout = parse_cp_layout(value, at(where, key));
+      continue;
+    }
     auto* f = field(spec, key);
-    if (!f) throw Error(at(where, key), "unknown key (keys: dp, tp, ep, esp, pp, cp)");
+    if (!f) throw Error(at(where, key), "unknown key (keys: dp, tp, ep, esp, pp, cp, cp_layout)");
     if (f->has_value()) throw Error(at(where, key), "given twice");
     size_t used = 0;
     int v = 0;
@@ -60,6 +75,8 @@ ParallelSpec parse_parallel_json(const nlohmann::json& obj, const std::string& w
   ParallelSpec spec;
   for (const char* key : {"dp", "tp", "ep", "esp", "pp", "cp"})
     if (r.has(key)) *field(spec, key) = static_cast<int>(r.positive_int(key, kMaxParallelSize));
+  if (r.has("cp_layout"))
+    spec.cp_layout = parse_cp_layout(r.string("cp_layout"), r.where("cp_layout"));
   r.reject_unknown();
   return spec;
 }
@@ -106,11 +123,23 @@ ParallelConfig resolve_parallel(const ParallelSpec& s, int world, int experts,
                                     " does not divide the number of experts (" +
                                     std::to_string(experts) + ")");
   c.edp = static_cast<int>(world / moe);
+  c.cp_layout = s.cp_layout.value_or(CpLayout::kVertical);
+  if (c.cp_layout == CpLayout::kHorizontal) {
+    const int64_t span = int64_t{c.esp} * c.ep;
+    if (span % c.tp != 0 || c.dp % (span / c.tp) != 0)
+      throw Error(where + ": cp_layout",
+                  "horizontal puts CP after the whole EP group, so tp (" + std::to_string(c.tp) +
+                      ") must divide esp x ep (" + std::to_string(span) +
+                      ") and the quotient must divide dp (" + std::to_string(c.dp) + ")");
+  }
   return c;
 }
 
 nlohmann::json ParallelConfig::to_json() const {
-  return {{"dp", dp}, {"tp", tp}, {"ep", ep}, {"esp", esp}, {"pp", pp}, {"cp", cp}, {"edp", edp}};
+  nlohmann::json j = {{"dp", dp}, {"tp", tp}, {"ep", ep},  {"esp", esp},
+                      {"pp", pp}, {"cp", cp}, {"edp", edp}};
+  if (cp_layout != CpLayout::kVertical) j["cp_layout"] = std::string(to_string(cp_layout));
+  return j;
 }
 
 }  // namespace moecomm::core

@@ -22,13 +22,44 @@ std::vector<RankGroup> groups_along(const std::vector<int>& sizes, size_t dim) {
   return groups;
 }
 
+namespace {
+
+// Horizontal CP (MoNTA Fig. 12): the dense grid [tp, q, cp, dp / q, pp] with q = esp ep / tp,
+// the TP groups one EP group spans, so a CP group's members sit in different EP groups. DP
+// runs along both q and dp / q (q fastest).
+void horizontal_dense_groups(const ParallelConfig& c, RankGroups& g) {
+  const int span = c.esp * c.ep;
+  if (span % c.tp != 0 || c.dp % (span / c.tp) != 0)
+    throw Error("cp_layout",
+                "horizontal needs tp to divide esp x ep and the quotient to divide dp");
+  const int q = span / c.tp, outer = c.dp / q;
+  const std::vector<int> grid = {c.tp, q, c.cp, outer, c.pp};
+  g.tp = groups_along(grid, 0);
+  g.cp = groups_along(grid, 2);
+  g.pp = groups_along(grid, 4);
+  const int stride_q = c.tp, stride_outer = c.tp * q * c.cp;
+  for (const RankGroup& along_q : groups_along(grid, 1)) {
+    if ((along_q.front() / stride_outer) % outer != 0) continue;  // first of its DP group
+    RankGroup dp;
+    for (int b = 0; b < outer; ++b)
+      for (int a = 0; a < q; ++a) dp.push_back(along_q.front() + a * stride_q + b * stride_outer);
+    g.dp.push_back(std::move(dp));
+  }
+}
+
+}  // namespace
+
 RankGroups build_rank_groups(const ParallelConfig& c) {
   RankGroups g;
   const std::vector<int> dense = {c.tp, c.cp, c.dp, c.pp};
-  g.tp = groups_along(dense, 0);
-  g.cp = groups_along(dense, 1);
-  g.dp = groups_along(dense, 2);
-  g.pp = groups_along(dense, 3);
+  if (c.cp_layout == CpLayout::kHorizontal) {
+    horizontal_dense_groups(c, g);
+  } else {
+    g.tp = groups_along(dense, 0);
+    g.cp = groups_along(dense, 1);
+    g.dp = groups_along(dense, 2);
+    g.pp = groups_along(dense, 3);
+  }
   g.dp_cp = groups_along({c.tp, c.cp * c.dp, c.pp}, 1);  // cp and dp are adjacent
   const std::vector<int> moe = {c.esp, c.ep, c.edp, c.pp};
   g.esp = groups_along(moe, 0);

@@ -1,7 +1,8 @@
 #pragma once
 // Which ranks form each TP, CP, DP, PP group of the dense part and each ESP, EP, EDP group
 // of the MoE part. Megatron-Core order: tp (esp) fastest, then cp (ep), dp (edp), pp; so
-// with tp = esp = devices per node those groups stay inside a node.
+// with tp = esp = devices per node those groups stay inside a node. With
+// cp_layout=horizontal the dense part puts cp after the TP groups an EP group spans.
 #include <string>
 #include <vector>
 

@@ -10,7 +10,10 @@ namespace moecomm::plan {
 std::string parallel_string(const core::ParallelConfig& p) {
   return "dp=" + std::to_string(p.dp) + ",tp=" + std::to_string(p.tp) +
          ",ep=" + std::to_string(p.ep) + ",esp=" + std::to_string(p.esp) +
-         ",pp=" + std::to_string(p.pp) + ",cp=" + std::to_string(p.cp);
+         ",pp=" + std::to_string(p.pp) + ",cp=" + std::to_string(p.cp) +
+         (p.cp_layout == core::CpLayout::kVertical
+              ? ""
+              : ",cp_layout=" + std::string(core::to_string(p.cp_layout)));
 }
 
 CandidatePricer::CandidatePricer(const PlanInput& input, int layers)

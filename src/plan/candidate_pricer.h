@@ -28,7 +28,7 @@ struct SimulatedStep {
   double step_s = 0;  // makespan
 };
 
-// "dp=..,tp=..,ep=..,esp=..,pp=..,cp=..", as --parallel reads it.
+// "dp=..,tp=..,ep=..,esp=..,pp=..,cp=..[,cp_layout=horizontal]", as --parallel reads it.
 std::string parallel_string(const core::ParallelConfig& parallel);
 
 class CandidatePricer {

@@ -29,7 +29,7 @@ MoeWorkload derive_workload(const PlanInput& in, const cost::CollectiveModel& mo
 
 std::optional<core::ParallelConfig> with_ep(const PlanInput& in, int ep) {
   const auto& p = in.parallel;
-  const core::ParallelSpec spec{p.dp, p.tp, ep, p.esp, p.pp, p.cp};
+  const core::ParallelSpec spec{p.dp, p.tp, ep, p.esp, p.pp, p.cp, p.cp_layout};
   try {
     return core::resolve_parallel(spec, in.cluster.world_size(), static_cast<int>(in.model.experts),
                                   "ep");

@@ -232,4 +232,8 @@ Performance estimate_performance(const PerformanceInputs& in) {
   return {latency, in.tokens / latency, in.model_flops / (latency * in.devices * in.peak_flops)};
 }
 
+core::CpLayout monta_cp_layout(int cp, int ep) {
+  return cp < ep ? core::CpLayout::kHorizontal : core::CpLayout::kVertical;
+}
+
 }  // namespace moecomm::plan

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include "core/parallel_config.h"
 #include "cost/efficiency_curve.h"
 
 namespace moecomm::plan {
@@ -122,5 +123,11 @@ struct Performance {
   double mfu = 0;
 };
 Performance estimate_performance(const PerformanceInputs& in);
+
+// MoNTA "Cluster Expansion": horizontal CP expansion while the sequence needs fewer CP ranks
+// than an EP group holds (cp < ep), vertical from cp >= ep. The paper also asks horizontal
+// for a switch network of ep x cp ports; every level of moecomm's cluster model is a full
+// crossbar, so that holds here.
+core::CpLayout monta_cp_layout(int cp, int ep);
 
 }  // namespace moecomm::plan

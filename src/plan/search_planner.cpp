@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/rank_groups.h"
 #include "plan/moe_workload.h"
+#include "plan/monta_planner.h"
 #include "plan/planned_strategy.h"
 #include "plan/search_space.h"
 
@@ -58,6 +60,26 @@ bool better(const PlanRow& a, const PlanRow& b, const core::Cluster& cluster) {
   return a.simulated.step_s < b.simulated.step_s * (1 - 1e-9);
 }
 
+// MoNTA's rows lay context parallelism out by its cluster expansion rule, where the sizes
+// fold that way; returns the note.
+std::string monta_cp_expansion(core::ParallelConfig& parallel) {
+  const core::CpLayout rule = monta_cp_layout(parallel.cp, parallel.ep);
+  const std::string why = "cp_layout=" + std::string(core::to_string(rule)) +
+                          " by MoNTA's cluster expansion (cp=" + std::to_string(parallel.cp) +
+                          (rule == core::CpLayout::kHorizontal ? " < " : " >= ") +
+                          "ep=" + std::to_string(parallel.ep) + ")";
+  core::ParallelConfig laid = parallel;
+  laid.cp_layout = rule;
+  try {
+    core::build_rank_groups(laid);
+  } catch (const Error& e) {
+    return why + " does not fold here, kept " + std::string(core::to_string(parallel.cp_layout)) +
+           ": " + e.what();
+  }
+  parallel = laid;
+  return why;
+}
+
 void add_method_rows(Plan& plan, const PlanInput& in, CandidatePricer& pricer) {
   for (const Method& m : kMethods) {
     PlanRow row;
@@ -67,6 +89,8 @@ void add_method_rows(Plan& plan, const PlanInput& in, CandidatePricer& pricer) {
                                               plan.estimates, &notes);
     row.candidate.strategy.name = m.row;
     row.candidate.parallel = in.parallel;
+    if (in.parallel.cp > 1 && row.name.rfind("monta", 0) == 0)
+      row.notes.push_back(monta_cp_expansion(row.candidate.parallel));
     for (size_t at = 0, end; (end = notes.find('\n', at)) != std::string::npos; at = end + 1)
       row.notes.push_back(notes.substr(at, end - at));
     if (const StrategyEstimate* e = find_estimate(plan.estimates, m.row)) row.model = *e;

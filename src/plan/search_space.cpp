@@ -132,6 +132,19 @@ std::vector<Candidate> priority_dimension(const Candidate& from) {
                                    [](Strategy& s, sched::CommPriority p) { s.comm_priority = p; });
 }
 
+// MoNTA's cluster expansion with context parallelism: CP aligned with EP or orthogonal to it
+// (layouts the sizes cannot fold are refused by the pricer).
+std::vector<Candidate> cp_layout_dimension(const Candidate& from) {
+  if (from.parallel.cp == 1) return {};
+  std::vector<Candidate> out;
+  for (auto layout : {core::CpLayout::kVertical, core::CpLayout::kHorizontal}) {
+    Candidate c = from;
+    c.parallel.cp_layout = layout;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // Lina's expert packing (Sec. 4.2): fewer EP ranks, more experts on each; edp grows.
 std::vector<Candidate> ep_dimension(const Candidate& from, const PlanInput& in) {
   std::vector<Candidate> out;
@@ -152,7 +165,7 @@ std::vector<std::vector<Candidate>> knob_dimensions(const Candidate& from, const
       a2a_dimension(from),          dispatch_dimension(from),    chunk_dimension(from, true),
       chunk_dimension(from, false), overlap_dimension(from),     grad_sync_dimension(from),
       domain_dimension(from, in),   compression_dimension(from), priority_dimension(from),
-      ep_dimension(from, in)};
+      cp_layout_dimension(from),    ep_dimension(from, in)};
   for (auto& dim : dims)
     for (auto& c : dim) c.strategy.name = "searched";
   return dims;

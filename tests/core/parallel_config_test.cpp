@@ -33,6 +33,29 @@ TEST(ParallelConfig, ResolvesDefaultsMegatronStyle) {
   EXPECT_EQ(c.ep, 4);
 }
 
+TEST(ParallelConfig, CpLayoutParsesResolvesAndRoundTrips) {
+  ParallelSpec s = parse_parallel_spec("tp=2,cp=2,ep=2,cp_layout=horizontal", "--parallel");
+  EXPECT_EQ(s.cp_layout, CpLayout::kHorizontal);
+  ParallelConfig c = resolve_parallel(s, 16, 2, "-");
+  EXPECT_EQ(c.cp_layout, CpLayout::kHorizontal);
+  EXPECT_EQ(c.to_json()["cp_layout"], "horizontal");
+  EXPECT_EQ(resolve_parallel({}, 16, 2, "-").cp_layout, CpLayout::kVertical);  // the default
+  EXPECT_FALSE(resolve_parallel({}, 16, 2, "-").to_json().contains("cp_layout"));
+  nlohmann::json j = {{"tp", 2}, {"cp", 2}, {"ep", 2}, {"cp_layout", "horizontal"}};
+  EXPECT_EQ(parse_parallel_json(j, "m.json: parallel").cp_layout, CpLayout::kHorizontal);
+  j["cp_layout"] = "diagonal";
+  EXPECT_ERROR_HAS(parse_parallel_json(j, "m.json: parallel"), "m.json: parallel.cp_layout",
+                   "vertical or horizontal");
+  EXPECT_ERROR_HAS(parse_parallel_spec("cp_layout=up", "--parallel"), "--parallel: cp_layout",
+                   "vertical or horizontal");
+  EXPECT_ERROR_HAS(parse_parallel_spec("cp_layout=vertical,cp_layout=vertical", "--parallel"),
+                   "--parallel: cp_layout", "twice");
+  // 8 ranks, tp = 2, ep = 4 (esp = 2): an EP group spans 4 TP groups, dp = 2 cannot hold them.
+  EXPECT_ERROR_HAS(
+      resolve_parallel(parse_parallel_spec("tp=2,cp=2,ep=4,cp_layout=horizontal", "-"), 8, 4, "w"),
+      "w: cp_layout", "must divide dp");
+}
+
 TEST(ParallelConfig, SpecErrors) {
   EXPECT_ERROR_HAS(parse_parallel_spec("dp=2,xp=4", "--parallel"), "--parallel: xp", "unknown key");
   EXPECT_ERROR_HAS(parse_parallel_spec("dp=two", "--parallel"), "--parallel: dp",

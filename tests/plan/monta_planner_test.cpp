@@ -352,5 +352,14 @@ TEST(MontaPlanner, Errors) {
   EXPECT_ERROR_HAS(estimate_performance({1, 0, 0, 1, 1, 1, 1e12}), "PerformanceInputs", "> 0");
 }
 
+// MoNTA "Cluster Expansion": horizontal while cp < ep, vertical from cp >= ep.
+TEST(MontaPlanner, ClusterExpansionRule) {
+  EXPECT_EQ(monta_cp_layout(2, 8), core::CpLayout::kHorizontal);
+  EXPECT_EQ(monta_cp_layout(7, 8), core::CpLayout::kHorizontal);
+  EXPECT_EQ(monta_cp_layout(8, 8), core::CpLayout::kVertical);
+  EXPECT_EQ(monta_cp_layout(16, 8), core::CpLayout::kVertical);
+  EXPECT_EQ(monta_cp_layout(1, 1), core::CpLayout::kVertical);
+}
+
 }  // namespace
 }  // namespace moecomm::plan

@@ -134,6 +134,37 @@ TEST(SearchPlanner, LinaRowPacksExpertsAndSyncsTheirGradientsOverThePackedEdpGro
   EXPECT_EQ(lina.candidate.strategy.grad_sync, sched::GradSync::kLina);
 }
 
+// MoNTA's cluster expansion: 8 nodes x 2 GPUs, cp = 2 < ep = 4, so MoNTA's rows lay CP out
+// horizontally (orthogonal to EP); the search prices both layouts, and the simulated best
+// wins whatever the rule said (here vertical: it keeps each CP pair inside a node).
+TEST(SearchPlanner, MontaRowsTakeTheClusterExpansionRuleAndTheSearchPricesBothLayouts) {
+  PlanInput in;
+  in.cluster.name = "8x2";
+  in.cluster.levels = {{"node", 8, 25e9, 5e-6}, {"gpu", 2, 200e9, 2e-6}};
+  in.cluster.device = {312e12, 80e9, 2e12};
+  in.model.name = "cp";
+  in.model.hidden = 1024;
+  in.model.ffn_hidden = 4096;
+  in.model.experts = 4;
+  in.model.top_k = 2;
+  in.model.layers = 2;
+  in.model.heads = 16;
+  in.model.seq_len = 8192;
+  in.model.micro_batch = 1;
+  in.parallel =
+      core::resolve_parallel(core::parse_parallel_spec("tp=1,cp=2,ep=4", "-"), 16, 4, "-");
+  const Plan plan = make_plan(in, converge());
+  const PlanRow& o1 = plan.row("monta-o1");
+  EXPECT_EQ(o1.candidate.parallel.cp_layout, core::CpLayout::kHorizontal);
+  EXPECT_EQ(o1.notes.front(), "cp_layout=horizontal by MoNTA's cluster expansion (cp=2 < ep=4)");
+  EXPECT_EQ(plan.row("baseline").candidate.parallel.cp_layout, core::CpLayout::kVertical);
+  core::ParallelConfig vertical = o1.candidate.parallel;
+  vertical.cp_layout = core::CpLayout::kVertical;
+  const double v = simulate_step(in, o1.candidate.strategy, vertical);
+  EXPECT_LT(v, o1.simulated.step_s);  // the CP pairs cross nodes when horizontal
+  EXPECT_LE(plan.row(plan.recommended).simulated.step_s, v);
+}
+
 TEST(SearchPlanner, BudgetZeroPricesTheMethodRowsOnly) {
   const PlanInput in = preset_input("lina-gpt2");
   const Plan plan = make_plan(in, SearchOptions{1, 0, {}});

@@ -82,6 +82,12 @@ SimCommand::SimCommand(CLI::App& app) {
                    "compute ops reach (default: the cluster device's compute_efficiency, 1 when "
                    "the file gives none)")
       ->check(CLI::Range(0.01, 1.0));
+  sub_->add_option("--completion-tolerance", completion_tolerance_,
+                   "a flow with at most this share of its bytes left may end up to this share of "
+                   "its transfer time early, with a near-simultaneous one: routed A2As end pair "
+                   "by pair, and this joins the ends into fewer rate refills (0: exact times)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.1));
   sub_->add_option("--fairness", fairness_,
                    "how concurrent collectives share a link: per-collective (each collective an "
                    "equal share) or per-flow (plain max-min over flows)")
@@ -132,6 +138,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   const core::Topology topology(setup.cluster);
   sim::SimOptions options;
   if (compute_efficiency_ > 0) options.compute_efficiency = compute_efficiency_;
+  options.completion_tolerance = completion_tolerance_;
   options.fairness =
       fairness_ == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
   const sim::SimResult result = sim::simulate(schedule, topology, options);

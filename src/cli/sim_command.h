@@ -6,6 +6,8 @@
 #include <iosfwd>
 #include <string>
 
+#include "sim/simulator.h"
+
 namespace moecomm::cli {
 
 class SimCommand {
@@ -21,6 +23,7 @@ class SimCommand {
   double locality_ = 0.9;
   int layers_ = 1;
   double compute_efficiency_ = 0;  // 0: the device's
+  double completion_tolerance_ = sim::SimOptions{}.completion_tolerance;
   bool json_ = false;
 };
 

@@ -20,6 +20,9 @@ constexpr double kTimeFloor = 1e-6;  // s; keeps the tolerance non-zero around t
 // would give starved flows absurdly slow rates instead of none.
 constexpr double kCapEps = 1e-12;
 constexpr double kWeightEps = 1e-12;  // unfrozen weight below this: none left
+// A larger completion tolerance would move ends by more than a tenth of their transfer: no
+// longer a rounding of the schedule but another schedule.
+constexpr double kMaxTolerance = 0.1;
 
 double tolerance(double t) {
   return kRelEps * std::max(std::abs(t), kTimeFloor);
@@ -31,8 +34,8 @@ std::string num(double x) {
   return buf;
 }
 
-// Min-heap order for std heaps (max-heaps): smallest time or share first, ties by id so
-// runs are deterministic.
+// Min-heap order for std heaps (max-heaps): smallest share first, ties by id so runs are
+// deterministic.
 struct Later {
   template <class T>
   bool operator()(const T& a, const T& b) const {
@@ -41,6 +44,12 @@ struct Later {
 };
 
 }  // namespace
+
+FlowNetwork::FlowNetwork(double completion_tolerance) : eps_(completion_tolerance) {
+  if (!(completion_tolerance >= 0 && completion_tolerance <= kMaxTolerance))
+    throw Error("flow network", "completion tolerance must be in [0, " + num(kMaxTolerance) +
+                                    "], got " + num(completion_tolerance));
+}
 
 int FlowNetwork::add_link(double bandwidth_bytes_per_s, double latency_s, std::string name) {
   const std::string where = "flow network: link '" + name + "'";
@@ -99,13 +108,14 @@ FlowId FlowNetwork::start_flow(const std::vector<int>& path, double bytes, doubl
   f.weight = weight;
   flows_.push_back(std::move(f));
   const FlowId id = static_cast<FlowId>(flows_.size()) - 1;
+  queued_.push_back(-1);
   ++active_count_;
-  push_event(flows_.back().ready_at, id);
+  schedule(id, flows_.back().ready_at);
   return id;
 }
 
 double FlowNetwork::next_event_time() const {
-  return events_.empty() ? kInf : events_.front().time;  // prune() keeps the top valid
+  return events_.empty() ? kInf : events_.front().time;
 }
 
 std::vector<FlowId> FlowNetwork::advance_to(double t) {
@@ -118,24 +128,34 @@ std::vector<FlowId> FlowNetwork::advance_to(double t) {
                            "; advance to next_event_time() first");
   now_ = std::max(now_, t);
   std::vector<FlowId> done;
-  std::vector<int> seeds;
+  Batch batch;
   const double due = now_ + tolerance(now_);
-  while (!events_.empty() && events_.front().time <= due) {
-    std::pop_heap(events_.begin(), events_.end(), Later());
-    const Event e = events_.back();
-    events_.pop_back();
-    if (stale(e)) continue;
+  while (!events_.empty()) {
+    const Event e = events_.front();
+    if (e.time > due && !(batch.ended > 0 && joins_completion(e))) break;
+    unschedule(e.flow);
     if (flows_[e.flow].phase == Phase::kLatency)
-      begin_transfer(e.flow, seeds, done);
+      begin_transfer(e.flow, batch, done);
     else
-      finish(e.flow, seeds, done);
+      finish(e.flow, batch, done);
   }
-  if (!seeds.empty()) recompute(seeds);
-  prune();
+  if (!batch.seeds.empty()) recompute(batch);
   return done;
 }
 
-void FlowNetwork::begin_transfer(FlowId id, std::vector<int>& seeds, std::vector<FlowId>& done) {
+// Whether a queued completion ends now with one that did: its projected end lies within eps x
+// its transfer time of now, and at most eps of its bytes are left. The bytes bound the work
+// taken off its links: a flow that ran slowly and then fast would, by time alone, end with
+// much more than eps of its bytes unsent, and free its links early for everyone else.
+// Asked in event order, stopping at the first that does not join, so that joining costs only
+// the events it takes.
+bool FlowNetwork::joins_completion(const Event& e) const {
+  const Flow& f = flows_[e.flow];
+  return f.phase == Phase::kTransfer && e.time - now_ <= eps_ * (e.time - f.ready_at) &&
+         f.remaining - f.rate * (now_ - f.settled_at) <= eps_ * f.bytes;
+}
+
+void FlowNetwork::begin_transfer(FlowId id, Batch& batch, std::vector<FlowId>& done) {
   Flow& f = flows_[id];
   if (f.bytes == 0) {
     f.phase = Phase::kDone;
@@ -146,39 +166,46 @@ void FlowNetwork::begin_transfer(FlowId id, std::vector<int>& seeds, std::vector
   f.phase = Phase::kTransfer;
   f.settled_at = now_;
   f.rate = 0;
-  ++f.version;
   for (Hop& hop : f.hops) {
-    std::vector<FlowId>& on_link = links_[hop.link].flows;
+    std::vector<Member>& on_link = links_[hop.link].flows;
     hop.slot = static_cast<int>(on_link.size());
-    on_link.push_back(id);
-    seeds.push_back(hop.link);
+    on_link.push_back({id, 0.0, 0.0, f.priority});
+    batch.seeds.push_back(hop.link);
   }
+  batch.started = true;
 }
 
-void FlowNetwork::finish(FlowId id, std::vector<int>& seeds, std::vector<FlowId>& done) {
+void FlowNetwork::finish(FlowId id, Batch& batch, std::vector<FlowId>& done) {
   Flow& f = flows_[id];
+  if (batch.ended++ == 0) batch.priority = f.priority;
+  batch.mixed = batch.mixed || f.priority != batch.priority;
+  batch.level = std::min(batch.level, f.rate / f.weight);
   for (const Hop& hop : f.hops) {  // swap-remove from each link, fixing the moved flow's slot
-    std::vector<FlowId>& on_link = links_[hop.link].flows;
-    const FlowId moved = on_link.back();
-    on_link[hop.slot] = moved;
+    std::vector<Member>& on_link = links_[hop.link].flows;
+    const FlowId moved = on_link.back().id;
+    on_link[hop.slot] = on_link.back();
     on_link.pop_back();
     for (Hop& h : flows_[moved].hops)
       if (h.link == hop.link) h.slot = hop.slot;
-    seeds.push_back(hop.link);
+    batch.seeds.push_back(hop.link);
   }
-  // The links keep f's load until recompute() settles their accounting up to now.
+  // The links keep f's load until recompute() settles their accounting up to now; what a flow
+  // that the tolerance ended early had left counts as carried now.
+  const double left = std::max(0.0, f.remaining - f.rate * (now_ - f.settled_at));
+  if (left > 0)
+    for (const Hop& hop : f.hops) links_[hop.link].bytes += f.multiplicity * left;
   f.remaining = 0;
   f.rate = 0;
   f.settled_at = now_;
   f.phase = Phase::kDone;
-  ++f.version;
   --active_count_;
   done.push_back(id);
   std::vector<Hop>().swap(f.hops);  // finished flows keep only their scalars
 }
 
-void FlowNetwork::recompute(const std::vector<int>& seeds) {
-  collect_component(seeds);
+void FlowNetwork::recompute(const Batch& batch) {
+  if (!batch.started && !batch.mixed && batch.level > 0 && refill_above(batch)) return;
+  collect_component(batch.seeds);
   for (int l : comp_links_) settle_link(links_[l]);
   fill(comp_flows_, comp_links_, filling_);
   for (int l : comp_links_) links_[l].load = 0;
@@ -190,14 +217,81 @@ void FlowNetwork::recompute(const std::vector<int>& seeds) {
   }
 }
 
+// Only ends, of one priority p, at lowest share (rate / weight) s: progressive filling
+// without the ended flows reaches share s exactly as it did with them (below s their links
+// were nobody's bottleneck, and without them their shares only grow), so every flow below s
+// keeps its rate and every other one gets at least s. Hence the flows of p at or above s that reach
+// the ended flows' links through links they share (others at or above s on every link met) are
+// filled again in what the rest leave of those links, and nothing else changes: each flow left out
+// keeps a bottleneck none of those flows crosses. Returns false, having changed nothing, when a
+// flow below p crosses one of those links (its capacity moves): the component is then filled whole.
+bool FlowNetwork::refill_above(const Batch& batch) {
+  const double level = batch.level * (1 - kRelEps);  // shares equal within rounding: refilled
+  const int priority = batch.priority;
+  ++stamp_;
+  comp_links_.clear();
+  comp_kept_.clear();
+  comp_flows_.clear();
+  Filling& s = filling_;
+  s.cap.resize(links_.size());
+  s.count.resize(links_.size());
+  s.rate.resize(flows_.size());
+  const auto visit_link = [&](int l) {
+    if (links_[l].mark == stamp_) return;
+    links_[l].mark = stamp_;
+    comp_links_.push_back(l);
+  };
+  for (int l : batch.seeds) visit_link(l);
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    const int l = comp_links_[i];
+    double kept = 0;  // load of the flows that keep their rates
+    for (const Member& m : links_[l].flows) {
+      if (m.priority < priority) return false;
+      if (m.priority > priority || m.share < level) {
+        kept += m.load;
+        continue;
+      }
+      Flow& f = flows_[m.id];
+      if (f.mark == stamp_) continue;
+      f.mark = stamp_;
+      comp_flows_.push_back(m.id);
+      for (const Hop& hop : f.hops) visit_link(hop.link);
+    }
+    s.cap[l] = std::max(0.0, links_[l].bandwidth - kept);
+    comp_kept_.push_back(kept);
+  }
+  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
+    Link& link = links_[comp_links_[i]];
+    settle_link(link);
+    link.load = comp_kept_[i];
+  }
+  // Outside a filling every s.rate is >= 0, so the kept flows count as frozen.
+  fill_priority(comp_flows_, 0, comp_flows_.size(), comp_links_, s);
+  for (FlowId id : comp_flows_) {
+    const Flow& f = flows_[id];
+    const double r = s.rate[id];
+    apply_rate(id, r);
+    for (const Hop& hop : f.hops) links_[hop.link].load += f.multiplicity * r;
+  }
+  return true;
+}
+
 void FlowNetwork::apply_rate(FlowId id, double rate) {
   Flow& f = flows_[id];
   if (rate == f.rate) return;  // unchanged rates keep their progress and their queued event
   f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.settled_at));
   f.settled_at = now_;
   f.rate = rate;
-  ++f.version;
-  if (rate > 0) push_event(now_ + f.remaining / rate, id);
+  for (const Hop& hop : f.hops) {
+    Member& m = links_[hop.link].flows[hop.slot];
+    m.share = rate / f.weight;
+    m.load = f.multiplicity * rate;
+  }
+  if (rate > 0) {
+    schedule(id, now_ + f.remaining / rate);
+  } else {
+    unschedule(id);
+  }
 }
 
 // Links and transferring flows connected to the seeds through shared links: the only rates
@@ -213,7 +307,8 @@ void FlowNetwork::collect_component(const std::vector<int>& seeds) {
   };
   for (int l : seeds) visit_link(l);
   for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-    for (FlowId id : links_[comp_links_[i]].flows) {
+    for (const Member& m : links_[comp_links_[i]].flows) {
+      const FlowId id = m.id;
       Flow& f = flows_[id];
       if (f.mark == stamp_) continue;
       f.mark = stamp_;
@@ -275,8 +370,11 @@ void FlowNetwork::drain(const std::vector<int>& links, Filling& s) const {
     s.heap.pop_back();
     if (s.count[c.link] <= kWeightEps) continue;  // all its flows froze elsewhere
     const double share = std::max(0.0, s.cap[c.link] / s.count[c.link]);
-    if (share > c.share) {  // grew since queued: requeue instead of updating on every freeze
-      s.heap.push_back({share, c.link});
+    // Grown since queued: requeued (instead of updating on every freeze) unless it still
+    // comes before every queued lower bound, when it would come straight back out.
+    const Filling::Candidate grown{share, c.link};
+    if (share > c.share && !s.heap.empty() && grown.key() > s.heap.front().key()) {
+      s.heap.push_back(grown);
       std::push_heap(s.heap.begin(), s.heap.end(), Later());
       continue;
     }
@@ -285,7 +383,8 @@ void FlowNetwork::drain(const std::vector<int>& links, Filling& s) const {
 }
 
 void FlowNetwork::freeze_bottleneck(int link, double share, Filling& s) const {
-  for (FlowId id : links_[link].flows) {
+  for (const Member& m : links_[link].flows) {
+    const FlowId id = m.id;
     const Flow& f = flows_[id];
     if (s.rate[id] >= 0) continue;
     s.rate[id] = share * f.weight;  // weighted max-min: a flow gets its weight in shares
@@ -305,27 +404,69 @@ void FlowNetwork::settle_link(Link& link) const {
   link.settled_at = now_;
 }
 
-void FlowNetwork::push_event(double time, FlowId id) {
-  events_.push_back({time, id, flows_[id].version});
-  std::push_heap(events_.begin(), events_.end(), Later());
+void FlowNetwork::schedule(FlowId id, double time) {
+  const std::int64_t at = queued_[id];
+  if (at < 0) {
+    events_.push_back({time, id});
+    sift_up(events_.size() - 1);
+    return;
+  }
+  const auto i = static_cast<std::size_t>(at);
+  const bool earlier = time < events_[i].time;
+  events_[i].time = time;
+  if (earlier) {
+    sift_up(i);
+  } else {
+    sift_down(i);
+  }
 }
 
-bool FlowNetwork::stale(const Event& e) const {
-  const Flow& f = flows_[e.flow];
-  return f.phase == Phase::kDone || e.version != f.version;
+// Floyd's removal: the hole the flow leaves sinks along the smaller children to a leaf (one
+// comparison a level), where the last event fills it and rises.
+void FlowNetwork::unschedule(FlowId id) {
+  const std::int64_t at = queued_[id];
+  if (at < 0) return;
+  queued_[id] = -1;
+  const Event last = events_.back();
+  events_.pop_back();
+  const std::size_t n = events_.size();
+  auto hole = static_cast<std::size_t>(at);
+  if (hole == n) return;
+  for (std::size_t child = 2 * hole + 1; child < n; child = 2 * hole + 1) {
+    if (child + 1 < n && events_[child + 1] < events_[child]) ++child;
+    place(hole, events_[child]);
+    hole = child;
+  }
+  place(hole, last);
+  sift_up(hole);
 }
 
-// Drops stale events from the top (so next_event_time() is exact) and, when they pile up
-// (every rate change leaves one behind), from the whole heap.
-void FlowNetwork::prune() {
-  if (events_.size() > 2 * active_count_ + 1024) {
-    std::erase_if(events_, [&](const Event& e) { return stale(e); });
-    std::make_heap(events_.begin(), events_.end(), Later());
+void FlowNetwork::place(std::size_t i, const Event& e) {
+  events_[i] = e;
+  queued_[e.flow] = static_cast<std::int64_t>(i);
+}
+
+void FlowNetwork::sift_down(std::size_t i) {
+  const Event e = events_[i];
+  const std::size_t n = events_.size();
+  for (std::size_t child = 2 * i + 1; child < n; child = 2 * i + 1) {
+    if (child + 1 < n && events_[child + 1] < events_[child]) ++child;
+    if (!(events_[child] < e)) break;
+    place(i, events_[child]);
+    i = child;
   }
-  while (!events_.empty() && stale(events_.front())) {
-    std::pop_heap(events_.begin(), events_.end(), Later());
-    events_.pop_back();
+  place(i, e);
+}
+
+void FlowNetwork::sift_up(std::size_t i) {
+  const Event e = events_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!(e < events_[parent])) break;
+    place(i, events_[parent]);
+    i = parent;
   }
+  place(i, e);
 }
 
 FlowNetwork::Flow& FlowNetwork::flow_at(FlowId id, const char* where) {

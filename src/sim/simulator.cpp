@@ -33,7 +33,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class Run {
  public:
   Run(const sched::Schedule& s, const core::Topology& topo, const SimOptions& options)
-      : s_(s), topo_(topo), options_(options), model_(topo, net_) {
+      : s_(s),
+        topo_(topo),
+        options_(options),
+        net_(options.completion_tolerance),
+        model_(topo, net_) {
     devices_per_node_ = topo.level(topo.num_levels() - 1).count;
     overlapped_share_ = topo.cluster().device.overlapped_compute_share;
   }

@@ -100,6 +100,16 @@ int default_ep(int room, int experts) {
 
 }  // namespace
 
+void check_cp_layout(const ParallelConfig& c, const std::string& where) {
+  if (c.cp_layout != CpLayout::kHorizontal) return;
+  const int64_t span = int64_t{c.esp} * c.ep;
+  if (span % c.tp != 0 || c.dp % (span / c.tp) != 0)
+    throw Error(where, "horizontal puts CP after the whole EP group, so tp (" +
+                           std::to_string(c.tp) + ") must divide esp x ep (" +
+                           std::to_string(span) + ") and the quotient must divide dp (" +
+                           std::to_string(c.dp) + ")");
+}
+
 ParallelConfig resolve_parallel(const ParallelSpec& s, int world, int experts,
                                 const std::string& where) {
   ParallelConfig c;
@@ -124,14 +134,7 @@ ParallelConfig resolve_parallel(const ParallelSpec& s, int world, int experts,
                                     std::to_string(experts) + ")");
   c.edp = static_cast<int>(world / moe);
   c.cp_layout = s.cp_layout.value_or(CpLayout::kVertical);
-  if (c.cp_layout == CpLayout::kHorizontal) {
-    const int64_t span = int64_t{c.esp} * c.ep;
-    if (span % c.tp != 0 || c.dp % (span / c.tp) != 0)
-      throw Error(where + ": cp_layout",
-                  "horizontal puts CP after the whole EP group, so tp (" + std::to_string(c.tp) +
-                      ") must divide esp x ep (" + std::to_string(span) +
-                      ") and the quotient must divide dp (" + std::to_string(c.dp) + ")");
-  }
+  check_cp_layout(c, where + ": cp_layout");
   return c;
 }
 

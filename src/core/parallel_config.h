@@ -45,6 +45,10 @@ ParallelSpec parse_parallel_json(const nlohmann::json& obj, const std::string& w
 // sizes fold the world and divide the experts; cp_layout defaults to vertical, and
 // horizontal needs tp to divide esp x ep and the quotient (the TP groups an EP group spans)
 // to divide dp. Throws Error naming `where` and the key.
+// cp_layout=horizontal folds only where tp divides esp x ep and the quotient divides dp;
+// throws Error naming `where` otherwise (vertical always folds).
+void check_cp_layout(const ParallelConfig& config, const std::string& where);
+
 ParallelConfig resolve_parallel(const ParallelSpec& spec, int world, int experts,
                                 const std::string& where);
 

@@ -28,11 +28,8 @@ namespace {
 // the TP groups one EP group spans, so a CP group's members sit in different EP groups. DP
 // runs along both q and dp / q (q fastest).
 void horizontal_dense_groups(const ParallelConfig& c, RankGroups& g) {
-  const int span = c.esp * c.ep;
-  if (span % c.tp != 0 || c.dp % (span / c.tp) != 0)
-    throw Error("cp_layout",
-                "horizontal needs tp to divide esp x ep and the quotient to divide dp");
-  const int q = span / c.tp, outer = c.dp / q;
+  check_cp_layout(c, "cp_layout");
+  const int q = c.esp * c.ep / c.tp, outer = c.dp / q;
   const std::vector<int> grid = {c.tp, q, c.cp, outer, c.pp};
   g.tp = groups_along(grid, 0);
   g.cp = groups_along(grid, 2);

@@ -89,14 +89,14 @@ void add_method_rows(Plan& plan, const PlanInput& in, CandidatePricer& pricer) {
                                               plan.estimates, &notes);
     row.candidate.strategy.name = m.row;
     row.candidate.parallel = in.parallel;
-    if (in.parallel.cp > 1 && row.name.rfind("monta", 0) == 0)
-      row.notes.push_back(monta_cp_expansion(row.candidate.parallel));
     for (size_t at = 0, end; (end = notes.find('\n', at)) != std::string::npos; at = end + 1)
       row.notes.push_back(notes.substr(at, end - at));
     if (const StrategyEstimate* e = find_estimate(plan.estimates, m.row)) row.model = *e;
     for (const auto& skip : plan.estimates.skipped)
       if (skip.name == m.row && row.notes.empty())
         row.notes.push_back("no paper-model estimate: " + skip.reason);
+    if (in.parallel.cp > 1 && row.name.rfind("monta", 0) == 0)
+      row.notes.push_back(monta_cp_expansion(row.candidate.parallel));
     std::string packing;
     if (row.name == "lina")
       if (auto packed = lina_packed_parallel(in, plan.estimates, &packing)) {

@@ -156,7 +156,9 @@ TEST(SearchPlanner, MontaRowsTakeTheClusterExpansionRuleAndTheSearchPricesBothLa
   const Plan plan = make_plan(in, converge());
   const PlanRow& o1 = plan.row("monta-o1");
   EXPECT_EQ(o1.candidate.parallel.cp_layout, core::CpLayout::kHorizontal);
-  EXPECT_EQ(o1.notes.front(), "cp_layout=horizontal by MoNTA's cluster expansion (cp=2 < ep=4)");
+  ASSERT_EQ(o1.notes.size(), 2u);  // MoNTA's model needs esp > 1: no estimate here, said first
+  EXPECT_EQ(o1.notes.front().rfind("no paper-model estimate: ", 0), 0u);
+  EXPECT_EQ(o1.notes.back(), "cp_layout=horizontal by MoNTA's cluster expansion (cp=2 < ep=4)");
   EXPECT_EQ(plan.row("baseline").candidate.parallel.cp_layout, core::CpLayout::kVertical);
   core::ParallelConfig vertical = o1.candidate.parallel;
   vertical.cp_layout = core::CpLayout::kVertical;

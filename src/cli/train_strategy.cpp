@@ -8,6 +8,7 @@
 #include "core/rank_groups.h"
 #include "core/topology.h"
 #include "plan/planned_strategy.h"
+#include "rt/scheduled_train.h"
 #include "sched/build_hybridep.h"
 
 namespace moecomm::cli {
@@ -36,21 +37,8 @@ std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int worl
 }  // namespace
 
 core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
-  core::ModelConfig m;
+  core::ModelConfig m = rt::schedule_model(c);
   m.name = name;
-  m.hidden = c.model.hidden;
-  m.ffn_hidden = c.model.moe.ffn_hidden;
-  m.experts = c.model.moe.experts;
-  m.top_k = c.model.moe.top_k;
-  m.layers = c.model.layers;
-  m.heads = c.model.heads;
-  m.seq_len = c.seq_len;
-  m.micro_batch = c.batch;
-  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
-  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
-  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                 : core::FfnType::kGelu;
-  m.vocab_size = c.model.vocab;
   return m;
 }
 

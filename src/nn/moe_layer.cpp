@@ -31,20 +31,7 @@ int MoeLayer::first_expert() const {
   return exchange_.rank() * local_experts();
 }
 
-Tensor MoeLayer::run_experts(const Tensor& recv) {
-  Tensor out(recv.shape());
-  caches_.assign(experts_.size(), ExpertCache{});
-  for (int l = 0; l < local_experts(); ++l) {
-    const int n = layout_.local_rows(l), at = layout_.local_offset(l);
-    if (n == 0) continue;
-    const Tensor y = experts_[static_cast<size_t>(l)]->forward(recv.slice_rows(at, n),
-                                                               caches_[static_cast<size_t>(l)]);
-    out.set_rows(at, y);
-  }
-  return out;
-}
-
-Tensor MoeLayer::forward(const Tensor& x) {
+Tensor MoeLayer::forward_begin(const Tensor& x) {
   Tensor h = x;
   hooks_.run(HookPoint::kBeforeMoeStart, h);
   routing_ = gate_->forward(h);  // Gate
@@ -54,24 +41,30 @@ Tensor MoeLayer::forward(const Tensor& x) {
   plan_ = order_->plan(routing_);  // Order
   Tensor send = order_rows(plan_, h);
   hooks_.run(HookPoint::kBeforeDispatch, send);
-  layout_ = exchange_.exchange_counts(plan_.counts);  // Dispatch
-  if (chunks_fwd_ > 1) {                              // Dispatch, Expert and Combine per chunk
-    caches_.assign(experts_.size(), ExpertCache{});
-    combined_ = exchange_.pipeline(send, layout_, chunks_fwd_,
-                                   [&](int i, const ExchangeLayout& chunk, const Tensor& rows) {
-                                     Tensor recv = rows;
-                                     hooks_.run(HookPoint::kAfterDispatch, recv);
-                                     Tensor out = run_expert_chunk(i, chunks_fwd_, chunk, recv);
-                                     hooks_.run(HookPoint::kBeforeCombine, out);
-                                     return out;
-                                   });
-  } else {
-    Tensor recv = exchange_.dispatch(send, layout_);
-    hooks_.run(HookPoint::kAfterDispatch, recv);
-    Tensor out = run_experts(recv);  // Expert
-    hooks_.run(HookPoint::kBeforeCombine, out);
-    combined_ = exchange_.combine(out, layout_);  // Combine
-  }
+  has_forward_ = false;
+  return send;
+}
+
+void MoeLayer::set_layout(const ExchangeLayout& layout) {
+  if (layout.experts() != num_experts_ || layout.local_experts != local_experts())
+    throw Error("moe layer", "a layout of " + std::to_string(layout.experts()) + " experts (" +
+                                 std::to_string(layout.local_experts) + " local) for a layer of " +
+                                 std::to_string(num_experts_) + " (" +
+                                 std::to_string(local_experts()) + " local)");
+  layout_ = layout;
+  caches_.assign(experts_.size(), ExpertCache{});
+}
+
+Tensor MoeLayer::forward_experts(int i, int n, const Tensor& rows) {
+  Tensor recv = rows;
+  hooks_.run(HookPoint::kAfterDispatch, recv);
+  Tensor out = run_expert_chunk(i, n, chunk_layout(layout_, i, n), recv);  // Expert
+  hooks_.run(HookPoint::kBeforeCombine, out);
+  return out;
+}
+
+Tensor MoeLayer::forward_end(const Tensor& combined) {
+  combined_ = combined;
   hooks_.run(HookPoint::kAfterCombine, combined_);
   Tensor y = iorder(plan_, combined_);  // I-Order
   hooks_.run(HookPoint::kBeforeMoeEnd, y);
@@ -79,35 +72,49 @@ Tensor MoeLayer::forward(const Tensor& x) {
   return y;
 }
 
-Tensor MoeLayer::backward_experts(const Tensor& dout) {
-  Tensor din(dout.shape());
-  for (int l = 0; l < local_experts(); ++l) {
-    const int n = layout_.local_rows(l), at = layout_.local_offset(l);
-    if (n == 0) continue;
-    const Tensor d = experts_[static_cast<size_t>(l)]->backward(dout.slice_rows(at, n),
-                                                                caches_[static_cast<size_t>(l)]);
-    din.set_rows(at, d);
-  }
-  return din;
+Tensor MoeLayer::forward(const Tensor& x) {
+  const Tensor send = forward_begin(x);
+  set_layout(exchange_.exchange_counts(plan_.counts));  // Dispatch
+  const int n = chunks_fwd_;
+  if (n == 1)
+    return forward_end(
+        exchange_.combine(forward_experts(0, 1, exchange_.dispatch(send, layout_)), layout_));
+  // Dispatch, Expert and Combine per chunk
+  return forward_end(
+      exchange_.pipeline(send, layout_, n, [&](int i, const ExchangeLayout&, const Tensor& rows) {
+        return forward_experts(i, n, rows);
+      }));
+}
+
+Tensor MoeLayer::backward_begin(const Tensor& dy) {
+  if (!has_forward_) throw Error("moe layer", "backward needs a forward first");
+  IOrderGrad g = iorder_backward(plan_, combined_, dy);  // I-Order
+  grad_weight_ = std::move(g.grad_weight);
+  return std::move(g.dbuf);
+}
+
+Tensor MoeLayer::backward_experts(int i, int n, const Tensor& dout) {
+  return backward_expert_chunk(i, n, chunk_layout(layout_, i, n), dout);
+}
+
+Tensor MoeLayer::backward_end(const Tensor& dsend, float aux_grad) {
+  Tensor dx = order_rows_backward(plan_, dsend);    // Order
+  dx.add(gate_->backward(grad_weight_, aux_grad));  // Gate
+  return dx;
 }
 
 Tensor MoeLayer::backward(const Tensor& dy, float aux_grad) {
-  if (!has_forward_) throw Error("moe layer", "backward needs a forward first");
-  IOrderGrad g = iorder_backward(plan_, combined_, dy);  // I-Order
-  Tensor dsend;
-  if (chunks_bwd_ > 1) {
-    dsend = exchange_.pipeline(g.dbuf, layout_, chunks_bwd_,
-                               [&](int i, const ExchangeLayout& chunk, const Tensor& dout) {
-                                 return backward_expert_chunk(i, chunks_bwd_, chunk, dout);
-                               });
-  } else {
-    const Tensor dout = exchange_.dispatch(g.dbuf, layout_);  // Combine's backward
-    const Tensor din = backward_experts(dout);                // Expert
-    dsend = exchange_.combine(din, layout_);                  // Dispatch's backward
-  }
-  Tensor dx = order_rows_backward(plan_, dsend);     // Order
-  dx.add(gate_->backward(g.grad_weight, aux_grad));  // Gate
-  return dx;
+  const Tensor dbuf = backward_begin(dy);
+  const int n = chunks_bwd_;
+  if (n == 1)  // Combine's backward, Expert, Dispatch's backward
+    return backward_end(
+        exchange_.combine(backward_experts(0, 1, exchange_.dispatch(dbuf, layout_)), layout_),
+        aux_grad);
+  return backward_end(exchange_.pipeline(dbuf, layout_, n,
+                                         [&](int i, const ExchangeLayout&, const Tensor& dout) {
+                                           return backward_experts(i, n, dout);
+                                         }),
+                      aux_grad);
 }
 
 void MoeLayer::set_chunks(int forward, int backward) {

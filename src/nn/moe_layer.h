@@ -33,6 +33,20 @@ class MoeLayer {
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy, float aux_grad);
 
+  // The stages forward() and backward() run, for an executor that runs Dispatch and Combine
+  // itself as ops of a schedule (rt/model_binding.h). Forward: forward_begin, then (once the
+  // counts are exchanged) set_layout, then per chunk i of n forward_experts on chunk i's
+  // dispatched rows (local-expert-major in chunk_layout(layout(), i, n)), then forward_end on
+  // the combined rows (the send layout). Backward: backward_begin, backward_experts per
+  // chunk (any n), backward_end. Hooks run where forward() runs them.
+  Tensor forward_begin(const Tensor& x);  // Gate and Order: the rows to send, plan().counts
+  void set_layout(const ExchangeLayout& layout);
+  Tensor forward_experts(int i, int n, const Tensor& rows);
+  Tensor forward_end(const Tensor& combined);  // I-Order: the layer's output
+  Tensor backward_begin(const Tensor& dy);     // I-Order's backward: the rows' gradient
+  Tensor backward_experts(int i, int n, const Tensor& dout);
+  Tensor backward_end(const Tensor& dsend, float aux_grad);  // Order's and Gate's: dx
+
   // Pipeline degrees of the token path (FSMoE's r, forward and backward chosen separately;
   // Lina's A2A/FFN micro-ops): with n > 1 the rows go through TokenExchange::pipeline in n
   // chunks and the experts run chunk by chunk; the after-dispatch and before-combine hooks
@@ -55,8 +69,6 @@ class MoeLayer {
   void zero_grad();
 
  private:
-  Tensor run_experts(const Tensor& recv);
-  Tensor backward_experts(const Tensor& dout);
   // One chunk of n (exchange_chunks.h): its rows' experts, forward (saving their activations
   // into the full-layout caches) and backward (reading them back).
   Tensor run_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& rows);
@@ -75,7 +87,8 @@ class MoeLayer {
   OrderPlan plan_;
   ExchangeLayout layout_;
   std::vector<ExpertCache> caches_;
-  Tensor combined_;  // after the after-combine hook: I-Order's input
+  Tensor combined_;                 // after the after-combine hook: I-Order's input
+  std::vector<float> grad_weight_;  // backward_begin's gradient of the combine weights
   bool has_forward_ = false;
   int chunks_fwd_ = 1, chunks_bwd_ = 1;
 };

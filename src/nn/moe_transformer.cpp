@@ -99,57 +99,90 @@ std::vector<Param*> MoeTransformer::block_expert_params(int block) {
   return block_expert_.at(static_cast<size_t>(block));
 }
 
-float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<int>& targets,
-                              int seq_len) {
+void MoeTransformer::embed_forward(const std::vector<int>& tokens, const std::vector<int>& targets,
+                                   int seq_len) {
   if (targets.size() != tokens.size())
     throw Error("moe transformer", std::to_string(targets.size()) + " targets for " +
                                        std::to_string(tokens.size()) + " tokens");
-  Tensor x = embed_.forward(tokens, seq_len);
+  if (config_.tp_shards > 1 && !tp_)
+    throw Error("moe transformer", "tp_shards > 1 needs set_tensor_parallel()");
+  x_ = embed_.forward(tokens, seq_len);
   const int batch = static_cast<int>(tokens.size()) / seq_len;
   samples_.resize(static_cast<size_t>(batch));
   for (int b = 0; b < batch; ++b) samples_[static_cast<size_t>(b)] = exchange_.rank() * batch + b;
   seq_len_ = seq_len;
+  targets_ = targets;
   aux_loss_ = 0.0f;
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    Block& b = *blocks_[l];
-    x.add(attention_forward(b, x, seq_len));
-    if (moving_exchange_) {  // NetMoE: the residual is inlined, x moves to the new samples
-      x = moving_[l]->forward(x, seq_len, samples_);
-      aux_loss_ += moving_[l]->aux_loss();
-    } else {
-      x.add(b.moe->forward(b.ln2.forward(x)));
-      aux_loss_ += b.moe->aux_loss();
-    }
-  }
-  targets_ = moving_exchange_ ? moved_targets(targets, seq_len) : targets;
-  lm_loss_ = head_.forward(ln_f_.forward(x), targets_);
+  has_forward_ = false;
+}
+
+void MoeTransformer::attention_forward(int block) {
+  Block& b = *blocks_.at(static_cast<size_t>(block));
+  Tensor a = b.attn.forward(b.ln1.forward(x_), seq_len_);
+  if (tp_) tp_->all_reduce_sum(a);  // Megatron's g: the row-parallel shards' partial outputs
+  x_.add(a);
+}
+
+Tensor MoeTransformer::moe_input(int block) {
+  return blocks_.at(static_cast<size_t>(block))->ln2.forward(x_);
+}
+
+void MoeTransformer::moe_forward_done(int block, const Tensor& moe_output) {
+  x_.add(moe_output);
+  aux_loss_ += blocks_.at(static_cast<size_t>(block))->moe->aux_loss();
+}
+
+float MoeTransformer::head_forward() {
+  if (moving_exchange_) targets_ = moved_targets(targets_, seq_len_);
+  lm_loss_ = head_.forward(ln_f_.forward(x_), targets_);
   has_forward_ = true;
   return lm_loss_ + config_.aux_loss_weight * aux_loss_;
 }
 
-Tensor MoeTransformer::attention_forward(Block& b, const Tensor& x, int seq_len) {
-  if (config_.tp_shards > 1 && !tp_)
-    throw Error("moe transformer", "tp_shards > 1 needs set_tensor_parallel()");
-  Tensor a = b.attn.forward(b.ln1.forward(x), seq_len);
-  if (tp_) tp_->all_reduce_sum(a);  // Megatron's g: the row-parallel shards' partial outputs
-  return a;
+float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<int>& targets,
+                              int seq_len) {
+  embed_forward(tokens, targets, seq_len);
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const int block = static_cast<int>(l);
+    attention_forward(block);
+    if (moving_exchange_) {  // NetMoE: the residual is inlined, x moves to the new samples
+      x_ = moving_[l]->forward(x_, seq_len, samples_);
+      aux_loss_ += moving_[l]->aux_loss();
+    } else {
+      moe_forward_done(block, blocks_[l]->moe->forward(moe_input(block)));
+    }
+  }
+  return head_forward();
+}
+
+void MoeTransformer::head_backward() {
+  if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
+  dx_ = ln_f_.backward(head_.backward());
+}
+
+void MoeTransformer::moe_backward_done(int block, const Tensor& moe_input_grad) {
+  dx_.add(blocks_.at(static_cast<size_t>(block))->ln2.backward(moe_input_grad));
+}
+
+void MoeTransformer::attention_backward(int block) {
+  Block& b = *blocks_.at(static_cast<size_t>(block));
+  Tensor d = b.attn.backward(dx_);
+  if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
+  dx_.add(b.ln1.backward(d));
+  if (block == 0) embed_.backward(dx_);
 }
 
 void MoeTransformer::backward(const std::function<void(int block)>& block_done,
                               const std::function<void(int block)>& experts_done) {
-  if (!has_forward_) throw Error("moe transformer", "backward needs a forward first");
-  Tensor dx = ln_f_.backward(head_.backward());
+  head_backward();
   for (int l = config_.layers - 1; l >= 0; --l) {
     Block& b = *blocks_[static_cast<size_t>(l)];
     if (moving_exchange_)
-      dx = moving_[static_cast<size_t>(l)]->backward(dx, config_.aux_loss_weight);
+      dx_ = moving_[static_cast<size_t>(l)]->backward(dx_, config_.aux_loss_weight);
     else
-      dx.add(b.ln2.backward(b.moe->backward(dx, config_.aux_loss_weight)));
+      moe_backward_done(l, b.moe->backward(dx_, config_.aux_loss_weight));
     if (experts_done) experts_done(l);
-    Tensor d = b.attn.backward(dx);
-    if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
-    dx.add(b.ln1.backward(d));
-    if (l == 0) embed_.backward(dx);
+    attention_backward(l);
     if (block_done) block_done(l);
   }
 }

@@ -77,6 +77,22 @@ class MoeTransformer {
   void backward(const std::function<void(int block)>& block_done = {},
                 const std::function<void(int block)>& experts_done = {});
 
+  // The stages forward() and backward() run on the residual stream x, for an executor that
+  // runs each as the kernel of a schedule op (rt/model_binding.h). Forward: embed_forward,
+  // then per block l attention_forward(l), the MoE layer on moe_input(l) and moe_forward_done;
+  // then head_forward. Backward: head_backward, then per block from the last: the MoE layer's
+  // backward from residual_grad(), moe_backward_done, attention_backward (which ends in the
+  // embedding's backward at block 0).
+  void embed_forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
+  void attention_forward(int block);                           // x += Attention(LN1(x))
+  Tensor moe_input(int block);                                 // LN2(x)
+  void moe_forward_done(int block, const Tensor& moe_output);  // x += the MoE output
+  float head_forward();                                        // the loss, as forward's
+  void head_backward();  // residual_grad() = d loss / d x at the last block's output
+  const Tensor& residual_grad() const { return dx_; }
+  void moe_backward_done(int block, const Tensor& moe_input_grad);  // dx += LN2's backward
+  void attention_backward(int block);
+
   // NetMoE (placement=netmoe): from now on every MoE sublayer moves the samples to the
   // placement's ranks (sample_moving_moe.h) and the rest of the model follows them; the
   // targets move once, before the head. Throws Error unless the layers are dropless
@@ -110,7 +126,6 @@ class MoeTransformer {
 
  private:
   struct Block;
-  Tensor attention_forward(Block& b, const Tensor& x, int seq_len);
   void group_block_params();
   std::vector<int> moved_targets(const std::vector<int>& targets, int seq_len) const;
 
@@ -127,6 +142,7 @@ class MoeTransformer {
   std::vector<std::unique_ptr<SampleMovingMoe>> moving_;  // per block, with move_samples
   std::vector<int> samples_, targets_;                    // of the last forward
   int seq_len_ = 0;
+  Tensor x_, dx_;  // the residual stream and its gradient
   Embedding embed_;
   std::vector<std::unique_ptr<Block>> blocks_;
   LayerNorm ln_f_;

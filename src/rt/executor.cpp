@@ -95,6 +95,7 @@ ExecResult Executor::run() {
   for (OpId id : s_.ops_of(me_)) done_[id] = std::make_unique<Completion>();
   times_.assign(s_.num_ops(), {});
   stream_bytes_.assign(std::max(streams, 0), {});
+  stream_other_bytes_.assign(std::max(streams, 0), {});
   failed_ = false;
   error_ = nullptr;
 
@@ -109,8 +110,9 @@ ExecResult Executor::run() {
   for (std::thread& t : threads) t.join();
   if (error_) std::rethrow_exception(error_);
 
-  ExecResult result{times_, {}, 0};
+  ExecResult result{times_, {}, {}, 0};
   for (const LinkBytes& b : stream_bytes_) result.a2a_bytes += b;
+  for (const LinkBytes& b : stream_other_bytes_) result.other_bytes += b;
   for (OpId id : s_.ops_of(me_)) result.wall_s = std::max(result.wall_s, times_[id].end);
   return result;
 }
@@ -121,8 +123,9 @@ void Executor::run_stream(int stream) {
       for (OpId dep : s_.deps(id)) wait_for(dep);
       if (failed_) return;
       times_[id].start = MPI_Wtime() - t0_;
-      run_op(id, stream_bytes_[stream]);
+      run_op(id, stream);
       times_[id].end = MPI_Wtime() - t0_;
+      if (after_) after_(id);
       finish(id);
     }
   } catch (...) {
@@ -166,7 +169,7 @@ CallOptions Executor::call_options(OpId id, LinkBytes* bytes) const {
           options_.timeout_s, options_.ranks_per_node, bytes, &failed_};
 }
 
-void Executor::run_op(OpId id, LinkBytes& bytes) {
+void Executor::run_op(OpId id, int stream) {
   switch (s_.op(id).kind) {
     case OpKind::kCompute:
     case OpKind::kCopy:
@@ -181,20 +184,22 @@ void Executor::run_op(OpId id, LinkBytes& bytes) {
       run_p2p(id);
       return;
     default:
-      run_collective(id, bytes);
+      run_collective(id, stream);
   }
 }
 
-void Executor::run_collective(OpId id, LinkBytes& bytes) {
+void Executor::run_collective(OpId id, int stream) {
   const sched::Collective& c = s_.collective(s_.op(id).collective);
   const Comm& comm = comms_.at(collective_key_[s_.op(id).collective]);
   OpBuffer fallback;
   OpBuffer& buf = *buffer_for(id, fallback);
-  const CallOptions o = call_options(id, c.kind == OpKind::kAllToAll ? &bytes : nullptr);
+  const bool a2a = c.kind == OpKind::kAllToAll;
+  const CallOptions o =
+      call_options(id, a2a ? &stream_bytes_[stream] : &stream_other_bytes_[stream]);
   switch (c.kind) {
     case OpKind::kAllToAll: {
-      Received<std::byte> r =
-          all_to_all_v(comm, std::span<const std::byte>(buf.data), buf.counts, c.algorithm, o);
+      Received<std::byte> r = all_to_all_v(comm, std::span<const std::byte>(buf.data), buf.counts,
+                                           c.algorithm, o, buf.recv_counts);
       buf.data = std::move(r.data);
       buf.counts = std::move(r.counts);
       return;

@@ -32,8 +32,11 @@ namespace moecomm::rt {
 //   AllReduce: fp32 sum in place. Broadcast: the root's data everywhere (size set on all).
 //   Send: in: the payload. Recv: out: the payload (size set before).
 struct OpBuffer {
-  std::vector<std::byte> data;
-  std::vector<int64_t> counts;
+  std::vector<std::byte> data = {};
+  std::vector<int64_t> counts = {};
+  // A2A, when the receiver knows them: the bytes from each member (the flat A2A then skips
+  // its counts exchange); empty: exchanged.
+  std::vector<int64_t> recv_counts = {};
 };
 
 struct ExecOptions {
@@ -49,6 +52,7 @@ struct OpTime {
 struct ExecResult {
   std::vector<OpTime> ops;  // indexed by OpId; this rank's ops are filled
   LinkBytes a2a_bytes;      // bytes this rank's A2As sent, by link level
+  LinkBytes other_bytes;    // the same for its other collectives
   double wall_s = 0;        // from the common start to this rank's last op end
 };
 
@@ -70,6 +74,9 @@ class Executor {
     default_kernel_ = std::move(kernel);
   }
   void set_buffers(BufferFn buffers) { buffers_ = std::move(buffers); }
+  // Runs on the op's stream right after every op of this rank ends (a collective's received
+  // data can be read from its buffer there), before the ops that wait for it start.
+  void set_after(std::function<void(sched::OpId)> after) { after_ = std::move(after); }
 
   // Collective over `world`. Rethrows the first failure of any stream (CommTimeout names the
   // op); the caller decides whether to abort the job (see run_or_abort).
@@ -85,8 +92,8 @@ class Executor {
   void build_comms();
   void run_stream(int stream);
   void wait_for(sched::OpId dep);
-  void run_op(sched::OpId id, LinkBytes& bytes);
-  void run_collective(sched::OpId id, LinkBytes& bytes);
+  void run_op(sched::OpId id, int stream);
+  void run_collective(sched::OpId id, int stream);
   void run_p2p(sched::OpId id);
   CallOptions call_options(sched::OpId id, LinkBytes* bytes) const;
   OpBuffer* buffer_for(sched::OpId id, OpBuffer& fallback) const;
@@ -102,10 +109,11 @@ class Executor {
   std::unordered_map<sched::OpId, Kernel> kernels_;
   std::function<void(sched::OpId)> default_kernel_;
   BufferFn buffers_;
+  std::function<void(sched::OpId)> after_;
 
   std::vector<std::unique_ptr<Completion>> done_;  // by OpId; this rank's ops only
   std::vector<OpTime> times_;
-  std::vector<LinkBytes> stream_bytes_;
+  std::vector<LinkBytes> stream_bytes_, stream_other_bytes_;  // by stream
   double t0_ = 0;
   std::atomic<bool> failed_{false};
   std::mutex error_m_;

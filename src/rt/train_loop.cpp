@@ -15,8 +15,10 @@
 #include "rt/hybrid_experts.h"
 #include "rt/mpi_base.h"
 #include "rt/netmoe_exchange.h"
+#include "rt/scheduled_train.h"
 #include "rt/train_exchange.h"
 #include "rt/train_groups.h"
+#include "rt/train_report.h"
 
 namespace moecomm::rt {
 
@@ -93,51 +95,6 @@ void check(const TrainConfig& c) {
                               " + 1");
 }
 
-// Windows of the corpus, drawn by (seed, step, rank, b).
-nn::TextBatch corpus_batch(const std::vector<int>& corpus, int batch, int seq_len, uint64_t seed,
-                           uint64_t step, int rank) {
-  nn::TextBatch out{batch, seq_len, {}, {}};
-  const uint64_t span = corpus.size() - static_cast<uint64_t>(seq_len);
-  for (int b = 0; b < batch; ++b) {
-    uint64_t h = seed * 0x9E3779B97F4A7C15ull ^ (step * 1315423911ull + rank * 2654435761ull + b);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    const uint64_t start = h % span;
-    for (int s = 0; s < seq_len; ++s) {
-      out.tokens.push_back(corpus[start + s]);
-      out.targets.push_back(corpus[start + s + 1]);
-    }
-  }
-  return out;
-}
-
-// This rank's routing of one MoE layer as [batch][seq][k], gathered to rank 0.
-// Under TP the members of a TP group hold the same samples: only TP index 0's are kept.
-void record(const nn::MoeLayer& layer, int batch, int seq_len, int world, int tp, int me,
-            place::LayerRouting& out) {
-  const nn::GateOutput& g = layer.routing();
-  const int k = g.per_group;
-  std::vector<int32_t> mine(static_cast<size_t>(batch * seq_len * k), 0);
-  std::vector<int> filled(static_cast<size_t>(batch * seq_len), 0);
-  for (int s = 0; s < g.slots(); ++s) {
-    const int t = g.token[static_cast<size_t>(s)];
-    mine[static_cast<size_t>(t * k + filled[static_cast<size_t>(t)]++)] =
-        g.expert[static_cast<size_t>(s)];
-  }
-  std::vector<int32_t> all(me == 0 ? mine.size() * static_cast<size_t>(world) : 0);
-  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT32_T, all.data(),
-             static_cast<int>(mine.size()), MPI_INT32_T, 0, MPI_COMM_WORLD);
-  if (me != 0) return;
-  out = place::LayerRouting(batch * world / tp, seq_len, k);
-  for (size_t i = 0; i < all.size(); ++i) {
-    const int t = static_cast<int>(i / k), sample = t / seq_len;
-    const int rank = sample / batch;
-    if (rank % tp != 0) continue;
-    out.at(rank / tp * batch + sample % batch, t % seq_len, static_cast<int>(i % k)) = all[i];
-  }
-}
-
 // placement=netmoe's metadata bytes and solver times (zero without it), summed or maxed.
 void add_placement(const NetMoeExchange* netmoe, StepReport& r) {
   LinkBytes meta;
@@ -152,62 +109,6 @@ void add_placement(const NetMoeExchange* netmoe, StepReport& r) {
   MPI_Allreduce(MPI_IN_PLACE, ms, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   r.placement_solve_ms = ms[0];
   r.placement_wait_ms = ms[1];
-}
-
-// Every sample's loss and holder, by global sample id, on every rank.
-void gather_samples(const nn::MoeTransformer& model, const TrainGroups& g, bool moved, int batch,
-                    int world, TrainResult& out) {
-  const std::vector<float> loss = model.sample_lm_losses();
-  std::vector<int> ids;
-  for (size_t b = 0; b < loss.size(); ++b) {
-    const int id = model.sample_ids()[b];
-    ids.push_back(moved ? g.ep[static_cast<size_t>(id / batch)] * batch + id % batch
-                        : g.data_rank * batch + static_cast<int>(b));
-  }
-  const int n = static_cast<int>(loss.size());
-  std::vector<float> all_loss(static_cast<size_t>(n * world));
-  std::vector<int> all_ids(static_cast<size_t>(n * world));
-  MPI_Allgather(loss.data(), n, MPI_FLOAT, all_loss.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-  MPI_Allgather(ids.data(), n, MPI_INT, all_ids.data(), n, MPI_INT, MPI_COMM_WORLD);
-  const int samples = *std::max_element(all_ids.begin(), all_ids.end()) + 1;
-  out.sample_losses.assign(static_cast<size_t>(samples), 0.0f);
-  out.sample_rank.assign(static_cast<size_t>(samples), -1);
-  for (size_t i = 0; i < all_ids.size(); ++i) {
-    out.sample_losses[static_cast<size_t>(all_ids[i])] = all_loss[i];
-    out.sample_rank[static_cast<size_t>(all_ids[i])] = static_cast<int>(i) / n;
-  }
-}
-
-// What every rank adds up after a step.
-StepReport step_report(int step, float loss, float lm_loss, double ms, const LinkBytes& token,
-                       const LinkBytes& grad, const GradSyncStats& stats, int world) {
-  StepReport r;
-  r.step = step;
-  float sums[2] = {loss, lm_loss};
-  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  r.loss = sums[0] / world;
-  r.lm_loss = sums[1] / world;
-  MPI_Allreduce(&ms, &r.step_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(token.bytes.data(), r.a2a.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
-                MPI_COMM_WORLD);
-  MPI_Allreduce(grad.bytes.data(), r.grad.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
-                MPI_COMM_WORLD);
-  int64_t counts[3] = {stats.micro_ops, stats.bytes, stats.votes};
-  MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  double secs[3] = {stats.allreduce_s, stats.overlap_s, stats.held_s};
-  MPI_Allreduce(MPI_IN_PLACE, secs, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  r.grad_sync = {counts[0], counts[1], secs[0], secs[1], secs[2], counts[2]};
-  return r;
-}
-
-// Busy seconds of this rank -> the step's means over ranks, in ms.
-void add_phase_times(StepReport& r, double token_fwd_s, double token_bwd_s, double grad_s,
-                     int world) {
-  double s[3] = {token_fwd_s, token_bwd_s, grad_s};
-  MPI_Allreduce(MPI_IN_PLACE, s, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  r.token_fwd_ms = s[0] * 1e3 / world;
-  r.token_bwd_ms = s[1] * 1e3 / world;
-  r.grad_sync_ms = s[2] * 1e3 / world;
 }
 
 // Every rank's rows to each EP member (per dispatch) -> per EP group byte matrices.
@@ -310,6 +211,7 @@ TrainResult train(const TrainConfig& config_in,
   if (c.ep == 0) c.ep = world / std::max(c.tp, 1);
   if (c.ranks_per_node == 0) c.ranks_per_node = world;
   check(c);
+  if (c.runtime == Runtime::kSchedule) return train_scheduled(c, on_step);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
   // gradient AllReduce thread; 2: the attention's TP AllReduces.

@@ -19,7 +19,12 @@
 
 namespace moecomm::rt {
 
+// Which runtime runs the step: the hand-built token paths of each knob (this file), or the
+// step's schedule op by op (scheduled_train.h).
+enum class Runtime { kHandBuilt, kSchedule };
+
 struct TrainConfig {
+  Runtime runtime = Runtime::kHandBuilt;
   nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts

@@ -49,6 +49,17 @@ void build_gate(BuildContext& ctx) {
       compute_step(ctx, ctx.work.gate_flops * phase_factor(ctx), ctx.label("gate"), ctx.ready);
 }
 
+void build_head(BuildContext& ctx) {
+  if (!ctx.setup.lm_head) return;
+  const double flops = 2.0 * ctx.work.tokens * ctx.setup.model.hidden *
+                       double(ctx.setup.model.vocab_size) * phase_factor(ctx);
+  const Label label{"head", -1, ctx.phase, -1, ""};
+  for (const auto& pp : ctx.groups.pp) {
+    const int r = pp.back();
+    ctx.ready[r] = {ctx.schedule.add_compute(r, kComputeStream, flops, 0, label, ctx.ready[r])};
+  }
+}
+
 void build_stage_receive(BuildContext& ctx) {
   const int tag = ctx.phase == Phase::kForward ? 0 : 1;
   const Label label{ctx.phase == Phase::kForward ? "pp.recv.activations" : "pp.recv.grads", -1,

@@ -12,6 +12,8 @@ namespace moecomm::sched {
 // (backward: the layer's attention weight gradients exist after them).
 std::vector<OpId> build_attention(BuildContext& ctx);
 void build_gate(BuildContext& ctx);
+// The LM head of the current phase on the ranks of the last pipeline stage (LayerSetup::lm_head).
+void build_head(BuildContext& ctx);
 // Pipeline parallelism (pp > 1): before the current phase, a stage receives the activations
 // (forward, from the previous stage) or their gradients (backward, from the next) on the token
 // stream; after it, it sends them on.

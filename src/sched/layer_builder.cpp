@@ -49,6 +49,7 @@ void check_setup(const LayerSetup& s) {
     throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "], got " +
                               std::to_string(s.layers));
   validate(s.strategy, "strategy");
+  if (s.lm_head && s.model.vocab_size < 1) throw Error("lm_head", "needs the model's vocab_size");
   if (!s.dense_grad_bytes.empty()) {
     if (static_cast<int>(s.dense_grad_bytes.size()) != s.layers)
       throw Error("dense_grad_bytes", "has " + std::to_string(s.dense_grad_bytes.size()) +
@@ -93,10 +94,12 @@ Schedule build_training_step(const LayerSetup& setup) {
   ctx.phase = Phase::kForward;
   build_stage_receive(ctx);
   for (int l = 0; l < setup.layers; ++l) forward_layer(ctx, l);
+  build_head(ctx);
   build_stage_send(ctx);
 
   ctx.phase = Phase::kBackward;
   build_stage_receive(ctx);
+  build_head(ctx);
   for (int l = setup.layers - 1; l >= 0; --l) {
     backward_layer(ctx, l);
     grad_sync_after_layer(ctx, l);

@@ -44,6 +44,11 @@ struct LayerSetup {
   // AllReduces the LM head and final norm with the last block, the embeddings with the
   // first (`moecomm bench` replays those buckets). Empty: the block's own.
   std::vector<double> dense_grad_bytes;
+  // A whole model's step: the LM head (final norm, vocab projection and loss) as compute ops
+  // "head" on the last pipeline stage, between the forward and the backward, priced at
+  // 2 t h V flops forward and 4 t h V backward (V = model.vocab_size). The runtime binds its
+  // kernels there. false: the blocks alone, as the papers' per-layer figures are.
+  bool lm_head = false;
 };
 
 // Throws moecomm::Error naming the field when the setup does not fit (world sizes differ,

@@ -595,3 +595,45 @@ TEST(LayerBuilder, BadSetupsAreErrors) {
 
 }  // namespace
 }  // namespace moecomm::sched
+
+namespace moecomm::sched {
+namespace {
+
+// A whole model's step (lm_head): one "head" compute op per phase on every last pipeline
+// stage, between the last block's forward and its backward, priced 2 t h V and 4 t h V.
+TEST(LayerBuilder, LmHeadAddsTheHeadBetweenTheForwardAndTheBackward) {
+  LayerSetup s = setup("ep=4,pp=2", "baseline");
+  s.model.vocab_size = 100;
+  s.lm_head = true;
+  const Schedule sched = build_training_step(s);
+  const core::RankGroups groups = core::build_rank_groups(s.parallel);
+  const double t = double(s.model.micro_batch) * s.model.seq_len;
+  std::set<int> last;
+  for (const auto& pp : groups.pp) last.insert(pp.back());
+  for (int r = 0; r < sched.world_size(); ++r) {
+    std::vector<OpId> heads;
+    for (OpId id : sched.ops_of(r))
+      if (sched.label(id).name == "head") heads.push_back(id);
+    if (!last.count(r)) {
+      EXPECT_TRUE(heads.empty()) << "rank " << r;
+      continue;
+    }
+    ASSERT_EQ(heads.size(), 2u) << "rank " << r;
+    EXPECT_EQ(sched.label(heads[0]).phase, Phase::kForward);
+    EXPECT_EQ(sched.op(heads[0]).flops, 2 * t * 64 * 100);
+    EXPECT_EQ(sched.label(heads[1]).phase, Phase::kBackward);
+    EXPECT_EQ(sched.op(heads[1]).flops, 4 * t * 64 * 100);
+    // The backward's first op on the compute stream comes after the head's backward.
+    const std::vector<OpId> compute = sched.stream_ops(r, kComputeStream);
+    const auto at = std::find(compute.begin(), compute.end(), heads[1]);
+    ASSERT_NE(at, compute.end());
+    ASSERT_NE(at + 1, compute.end());
+    EXPECT_EQ(sched.label(*(at + 1)).phase, Phase::kBackward);
+    EXPECT_EQ(sched.label(*(at - 1)).phase, Phase::kForward);
+  }
+  s.model.vocab_size = 0;
+  EXPECT_ERROR_HAS(build_training_step(s), "lm_head", "vocab_size");
+}
+
+}  // namespace
+}  // namespace moecomm::sched

@@ -1,0 +1,195 @@
+#include "rt/scheduled_train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "nn/adam.h"
+#include "nn/synthetic_text.h"
+#include "rt/executor.h"
+#include "rt/model_binding.h"
+#include "rt/mpi_base.h"
+#include "rt/train_groups.h"
+#include "rt/train_report.h"
+
+namespace moecomm::rt {
+namespace {
+
+// The MoE layers' Dispatch and Combine run as the schedule's A2A ops (model_binding.h): the
+// layers only need to know the EP group's size and their place in it.
+class ScheduledExchange : public nn::TokenExchange {
+ public:
+  ScheduledExchange(int ranks, int rank) : ranks_(ranks), rank_(rank) {}
+  int ranks() const override { return ranks_; }
+  int rank() const override { return rank_; }
+  nn::ExchangeLayout exchange_counts(const std::vector<int>&) override { refuse(); }
+  nn::Tensor dispatch(const nn::Tensor&, const nn::ExchangeLayout&) override { refuse(); }
+  nn::Tensor combine(const nn::Tensor&, const nn::ExchangeLayout&) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() {
+    throw std::logic_error("the schedule runtime exchanges tokens as schedule ops");
+  }
+  int ranks_, rank_;
+};
+
+sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTransformer& model) {
+  sched::LayerSetup s;
+  s.model = schedule_model(c);
+  s.parallel = g.parallel;
+  s.strategy = c.strategy;
+  s.layers = c.model.layers;
+  s.lm_head = true;
+  for (int b = 0; b < c.model.layers; ++b) {
+    double bytes = 0;
+    for (const nn::Param* p : model.block_dense_params(b)) bytes += 4.0 * p->value->size();
+    s.dense_grad_bytes.push_back(bytes);
+  }
+  return s;
+}
+
+// Seconds during which at least one of `ops` ran (chunks in flight together count once).
+double union_seconds(std::vector<OpTime> ops) {
+  std::sort(ops.begin(), ops.end(),
+            [](const OpTime& a, const OpTime& b) { return a.start < b.start; });
+  double total = 0, end = -1;
+  for (const OpTime& t : ops) {
+    if (t.start < 0) continue;
+    if (t.start > end) {
+      total += t.end - t.start;
+      end = t.end;
+    } else if (t.end > end) {
+      total += t.end - end;
+      end = t.end;
+    }
+  }
+  return total;
+}
+
+// The token path's collectives in each phase and the gradients' AllReduces, from the op times.
+void add_op_phases(StepReport& r, const sched::Schedule& s, const ExecResult& run, int me,
+                   int world, GradSyncStats& grads) {
+  std::vector<OpTime> token[2], grad;
+  for (sched::OpId id : s.ops_of(me)) {
+    const sched::Op& op = s.op(id);
+    if (!sched::is_collective(op.kind)) continue;
+    const sched::Label& label = s.label(id);
+    const OpTime& t = run.ops[size_t(id)];
+    if (label.name.rfind("grad.", 0) == 0) {
+      grad.push_back(t);
+      ++grads.micro_ops;
+      grads.allreduce_s += t.end - t.start;
+    } else if (label.name.rfind("moe.", 0) == 0) {
+      token[label.phase == sched::Phase::kBackward ? 1 : 0].push_back(t);
+    }
+  }
+  add_phase_times(r, union_seconds(token[0]), union_seconds(token[1]), union_seconds(grad), world);
+}
+
+}  // namespace
+
+core::ModelConfig schedule_model(const TrainConfig& c) {
+  core::ModelConfig m;
+  m.hidden = c.model.hidden;
+  m.ffn_hidden = c.model.moe.ffn_hidden;
+  m.experts = c.model.moe.experts;
+  m.top_k = c.model.moe.top_k;
+  m.layers = c.model.layers;
+  m.heads = c.model.heads;
+  m.seq_len = c.seq_len;
+  m.micro_batch = c.batch;
+  if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
+  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
+  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
+                                                                 : core::FfnType::kGelu;
+  m.vocab_size = c.model.vocab;
+  return m;
+}
+
+void check_scheduled(const TrainConfig& c) {
+  const sched::Strategy& s = c.strategy;
+  auto refuse = [](const std::string& what, const std::string& why) {
+    throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
+  };
+  if (c.tp != 1) refuse("--parallel", "tp=" + std::to_string(c.tp));
+  if (s.placement != sched::Placement::kNone) refuse("strategy: placement", "placement=netmoe");
+  if (s.expert_transfer != sched::ExpertTransfer::kNone)
+    refuse("strategy: expert_transfer", "expert_transfer=hybrid");
+  if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
+  if (c.trace_last_step) refuse("trace_last_step", "the call trace");
+}
+
+TrainResult train_scheduled(const TrainConfig& c,
+                            const std::function<void(const StepReport&)>& on_step) {
+  check_scheduled(c);
+  int world = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
+  const int ep_index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
+  ScheduledExchange exchange(int(g.ep.size()), ep_index);
+  nn::MoeTransformer model(c.model, exchange);
+  const sched::Schedule schedule = sched::build_training_step(setup_of(c, g, model));
+  Executor executor(MPI_COMM_WORLD, schedule, {c.timeout_s, c.ranks_per_node});
+  ModelBinding binding(schedule, me, model);
+  binding.bind(executor);
+  nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
+  const nn::SyntheticText text(nn::SyntheticTextConfig{
+      .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order});
+  TrainResult result;
+  if (c.corpus.empty()) result.entropy_floor = text.entropy_floor(c.seq_len);
+  const bool routing = c.record_routing && c.model.moe.gate != nn::GateKind::kExpertChoice;
+  if (routing && me == 0) {
+    result.routing.experts = c.model.moe.experts;
+    result.routing.top_k = c.model.moe.top_k;
+  }
+  const float mean_scale = 1.0f / static_cast<float>(g.data_ranks);  // as train_loop.cpp's
+  for (int step = 0; step < c.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    const nn::TextBatch batch =
+        c.corpus.empty()
+            ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
+            : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
+    adam.zero_grad();
+    binding.start_step(batch.tokens, batch.targets, c.seq_len);
+    const ExecResult run = executor.run();
+    nn::scale_grad(model.params(), mean_scale);
+    if (c.keep_gradients && step + 1 == c.steps) {
+      for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
+      gather_samples(model, g, false, c.batch, world, result);
+    }
+    adam.step();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    GradSyncStats grads;
+    grads.bytes = binding.grad_bytes();
+    StepReport r;
+    add_op_phases(r, schedule, run, me, world, grads);
+    const StepReport totals = step_report(step + 1, binding.loss(), model.lm_loss(), ms,
+                                          run.a2a_bytes, run.other_bytes, grads, world);
+    r.step = totals.step;
+    r.loss = totals.loss;
+    r.lm_loss = totals.lm_loss;
+    r.step_ms = totals.step_ms;
+    r.a2a = totals.a2a;
+    r.grad = totals.grad;
+    r.grad_sync = totals.grad_sync;
+    const double synced_ms = run.wall_s * 1e3;
+    MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (routing) {
+      std::vector<place::LayerRouting> layers;
+      for (nn::MoeLayer* layer : model.moe_layers()) {
+        layers.emplace_back();
+        record(*layer, c.batch, c.seq_len, world, c.tp, me, layers.back());
+      }
+      if (me == 0) result.routing.iterations.push_back(std::move(layers));
+    }
+    result.steps.push_back(r);
+    if (me == 0 && on_step) on_step(r);
+  }
+  result.block_dense_grad_bytes = setup_of(c, g, model).dense_grad_bytes;
+  return result;
+}
+
+}  // namespace moecomm::rt

@@ -1,0 +1,27 @@
+#pragma once
+// `moecomm train --runtime schedule`: each step runs the schedule that sched::
+// build_training_step emits for the strategy and the parallel layout (the one the simulator
+// runs), op by op on rt::Executor, with the model's kernels and buffers bound by
+// rt::ModelBinding: no per-knob code. It runs the expert-parallel knobs (a2a flat / 1dh / 2dh,
+// chunks_fwd / chunks_bwd with or without pipeline_experts, grad_sync bucketed / lina / fsmoe
+// with grad_partitions) at tp = 1; the other knobs still run on the hand-built token paths
+// (train_loop.h) and are refused here by name.
+#include <functional>
+
+#include "core/model_config.h"
+#include "rt/train_loop.h"
+#include "sched/layer_builder.h"
+
+namespace moecomm::rt {
+
+// The model as the schedule builders (and the planner) describe it: sizes, dtype, layout.
+core::ModelConfig schedule_model(const TrainConfig& config);
+
+// Throws moecomm::Error naming the knob or flag the schedule runtime does not run yet.
+void check_scheduled(const TrainConfig& config);
+
+// train() with config.runtime == Runtime::kSchedule, after its checks and defaults.
+TrainResult train_scheduled(const TrainConfig& config,
+                            const std::function<void(const StepReport&)>& on_step);
+
+}  // namespace moecomm::rt

@@ -1,6 +1,8 @@
 #include "cli/bench_case.h"
 
 #include "cli/bench_trace.h"
+
+#include <algorithm>
 #include "cli/train_strategy.h"
 #include "core/statistics.h"
 #include "core/topology.h"
@@ -29,10 +31,11 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
 }
 
 // The same step in the simulator: the planner's model of the run's batch, its parallel
-// folding, the strategy with the same knobs and the dispatch matrices the run measured.
-// With `trace`, also the schedule's Chrome trace events.
+// folding, the strategy with the same knobs, the LM head and the dispatch matrices the run
+// measured. With `trace`, also the schedule's Chrome trace events; with the schedule runtime,
+// the per-op comparison.
 BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
-                             const rt::TrainResult& result, int world, nlohmann::json* trace) {
+                             const rt::TrainResult& result, int world, BenchCase& out) {
   sched::LayerSetup layer;
   layer.model = planner_model(c, setup.model_name);
   layer.cluster = setup.cluster;
@@ -40,6 +43,7 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
       rt::train_groups(world, c.tp, c.ep, c.model.moe.experts, 0, "--parallel").parallel;
   layer.strategy = c.strategy;
   layer.layers = c.model.layers;
+  layer.lm_head = true;
   layer.a2a_pair_bytes = result.dispatch_bytes;
   layer.a2a_combine_pair_bytes = result.combine_bytes;
   layer.dense_grad_bytes = result.block_dense_grad_bytes;
@@ -48,7 +52,12 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
   options.fairness = setup.fairness;
   const sim::SimResult r = sim::simulate(schedule, core::Topology(setup.cluster), options);
   const sim::PhaseTimes p = sim::phase_times(schedule, r);
-  if (trace) *trace = sim::chrome_trace(schedule, r)["traceEvents"];
+  if (setup.trace) out.simulated_trace = sim::chrome_trace(schedule, r)["traceEvents"];
+  if (result.schedule) {
+    const auto first = result.op_times.begin() +
+                       std::min<std::ptrdiff_t>(setup.warmup, std::ssize(result.op_times));
+    out.ops = compare_ops(*result.schedule, {first, result.op_times.end()}, schedule, r);
+  }
   return {p.token_fwd_s * 1e3, p.token_bwd_s * 1e3, p.grad_sync_s * 1e3, p.iteration_s * 1e3};
 }
 
@@ -58,6 +67,7 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   rt::TrainConfig c = setup.train;
   c.steps = setup.warmup + setup.steps;
   c.trace_last_step = setup.trace;
+  c.keep_op_times = c.runtime == rt::Runtime::kSchedule;
   BenchCase out;
   out.name = strategy;
   out.notes =
@@ -76,8 +86,7 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   if (me != 0) return out;
   if (setup.trace) out.measured_trace = measured_trace_events(result.last_step_calls);
-  out.simulated =
-      simulated_phases(setup, c, result, world, setup.trace ? &out.simulated_trace : nullptr);
+  out.simulated = simulated_phases(setup, c, result, world, out);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_ops.h"
 #include "core/cluster.h"
 #include "rt/link_bytes.h"
 #include "rt/train_loop.h"
@@ -38,6 +39,9 @@ struct BenchCase {
   // (cli/bench_trace.h), measured and as the simulator schedules it.
   nlohmann::json measured_trace = nlohmann::json::array();
   nlohmann::json simulated_trace = nlohmann::json::array();
+  // With the schedule runtime (BenchSetup::train.runtime): per op label, measured beside
+  // simulated (bench_ops.h); empty with the hand-built runtime.
+  std::vector<OpComparison> ops;
 };
 
 struct BenchSetup {

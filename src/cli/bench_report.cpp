@@ -49,7 +49,35 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
+nlohmann::json ops_json(const std::vector<OpComparison>& ops) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const OpComparison& o : ops)
+    out.push_back({{"label", o.name},
+                   {"phase", o.phase},
+                   {"ops_per_step", o.ops},
+                   {"measured_ms", o.measured_ms},
+                   {"simulated_ms", o.simulated_ms}});
+  return out;
+}
+
 }  // namespace
+
+void print_op_table(const BenchRun& run, std::ostream& out) {
+  char line[256];
+  for (const BenchCase& b : run.cases) {
+    if (b.ops.empty()) continue;
+    out << b.name << ": per op label, the mean time of one op (schedule runtime):\n";
+    std::snprintf(line, sizeof line, "  %-28s %-9s %8s %12s %12s %8s\n", "label", "phase",
+                  "per_step", "measured_ms", "simulated_ms", "error");
+    out << line;
+    for (const OpComparison& o : b.ops) {
+      std::snprintf(line, sizeof line, "  %-28.28s %-9s %8lld %12.3f %12.3f %+7.1f%%\n",
+                    o.name.c_str(), o.phase.c_str(), static_cast<long long>(o.ops), o.measured_ms,
+                    o.simulated_ms, 100 * prediction_error(o.measured_ms, o.simulated_ms));
+      out << line;
+    }
+  }
+}
 
 double prediction_error(double measured, double simulated) {
   if (measured == 0) return simulated == 0 ? 0 : INFINITY;
@@ -91,6 +119,7 @@ void print_bench_table(const BenchRun& run, std::ostream& out) {
   }
   for (const BenchCase& b : run.cases)
     for (const std::string& n : b.notes) out << "  " << b.name << ": planned: " << n << "\n";
+  print_op_table(run, out);
 }
 
 nlohmann::json bench_json(const BenchRun& run) {
@@ -120,7 +149,8 @@ nlohmann::json bench_json(const BenchRun& run) {
          {"token_ms_vs_first", first_token > 0 ? b.measured.token_ms() / first_token : 0.0},
          {"backward_slowdown_ms", b.measured.token_bwd_ms - b.measured.token_fwd_ms},
          {"grad_overlap_with_a2a_ms", b.grad_overlap_s * 1e3},
-         {"loss", b.loss}});
+         {"loss", b.loss},
+         {"ops", ops_json(b.ops)}});
   }
   return {{"ranks", run.ranks},   {"ranks_per_node", run.ranks_per_node},
           {"tp", run.tp},         {"ep", run.ep},

@@ -201,6 +201,9 @@ void ModelBinding::pack_forward(int l) {
   const int local = layer.local_experts(), ep = layer.num_experts() / local;
   const nn::ExchangeLayout sent{ep, local, layer.plan().counts, {}};
   std::vector<std::vector<int32_t>> headers(static_cast<size_t>(ep));
+  dispatch_rows_.resize(size_t(ep), 0);
+  ++dispatches_;
+  for (int j = 0; j < ep; ++j) dispatch_rows_[size_t(j)] += member_rows(sent.send_counts, j, local);
   for (int j = 0; j < ep; ++j)
     for (int e = 0; e < local; ++e)
       headers[size_t(j)].push_back(sent.send_counts[size_t(j * local + e)]);

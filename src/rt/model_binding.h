@@ -48,6 +48,10 @@ class ModelBinding {
   void start_step(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   float loss() const { return loss_; }  // the last run's loss, as forward() returns it
   int64_t grad_bytes() const { return grad_bytes_; }  // AllReduced by the last run, this rank
+  // Since construction: the rows this rank's forward dispatches sent to each EP member, and
+  // how many dispatches (layers x runs) they add up (TrainResult::dispatch_bytes).
+  const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  int64_t dispatches() const { return dispatches_; }
 
  private:
   enum class Role { kDispatch, kCombine, kDenseGrad, kExpertGrad };
@@ -101,6 +105,8 @@ class ModelBinding {
   int seq_len_ = 0;
   float loss_ = 0;
   int64_t grad_bytes_ = 0;
+  std::vector<int64_t> dispatch_rows_;
+  int64_t dispatches_ = 0;
 };
 
 }  // namespace moecomm::rt

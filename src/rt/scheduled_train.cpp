@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -87,6 +88,19 @@ void add_op_phases(StepReport& r, const sched::Schedule& s, const ExecResult& ru
   add_phase_times(r, union_seconds(token[0]), union_seconds(token[1]), union_seconds(grad), world);
 }
 
+// Every rank's ops as the call trace records calls: a thread per stream, the op's label.
+std::vector<CallEvent> call_events(const sched::Schedule& s, const std::vector<OpTime>& times) {
+  std::vector<CallEvent> out;
+  for (sched::OpId id = 0; id < s.num_ops(); ++id) {
+    const OpTime& t = times[size_t(id)];
+    if (t.start < 0) continue;
+    const sched::Op& op = s.op(id);
+    out.push_back({op.rank, op.stream, sched::to_string(s.label(id)),
+                   std::string(sched::to_string(op.kind)), t.start, t.end});
+  }
+  return out;
+}
+
 }  // namespace
 
 core::ModelConfig schedule_model(const TrainConfig& c) {
@@ -117,7 +131,6 @@ void check_scheduled(const TrainConfig& c) {
   if (s.expert_transfer != sched::ExpertTransfer::kNone)
     refuse("strategy: expert_transfer", "expert_transfer=hybrid");
   if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
-  if (c.trace_last_step) refuse("trace_last_step", "the call trace");
 }
 
 TrainResult train_scheduled(const TrainConfig& c,
@@ -130,7 +143,9 @@ TrainResult train_scheduled(const TrainConfig& c,
   const int ep_index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
   ScheduledExchange exchange(int(g.ep.size()), ep_index);
   nn::MoeTransformer model(c.model, exchange);
-  const sched::Schedule schedule = sched::build_training_step(setup_of(c, g, model));
+  const auto shared =
+      std::make_shared<const sched::Schedule>(sched::build_training_step(setup_of(c, g, model)));
+  const sched::Schedule& schedule = *shared;
   Executor executor(MPI_COMM_WORLD, schedule, {c.timeout_s, c.ranks_per_node});
   ModelBinding binding(schedule, me, model);
   binding.bind(executor);
@@ -140,6 +155,7 @@ TrainResult train_scheduled(const TrainConfig& c,
   TrainResult result;
   if (c.corpus.empty()) result.entropy_floor = text.entropy_floor(c.seq_len);
   const bool routing = c.record_routing && c.model.moe.gate != nn::GateKind::kExpertChoice;
+  if (c.keep_op_times && me == 0) result.schedule = shared;
   if (routing && me == 0) {
     result.routing.experts = c.model.moe.experts;
     result.routing.top_k = c.model.moe.top_k;
@@ -154,6 +170,12 @@ TrainResult train_scheduled(const TrainConfig& c,
     adam.zero_grad();
     binding.start_step(batch.tokens, batch.targets, c.seq_len);
     const ExecResult run = executor.run();
+    const bool traced = c.trace_last_step && step + 1 == c.steps;
+    if (c.keep_op_times || traced) {
+      std::vector<OpTime> all = gather_op_times(MPI_COMM_WORLD, run.ops, c.timeout_s);
+      if (me == 0 && traced) result.last_step_calls = call_events(schedule, all);
+      if (me == 0 && c.keep_op_times) result.op_times.push_back(std::move(all));
+    }
     nn::scale_grad(model.params(), mean_scale);
     if (c.keep_gradients && step + 1 == c.steps) {
       for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
@@ -189,6 +211,8 @@ TrainResult train_scheduled(const TrainConfig& c,
     if (me == 0 && on_step) on_step(r);
   }
   result.block_dense_grad_bytes = setup_of(c, g, model).dense_grad_bytes;
+  result.dispatch_bytes =
+      ep_matrices(binding.dispatch_rows(), binding.dispatches(), 4.0 * c.model.hidden, g, world);
   return result;
 }
 

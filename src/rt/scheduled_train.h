@@ -5,7 +5,8 @@
 // rt::ModelBinding: no per-knob code. It runs the expert-parallel knobs (a2a flat / 1dh / 2dh,
 // chunks_fwd / chunks_bwd with or without pipeline_experts, grad_sync bucketed / lina / fsmoe
 // with grad_partitions) at tp = 1; the other knobs still run on the hand-built token paths
-// (train_loop.h) and are refused here by name.
+// (train_loop.h) and are refused here by name. With keep_op_times the result holds the
+// schedule and every step's op times; with trace_last_step, the last step's ops as calls.
 #include <functional>
 
 #include "core/model_config.h"

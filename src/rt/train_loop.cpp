@@ -111,26 +111,6 @@ void add_placement(const NetMoeExchange* netmoe, StepReport& r) {
   r.placement_wait_ms = ms[1];
 }
 
-// Every rank's rows to each EP member (per dispatch) -> per EP group byte matrices.
-std::vector<std::vector<double>> ep_matrices(const std::vector<int64_t>& rows, int64_t layers,
-                                             double row_bytes, const TrainGroups& g, int world) {
-  const int n = static_cast<int>(g.ep.size());
-  std::vector<double> mine(static_cast<size_t>(n), 0.0);
-  for (size_t j = 0; j < rows.size() && j < mine.size(); ++j)
-    mine[j] = layers > 0 ? static_cast<double>(rows[j]) * row_bytes / layers : 0.0;
-  std::vector<double> all(static_cast<size_t>(n * world));
-  MPI_Allgather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD);
-  std::vector<std::vector<double>> out;
-  for (const core::RankGroup& group : core::build_rank_groups(g.parallel).ep) {
-    std::vector<double> m(static_cast<size_t>(n * n), 0.0);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        m[static_cast<size_t>(i * n + j)] = all[static_cast<size_t>(group[i] * n + j)];
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 // The routing the steps had, as the simulator takes it (TrainResult::dispatch_bytes).
 void add_routing_matrices(const TokenPath& path, const NetMoeExchange* netmoe, const TrainConfig& c,
                           const TrainGroups& g, int world, TrainResult& out) {

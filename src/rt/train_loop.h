@@ -6,15 +6,18 @@
 // the expert-data-parallel group, one Adam step; the loss, the step time and the A2A bytes
 // by link level are reported, and the routing can be recorded as a trace for `moecomm place`.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "nn/moe_transformer.h"
 #include "place/routing_trace.h"
 #include "rt/call_trace.h"
+#include "rt/executor.h"
 #include "rt/grad_sync.h"
 #include "rt/link_bytes.h"
 #include "sched/op.h"
+#include "sched/schedule.h"
 #include "sched/strategy.h"
 
 namespace moecomm::rt {
@@ -51,6 +54,8 @@ struct TrainConfig {
   bool record_routing = false;   // token-choice gates only
   bool keep_gradients = false;   // return the last step's reduced gradients (for tests)
   bool trace_last_step = false;  // return the last step's calls (TrainResult::last_step_calls)
+  // Runtime::kSchedule: return the schedule and every step's op times (TrainResult::op_times).
+  bool keep_op_times = false;
 };
 
 struct StepReport {
@@ -109,6 +114,10 @@ struct TrainResult {
   // With trace_last_step, on rank 0: every rank's waits on its collectives in the last step,
   // and its phases "forward", "backward" and "grad sync finish" (rt/call_trace.h).
   std::vector<CallEvent> last_step_calls;
+  // Runtime::kSchedule with keep_op_times, on rank 0: the schedule every step ran and, per
+  // step, every rank's op times (indexed by OpId; seconds from the step's common start).
+  std::shared_ptr<const sched::Schedule> schedule;
+  std::vector<std::vector<OpTime>> op_times;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/rank_groups.h"
 #include "rt/mpi_base.h"
 
 namespace moecomm::rt {
@@ -100,6 +101,25 @@ void add_phase_times(StepReport& r, double token_fwd_s, double token_bwd_s, doub
   r.token_fwd_ms = s[0] * 1e3 / world;
   r.token_bwd_ms = s[1] * 1e3 / world;
   r.grad_sync_ms = s[2] * 1e3 / world;
+}
+
+std::vector<std::vector<double>> ep_matrices(const std::vector<int64_t>& rows, int64_t layers,
+                                             double row_bytes, const TrainGroups& g, int world) {
+  const int n = static_cast<int>(g.ep.size());
+  std::vector<double> mine(static_cast<size_t>(n), 0.0);
+  for (size_t j = 0; j < rows.size() && j < mine.size(); ++j)
+    mine[j] = layers > 0 ? static_cast<double>(rows[j]) * row_bytes / layers : 0.0;
+  std::vector<double> all(static_cast<size_t>(n * world));
+  MPI_Allgather(mine.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD);
+  std::vector<std::vector<double>> out;
+  for (const core::RankGroup& group : core::build_rank_groups(g.parallel).ep) {
+    std::vector<double> m(static_cast<size_t>(n * n), 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        m[static_cast<size_t>(i * n + j)] = all[static_cast<size_t>(group[i] * n + j)];
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace moecomm::rt

@@ -28,6 +28,10 @@ void gather_samples(const nn::MoeTransformer& model, const TrainGroups& g, bool 
 // What every rank adds up after a step. Collective over MPI_COMM_WORLD.
 StepReport step_report(int step, float loss, float lm_loss, double ms, const LinkBytes& token,
                        const LinkBytes& grad, const GradSyncStats& stats, int world);
+// Every rank's rows to each EP member (summed over `layers` dispatches) -> per EP group the
+// mean dispatch's n x n byte matrix (TrainResult::dispatch_bytes). Collective over the world.
+std::vector<std::vector<double>> ep_matrices(const std::vector<int64_t>& rows, int64_t layers,
+                                             double row_bytes, const TrainGroups& g, int world);
 // Busy seconds of this rank -> the step's means over ranks, in ms.
 void add_phase_times(StepReport& r, double token_fwd_s, double token_bwd_s, double grad_s,
                      int world);

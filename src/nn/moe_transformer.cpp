@@ -104,8 +104,6 @@ void MoeTransformer::embed_forward(const std::vector<int>& tokens, const std::ve
   if (targets.size() != tokens.size())
     throw Error("moe transformer", std::to_string(targets.size()) + " targets for " +
                                        std::to_string(tokens.size()) + " tokens");
-  if (config_.tp_shards > 1 && !tp_)
-    throw Error("moe transformer", "tp_shards > 1 needs set_tensor_parallel()");
   x_ = embed_.forward(tokens, seq_len);
   const int batch = static_cast<int>(tokens.size()) / seq_len;
   samples_.resize(static_cast<size_t>(batch));
@@ -116,11 +114,21 @@ void MoeTransformer::embed_forward(const std::vector<int>& tokens, const std::ve
   has_forward_ = false;
 }
 
-void MoeTransformer::attention_forward(int block) {
+Tensor MoeTransformer::attention_partial(int block) {
   Block& b = *blocks_.at(static_cast<size_t>(block));
-  Tensor a = b.attn.forward(b.ln1.forward(x_), seq_len_);
+  return b.attn.forward(b.ln1.forward(x_), seq_len_);
+}
+
+void MoeTransformer::attention_done(int, const Tensor& attention_output) {
+  x_.add(attention_output);
+}
+
+void MoeTransformer::attention_forward(int block) {
+  if (config_.tp_shards > 1 && !tp_)
+    throw Error("moe transformer", "tp_shards > 1 needs set_tensor_parallel()");
+  Tensor a = attention_partial(block);
   if (tp_) tp_->all_reduce_sum(a);  // Megatron's g: the row-parallel shards' partial outputs
-  x_.add(a);
+  attention_done(block, a);
 }
 
 Tensor MoeTransformer::moe_input(int block) {
@@ -164,12 +172,19 @@ void MoeTransformer::moe_backward_done(int block, const Tensor& moe_input_grad) 
   dx_.add(blocks_.at(static_cast<size_t>(block))->ln2.backward(moe_input_grad));
 }
 
-void MoeTransformer::attention_backward(int block) {
-  Block& b = *blocks_.at(static_cast<size_t>(block));
-  Tensor d = b.attn.backward(dx_);
-  if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
-  dx_.add(b.ln1.backward(d));
+Tensor MoeTransformer::attention_backward_partial(int block) {
+  return blocks_.at(static_cast<size_t>(block))->attn.backward(dx_);
+}
+
+void MoeTransformer::attention_backward_done(int block, const Tensor& input_grad) {
+  dx_.add(blocks_.at(static_cast<size_t>(block))->ln1.backward(input_grad));
   if (block == 0) embed_.backward(dx_);
+}
+
+void MoeTransformer::attention_backward(int block) {
+  Tensor d = attention_backward_partial(block);
+  if (tp_) tp_->all_reduce_sum(d);  // Megatron's f: the shards' partial input gradients
+  attention_backward_done(block, d);
 }
 
 void MoeTransformer::backward(const std::function<void(int block)>& block_done,

@@ -82,9 +82,14 @@ class MoeTransformer {
   // then per block l attention_forward(l), the MoE layer on moe_input(l) and moe_forward_done;
   // then head_forward. Backward: head_backward, then per block from the last: the MoE layer's
   // backward from residual_grad(), moe_backward_done, attention_backward (which ends in the
-  // embedding's backward at block 0).
+  // embedding's backward at block 0). Under TP, these sum the attention shards over
+  // set_tensor_parallel()'s group; the _partial and _done halves leave that to the caller.
   void embed_forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
-  void attention_forward(int block);                           // x += Attention(LN1(x))
+  void attention_forward(int block);  // x += Attention(LN1(x)), summed over the TP group
+  // attention_forward in two, for an executor that sums the TP shards itself: this rank's
+  // heads' output, then x += that output summed over the TP group.
+  Tensor attention_partial(int block);
+  void attention_done(int block, const Tensor& attention_output);
   Tensor moe_input(int block);                                 // LN2(x)
   void moe_forward_done(int block, const Tensor& moe_output);  // x += the MoE output
   float head_forward();                                        // the loss, as forward's
@@ -92,6 +97,10 @@ class MoeTransformer {
   const Tensor& residual_grad() const { return dx_; }
   void moe_backward_done(int block, const Tensor& moe_input_grad);  // dx += LN2's backward
   void attention_backward(int block);
+  // attention_backward in two: this shard's input gradient, then LN1's backward of it summed
+  // over the TP group (and the embedding's at block 0).
+  Tensor attention_backward_partial(int block);
+  void attention_backward_done(int block, const Tensor& input_grad);
 
   // NetMoE (placement=netmoe): from now on every MoE sublayer moves the samples to the
   // placement's ranks (sample_moving_moe.h) and the rest of the model follows them; the

@@ -205,12 +205,25 @@ void Executor::run_collective(OpId id, int stream) {
       return;
     }
     case OpKind::kAllGather: {
+      if (!buf.counts.empty()) {  // AllGather-v: counts[i] bytes from member i
+        std::vector<std::byte> out(
+            size_t(std::accumulate(buf.counts.begin(), buf.counts.end(), 0LL)));
+        all_gather_v(comm, buf.data, buf.counts, out, o);
+        buf.data = std::move(out);
+        return;
+      }
       std::vector<std::byte> out(buf.data.size() * comm.size());
       all_gather(comm, buf.data, out, o);
       buf.data = std::move(out);
       return;
     }
     case OpKind::kReduceScatter:
+      if (!buf.counts.empty()) {  // ReduceScatter-v: counts[j] bytes for member j
+        std::vector<int64_t> counts;
+        for (int64_t c : buf.counts) counts.push_back(c / int64_t(sizeof(float)));
+        assign_floats(buf.data, reduce_scatter_v(comm, as_floats(buf.data, o.label), counts, o));
+        return;
+      }
       assign_floats(buf.data, reduce_scatter_sum(comm, as_floats(buf.data, o.label), o));
       return;
     case OpKind::kAllReduce:

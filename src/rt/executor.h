@@ -27,8 +27,10 @@ namespace moecomm::rt {
 // A collective's or send/recv's data, in and out in place (floats for the reductions):
 //   A2A: in: blocks by destination member, counts = bytes per member; out: blocks by source
 //     member, counts = bytes received from each member.
-//   AllGather: in: this member's block; out: all blocks in member order.
-//   ReduceScatter: in: n equal fp32 blocks; out: this member's summed block.
+//   AllGather: in: this member's block; out: all blocks in member order. With counts (the
+//     same on every member): AllGather-v, counts[i] bytes from member i.
+//   ReduceScatter: in: n equal fp32 blocks; out: this member's summed block. With counts:
+//     ReduceScatter-v, counts[j] bytes of the input for member j.
 //   AllReduce: fp32 sum in place. Broadcast: the root's data everywhere (size set on all).
 //   Send: in: the payload. Recv: out: the payload (size set before).
 struct OpBuffer {

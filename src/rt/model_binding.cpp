@@ -17,11 +17,18 @@ int phase_index(sched::Phase phase) {
   return phase == sched::Phase::kBackward ? 1 : 0;
 }
 
-// Rows of `layout` sent to (or received from) member j in one direction.
+// Rows a layout's counts give member j (its L blocks).
 int64_t member_rows(const std::vector<int>& counts, int j, int local) {
   int64_t rows = 0;
   for (int l = 0; l < local; ++l) rows += counts[size_t(j * local + l)];
   return rows;
+}
+
+std::vector<int64_t> member_bytes(const std::vector<int>& counts, int members, int local,
+                                  int64_t row_bytes) {
+  std::vector<int64_t> out;
+  for (int j = 0; j < members; ++j) out.push_back(member_rows(counts, j, local) * row_bytes);
+  return out;
 }
 
 void append(std::vector<std::byte>& out, const void* data, size_t bytes) {
@@ -29,15 +36,37 @@ void append(std::vector<std::byte>& out, const void* data, size_t bytes) {
   out.insert(out.end(), p, p + bytes);
 }
 
-nn::Tensor tensor_of(const std::vector<std::byte>& data, int64_t cols) {
-  const int64_t values = int64_t(data.size() / sizeof(float));
+nn::Tensor tensor_of(const std::byte* data, size_t bytes, int64_t cols) {
+  const int64_t values = int64_t(bytes / sizeof(float));
   nn::Tensor t({cols > 0 ? values / cols : 0, cols});
-  if (values > 0) std::memcpy(t.data(), data.data(), size_t(values) * sizeof(float));
+  if (values > 0) std::memcpy(t.data(), data, size_t(values) * sizeof(float));
   return t;
 }
 
-// Rows `rows` of a [*, cols] tensor into `buf` as member blocks of `counts` rows (fp32),
-// with the member's header ahead of its rows when given.
+nn::Tensor tensor_of(const std::vector<std::byte>& data, int64_t cols) {
+  return tensor_of(data.data(), data.size(), cols);
+}
+
+std::vector<std::byte> bytes_of(const nn::Tensor& t) {
+  std::vector<std::byte> out;
+  append(out, t.data(), size_t(t.size()) * sizeof(float));
+  return out;
+}
+
+// Blocks of `counts[j]` bytes each, back to back -> one tensor per block.
+std::vector<nn::Tensor> split_blocks(const std::vector<std::byte>& data,
+                                     const std::vector<int64_t>& counts, int64_t cols) {
+  std::vector<nn::Tensor> out;
+  size_t at = 0;
+  for (int64_t c : counts) {
+    out.push_back(tensor_of(data.data() + at, size_t(c), cols));
+    at += size_t(c);
+  }
+  return out;
+}
+
+// `rows` into `buf` as member blocks of `counts` rows (fp32), with the member's header ahead of
+// its rows when given.
 void fill_blocks(OpBuffer& buf, const nn::Tensor& rows, const std::vector<int64_t>& counts,
                  const std::vector<std::vector<int32_t>>& headers) {
   const int64_t cols = rows.cols();
@@ -53,11 +82,26 @@ void fill_blocks(OpBuffer& buf, const nn::Tensor& rows, const std::vector<int64_
   }
 }
 
+const std::map<std::string, int>& roles() {
+  static const std::map<std::string, int> r = {
+      {"attn.tp.allreduce", 0},          {"moe.dispatch.a2a", 1},
+      {"moe.dispatch.esp_allgather", 2}, {"moe.combine.esp_reducescatter", 3},
+      {"moe.combine.esp_allreduce", 3},  {"moe.combine.a2a", 4},
+      {"moe.combine.tp_allgather", 5},   {"grad.dense.allreduce", 6},
+      {"grad.expert.allreduce", 7}};
+  return r;
+}
+
 }  // namespace
 
 ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model)
-    : s_(schedule), rank_(rank), model_(model), layers_(model.moe_layers()) {
+    : s_(schedule),
+      rank_(rank),
+      model_(model),
+      layers_(model.moe_layers()),
+      cols_(model.config().hidden) {
   moe_.resize(layers_.size());
+  attn_tp_.assign(layers_.size(), {sched::kNone, sched::kNone});
   register_kernels();
   scan_ops();
 }
@@ -67,56 +111,72 @@ void ModelBinding::register_kernels() {
   kernels_["gate"] = [this](const sched::Label& l) { gate(l); };
   kernels_["moe.expert"] = [this](const sched::Label& l) { expert(l); };
   kernels_["head"] = [this](const sched::Label& l) { head(l); };
+  kernels_["moe.dispatch.esp_allgather.copy"] = [this](const sched::Label& l) {
+    place(l.layer, phase_index(l.phase), l.chunk);
+  };
+  kernels_["moe.combine.tp_allgather.copy"] = [this](const sched::Label& l) {
+    assemble(l.layer, phase_index(l.phase), l.chunk);
+  };
 }
 
-// Every op of this rank must have a kernel or a buffer; chunk and partition counts are read off
-// the schedule (the most chunks any MoE op of the layer and phase names).
+// Every op of this rank must have a kernel or a buffer; chunk and partition counts, the TP
+// parts and which of the token path's ops exist are read off the schedule.
 void ModelBinding::scan_ops() {
-  static const std::map<std::string, Role> roles = {{"moe.dispatch.a2a", Role::kDispatch},
-                                                    {"moe.combine.a2a", Role::kCombine},
-                                                    {"grad.dense.allreduce", Role::kDenseGrad},
-                                                    {"grad.expert.allreduce", Role::kExpertGrad}};
   std::map<std::pair<std::string, int>, int> parts;
   for (OpId id : s_.ops_of(rank_)) {
     const sched::Op& op = s_.op(id);
     const sched::Label& label = s_.label(id);
-    const bool layered = label.name != "head";
-    if (layered && (label.layer < 0 || label.layer >= int(layers_.size())))
+    if (label.name != "head" && (label.layer < 0 || label.layer >= int(layers_.size())))
       throw Error("schedule runtime", s_.describe(id) + ": the model has " +
                                           std::to_string(layers_.size()) + " MoE layers");
-    if (op.kind == OpKind::kCompute) {
+    if (op.kind == OpKind::kCompute || op.kind == OpKind::kCopy) {
       if (!kernels_.count(label.name))
         throw Error("schedule runtime",
                     s_.describe(id) + ": no kernel is registered for '" + label.name + "'");
-    } else if (const auto it = roles.find(label.name); it != roles.end()) {
-      const int phase = phase_index(label.phase);
-      slots_[id] = {it->second, label.layer, phase, label.chunk, 1};
-      if (it->second == Role::kCombine) state(label.layer, phase).exchanged = true;
+    } else if (const auto it = roles().find(label.name); it != roles().end()) {
+      slots_[id] = {Role(it->second), label.layer, phase_index(label.phase), label.chunk, 1};
       ++parts[{label.name, label.layer}];
+      if (label.name == "attn.tp.allreduce")
+        attn_tp_[size_t(label.layer)][size_t(slots_[id].phase)] = id;
+      if (label.name == "moe.dispatch.esp_allgather") {
+        parts_ = s_.collective(op.collective).size();
+        part_ = op.member;
+      }
     } else {
       throw Error("schedule runtime",
                   s_.describe(id) + ": no buffer is registered for '" + label.name + "'");
     }
-    if (label.name.rfind("moe.", 0) == 0) {
-      MoeState& st = state(label.layer, phase_index(label.phase));
-      st.chunks = std::max(st.chunks, label.chunk + 1);
-    }
+    if (label.name.rfind("moe.", 0) == 0) scan_moe_op(label, id);
   }
   for (auto& [id, slot] : slots_) {
-    if (slot.role != Role::kDenseGrad && slot.role != Role::kExpertGrad) continue;
-    slot.parts = parts[{std::string(s_.label(id).name), slot.layer}];
-    grad_buffers_[id];
+    if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad)
+      slot.parts = parts[{std::string(s_.label(id).name), slot.layer}];
+    if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad ||
+        slot.role == Role::kAttnTp)
+      own_buffers_[id];
   }
   for (auto& phases : moe_)
-    for (MoeState& st : phases) {
-      st.dispatch.resize(size_t(st.chunks));
-      st.combine.resize(size_t(st.chunks));
-    }
+    for (MoeState& st : phases) st.chunk.resize(size_t(st.chunks));
+}
+
+void ModelBinding::scan_moe_op(const sched::Label& label, OpId) {
+  MoeState& st = state(label.layer, phase_index(label.phase));
+  st.chunks = std::max(st.chunks, label.chunk + 1);
+  MoeOps& o = st.ops;
+  const std::string& n = label.name;
+  o.dispatch |= n == "moe.dispatch.a2a";
+  o.gather |= n == "moe.dispatch.esp_allgather";
+  o.gather_copy |= n == "moe.dispatch.esp_allgather.copy";
+  o.reduce |= n == "moe.combine.esp_reducescatter" || n == "moe.combine.esp_allreduce";
+  o.combine |= n == "moe.combine.a2a";
+  o.tp_gather |= n == "moe.combine.tp_allgather";
+  o.combine_copy |= n == "moe.combine.tp_allgather.copy";
 }
 
 void ModelBinding::bind(Executor& executor) {
   for (OpId id : s_.ops_of(rank_)) {
-    if (s_.op(id).kind != OpKind::kCompute) continue;
+    const sched::Op& op = s_.op(id);
+    if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) continue;
     const sched::Label& label = s_.label(id);
     executor.set_kernel(id, [this, &label] { kernels_.at(label.name)(label); });
   }
@@ -131,28 +191,43 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   seq_len_ = seq_len;
   grad_bytes_ = 0;
   for (auto& phases : moe_)
-    for (MoeState& st : phases) st.has_layout = false;
+    for (MoeState& st : phases) {
+      st.has_layout = false;
+      for (Chunk& c : st.chunk) c.placed = false;
+    }
+}
+
+nn::ExchangeLayout ModelBinding::part_layout(const nn::ExchangeLayout& layout, int i, int n,
+                                             int u) const {
+  return nn::chunk_layout(nn::chunk_layout(layout, i, n), u, parts_);
 }
 
 // --- kernels
 
 void ModelBinding::attn(const sched::Label& label) {
-  const int l = label.layer;
-  if (label.phase == sched::Phase::kBackward) {
-    model_.attention_backward(l);
-    if (l > 0) pack_backward(l - 1);
-    return;
+  const int l = label.layer, phase = phase_index(label.phase);
+  if (phase == 0) {
+    if (l == 0)
+      model_.embed_forward(tokens_, targets_, seq_len_);
+    else
+      finish_forward(l - 1);
   }
-  if (l == 0)
-    model_.embed_forward(tokens_, targets_, seq_len_);
-  else
-    finish_forward(l - 1);
-  model_.attention_forward(l);
+  nn::Tensor partial =
+      phase == 0 ? model_.attention_partial(l) : model_.attention_backward_partial(l);
+  const OpId sum = attn_tp_[size_t(l)][size_t(phase)];
+  if (sum == sched::kNone) return attn_done(l, phase, partial);
+  own_buffers_.at(sum).data = bytes_of(partial);  // the TP AllReduce sums it in place
+}
+
+void ModelBinding::attn_done(int l, int phase, const nn::Tensor& summed) {
+  if (phase == 0) return model_.attention_done(l, summed);
+  model_.attention_backward_done(l, summed);
+  if (l > 0) pack(l - 1, 1);
 }
 
 void ModelBinding::gate(const sched::Label& label) {
   const int l = label.layer;
-  if (label.phase == sched::Phase::kForward) return pack_forward(l);
+  if (label.phase == sched::Phase::kForward) return pack(l, 0);
   const nn::Tensor dx = moe(l).backward_end(state(l, 1).combined, model_.config().aux_loss_weight);
   model_.moe_backward_done(l, dx);
 }
@@ -165,75 +240,72 @@ void ModelBinding::head(const sched::Label& label) {
     return;
   }
   model_.head_backward();
-  pack_backward(last);
+  pack(last, 1);
 }
 
 void ModelBinding::expert(const sched::Label& label) {
   const int l = label.layer, phase = phase_index(label.phase);
   nn::MoeLayer& layer = moe(l);
+  MoeState& st = state(l, phase);
   auto run = [&](int i, int n, const nn::Tensor& rows) {
     return phase == 0 ? layer.forward_experts(i, n, rows) : layer.backward_experts(i, n, rows);
   };
-  const int n = state(l, phase).chunks;
+  const int n = st.chunks;
+  for (int i = 0; i < n; ++i)
+    if ((label.chunk < 0 || label.chunk == i) && !st.chunk[size_t(i)].placed) place(l, phase, i);
   if (label.chunk >= 0 || n == 1) {
     const int i = std::max(label.chunk, 0);
-    put_expert_output(l, phase, i, run(i, n, received_rows(l, phase, i)));
+    expert_output(l, phase, i, run(i, n, st.chunk[size_t(i)].expert_in));
     return;
   }
   // The experts wait for every chunk: they run once on the whole dispatched buffer.
-  std::vector<nn::Tensor> chunks;
-  for (int i = 0; i < n; ++i) chunks.push_back(received_rows(l, phase, i));
   const nn::ExchangeLayout& layout = layer.layout();
-  nn::Tensor all({layout.recv_rows(), model_.config().hidden});
+  nn::Tensor all({layout.recv_rows(), cols_});
   for (int i = 0; i < n; ++i)
-    nn::scatter_rows(all, chunks[size_t(i)], recv_chunk_rows(layout, i, n));
+    nn::scatter_rows(all, st.chunk[size_t(i)].expert_in, recv_chunk_rows(layout, i, n));
   const nn::Tensor out = run(0, 1, all);
   for (int i = 0; i < n; ++i)
-    put_expert_output(l, phase, i, nn::gather_rows(out, recv_chunk_rows(layout, i, n)));
+    expert_output(l, phase, i, nn::gather_rows(out, recv_chunk_rows(layout, i, n)));
 }
 
-// --- the MoE token path's buffers
+// --- the MoE token path, chunk by chunk
 
-void ModelBinding::pack_forward(int l) {
+// The rows to dispatch, in every chunk's buffer: this member's part of it (forward: behind
+// the full counts for each destination).
+void ModelBinding::pack(int l, int phase) {
   nn::MoeLayer& layer = moe(l);
-  MoeState& st = state(l, 0);
-  st.send = layer.forward_begin(model_.moe_input(l));
+  MoeState& st = state(l, phase);
   const int local = layer.local_experts(), ep = layer.num_experts() / local;
-  const nn::ExchangeLayout sent{ep, local, layer.plan().counts, {}};
-  std::vector<std::vector<int32_t>> headers(static_cast<size_t>(ep));
-  dispatch_rows_.resize(size_t(ep), 0);
-  ++dispatches_;
-  for (int j = 0; j < ep; ++j) dispatch_rows_[size_t(j)] += member_rows(sent.send_counts, j, local);
-  for (int j = 0; j < ep; ++j)
-    for (int e = 0; e < local; ++e)
-      headers[size_t(j)].push_back(sent.send_counts[size_t(j * local + e)]);
-  for (int i = 0; i < st.chunks; ++i) {
-    const nn::ExchangeLayout chunk = nn::chunk_layout(sent, i, st.chunks);
-    std::vector<int64_t> rows;
-    for (int j = 0; j < ep; ++j) rows.push_back(member_rows(chunk.send_counts, j, local));
-    fill_blocks(st.dispatch[size_t(i)], nn::take_send_chunk(st.send, sent, i, st.chunks), rows,
-                headers);
-    st.dispatch[size_t(i)].recv_counts.clear();  // the headers tell the receivers
+  std::vector<std::vector<int32_t>> headers;
+  nn::ExchangeLayout layout;
+  if (phase == 0) {
+    st.send = layer.forward_begin(model_.moe_input(l));
+    layout = {ep, local, layer.plan().counts, {}};
+    headers.resize(size_t(ep));
+    dispatch_rows_.resize(size_t(ep), 0);
+    ++dispatches_;
+    for (int j = 0; j < ep; ++j) {
+      dispatch_rows_[size_t(j)] += member_rows(layout.send_counts, j, local);
+      for (int e = 0; e < local; ++e)
+        headers[size_t(j)].push_back(layout.send_counts[size_t(j * local + e)]);
+    }
+  } else {
+    st.send = layer.backward_begin(model_.residual_grad());
+    layout = layer.layout();
   }
-  st.combined = nn::Tensor({st.send.rows(), st.send.cols()});
-}
-
-void ModelBinding::pack_backward(int l) {
-  nn::MoeLayer& layer = moe(l);
-  MoeState& st = state(l, 1);
-  st.send = layer.backward_begin(model_.residual_grad());
-  const nn::ExchangeLayout& layout = layer.layout();
-  const int local = layout.local_experts;
-  const int64_t row_bytes = st.send.cols() * int64_t(sizeof(float));
+  const int64_t row_bytes = cols_ * int64_t(sizeof(float));
   for (int i = 0; i < st.chunks; ++i) {
+    Chunk& c = st.chunk[size_t(i)];
     const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, st.chunks);
+    const nn::ExchangeLayout part = nn::chunk_layout(chunk, part_, parts_);
     std::vector<int64_t> rows;
-    OpBuffer& buf = st.dispatch[size_t(i)];
-    for (int j = 0; j < layout.ranks; ++j) rows.push_back(member_rows(chunk.send_counts, j, local));
-    fill_blocks(buf, nn::take_send_chunk(st.send, layout, i, st.chunks), rows, {});
-    buf.recv_counts.clear();
-    for (int j = 0; j < layout.ranks; ++j)
-      buf.recv_counts.push_back(member_rows(chunk.recv_counts, j, local) * row_bytes);
+    for (int j = 0; j < ep; ++j) rows.push_back(member_rows(part.send_counts, j, local));
+    const nn::Tensor mine = nn::take_send_chunk(nn::take_send_chunk(st.send, layout, i, st.chunks),
+                                                chunk, part_, parts_);
+    fill_blocks(c.dispatch, mine, rows, headers);
+    c.dispatch.recv_counts.clear();  // forward: the headers tell the receivers
+    if (phase == 1) c.dispatch.recv_counts = member_bytes(part.recv_counts, ep, local, row_bytes);
+    if (!st.ops.dispatch) on_dispatched(l, phase, i);  // an EP group of one
   }
   st.combined = nn::Tensor({st.send.rows(), st.send.cols()});
 }
@@ -242,83 +314,195 @@ void ModelBinding::finish_forward(int l) {
   model_.moe_forward_done(l, moe(l).forward_end(state(l, 0).combined));
 }
 
-nn::Tensor ModelBinding::received_rows(int l, int phase, int i) {
+// The A2A's rows (forward: learning the layout from the headers), to gather over the ESP
+// group or to place.
+void ModelBinding::on_dispatched(int l, int phase, int i) {
   nn::MoeLayer& layer = moe(l);
   MoeState& st = state(l, phase);
-  const OpBuffer& buf = st.dispatch[size_t(i)];
+  Chunk& c = st.chunk[size_t(i)];
   const int local = layer.local_experts(), ep = layer.num_experts() / local;
-  const int64_t cols = model_.config().hidden;
   const size_t header = phase == 0 ? size_t(local) * sizeof(int32_t) : 0;
-  if (buf.counts.size() != size_t(ep))
+  if (c.dispatch.counts.size() != size_t(ep))
     throw Error("schedule runtime", "layer " + std::to_string(l) + " chunk " + std::to_string(i) +
-                                        ": received from " + std::to_string(buf.counts.size()) +
-                                        " of " + std::to_string(ep) + " EP members");
+                                        ": received from " +
+                                        std::to_string(c.dispatch.counts.size()) + " of " +
+                                        std::to_string(ep) + " EP members");
   std::vector<std::byte> rows;
   std::vector<int> recv(size_t(ep * local));
   size_t at = 0;
   for (int s = 0; s < ep; ++s) {
-    if (header) std::memcpy(&recv[size_t(s * local)], buf.data.data() + at, header);
-    append(rows, buf.data.data() + at + header, size_t(buf.counts[size_t(s)]) - header);
-    at += size_t(buf.counts[size_t(s)]);
+    if (header) std::memcpy(&recv[size_t(s * local)], c.dispatch.data.data() + at, header);
+    append(rows, c.dispatch.data.data() + at + header,
+           size_t(c.dispatch.counts[size_t(s)]) - header);
+    at += size_t(c.dispatch.counts[size_t(s)]);
   }
   if (phase == 0 && !st.has_layout) {
     layer.set_layout({ep, local, layer.plan().counts, recv});
     st.has_layout = true;
   }
-  const nn::ExchangeLayout chunk = nn::chunk_layout(layer.layout(), i, st.chunks);
-  return nn::source_to_expert_major(tensor_of(rows, cols), chunk);
+  if (!st.ops.gather) {
+    c.parts = {tensor_of(rows, cols_)};
+    return;
+  }
+  c.gather.data = std::move(rows);
+  c.gather.counts.clear();
+  for (int u = 0; u < parts_; ++u)
+    c.gather.counts.push_back(part_layout(layer.layout(), i, st.chunks, u).recv_rows() * cols_ *
+                              int64_t(sizeof(float)));
 }
 
-void ModelBinding::put_expert_output(int l, int phase, int i, const nn::Tensor& rows) {
+void ModelBinding::on_gathered(int l, int phase, int i) {
+  Chunk& c = state(l, phase).chunk[size_t(i)];
+  c.parts = split_blocks(c.gather.data, c.gather.counts, cols_);
+}
+
+// MoNTA's reordering copy: every part's rows into the chunk's local-expert-major layout.
+void ModelBinding::place(int l, int phase, int i) {
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  const nn::ExchangeLayout chunk = nn::chunk_layout(moe(l).layout(), i, st.chunks);
+  if (parts_ == 1 || c.parts.size() == 1) {
+    c.expert_in = nn::source_to_expert_major(c.parts.at(0), chunk);
+  } else {
+    c.expert_in = nn::Tensor({chunk.recv_rows(), cols_});
+    for (int u = 0; u < parts_; ++u)
+      nn::scatter_rows(
+          c.expert_in,
+          nn::source_to_expert_major(c.parts.at(size_t(u)), nn::chunk_layout(chunk, u, parts_)),
+          nn::recv_chunk_rows(chunk, u, parts_));
+  }
+  c.placed = true;
+}
+
+// The experts' rows of chunk i (local-expert-major): per TP part, source-major, to reduce
+// over the ESP group or to send back.
+void ModelBinding::expert_output(int l, int phase, int i, const nn::Tensor& rows) {
   nn::MoeLayer& layer = moe(l);
   MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
   const nn::ExchangeLayout chunk = nn::chunk_layout(layer.layout(), i, st.chunks);
-  const int local = chunk.local_experts;
-  const int64_t row_bytes = rows.cols() * int64_t(sizeof(float));
-  std::vector<int64_t> back;
-  OpBuffer& buf = st.combine[size_t(i)];
-  buf.recv_counts.clear();
-  for (int j = 0; j < chunk.ranks; ++j) {
-    back.push_back(member_rows(chunk.recv_counts, j, local));
-    buf.recv_counts.push_back(member_rows(chunk.send_counts, j, local) * row_bytes);
+  const int parts = st.ops.gather ? parts_ : 1;
+  std::vector<std::byte> data;
+  std::vector<int64_t> counts;
+  for (int u = 0; u < parts; ++u) {
+    const nn::ExchangeLayout part = nn::chunk_layout(chunk, u, parts);
+    const nn::Tensor mine =
+        parts == 1 ? rows : nn::gather_rows(rows, recv_chunk_rows(chunk, u, parts));
+    const std::vector<std::byte> b = bytes_of(nn::expert_to_source_major(mine, part));
+    counts.push_back(int64_t(b.size()));
+    data.insert(data.end(), b.begin(), b.end());
   }
-  fill_blocks(buf, nn::expert_to_source_major(rows, chunk), back, {});
-  if (!st.exchanged) assemble(l, phase, i);  // an EP group of one: the rows stay here
+  const nn::ExchangeLayout mine = part_layout(layer.layout(), i, st.chunks, part_);
+  const int64_t row_bytes = cols_ * int64_t(sizeof(float));
+  c.combine.counts = member_bytes(mine.recv_counts, chunk.ranks, chunk.local_experts, row_bytes);
+  c.combine.recv_counts =
+      member_bytes(mine.send_counts, chunk.ranks, chunk.local_experts, row_bytes);
+  if (st.ops.reduce) {
+    c.reduce.data = std::move(data);
+    c.reduce.counts = parts > 1 ? counts : std::vector<int64_t>{};
+    return;
+  }
+  c.combine.data = std::move(data);
+  if (!st.ops.combine) on_combined(l, phase, i);
 }
 
+void ModelBinding::on_reduced(int l, int phase, int i) {
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  c.combine.data = std::move(c.reduce.data);
+  if (!st.ops.combine) on_combined(l, phase, i);
+}
+
+// This member's part of chunk i is back (in its send layout): gather the TP parts, or keep it.
+void ModelBinding::on_combined(int l, int phase, int i) {
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  if (st.ops.tp_gather) {
+    c.tp_gather.data = std::move(c.combine.data);
+    c.tp_gather.counts.clear();
+    for (int u = 0; u < parts_; ++u)
+      c.tp_gather.counts.push_back(part_layout(moe(l).layout(), i, st.chunks, u).send_rows() *
+                                   cols_ * int64_t(sizeof(float)));
+    return;
+  }
+  c.back = {tensor_of(c.combine.data, cols_)};
+  if (!st.ops.combine_copy) assemble(l, phase, i);
+}
+
+void ModelBinding::on_tp_gathered(int l, int phase, int i) {
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  c.back = split_blocks(c.tp_gather.data, c.tp_gather.counts, cols_);
+  if (!st.ops.combine_copy) assemble(l, phase, i);
+}
+
+// MoNTA's reordering copy on the way back: every part's rows into the send layout.
 void ModelBinding::assemble(int l, int phase, int i) {
   MoeState& st = state(l, phase);
-  const nn::Tensor rows = tensor_of(st.combine[size_t(i)].data, st.send.cols());
-  nn::put_send_chunk(st.combined, rows, moe(l).layout(), i, st.chunks);
+  Chunk& c = st.chunk[size_t(i)];
+  const nn::ExchangeLayout& layout = moe(l).layout();
+  if (c.back.size() == 1) {
+    nn::put_send_chunk(st.combined, c.back[0], layout, i, st.chunks);
+    return;
+  }
+  const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, st.chunks);
+  nn::Tensor rows({chunk.send_rows(), cols_});
+  for (int u = 0; u < int(c.back.size()); ++u)
+    nn::put_send_chunk(rows, c.back[size_t(u)], chunk, u, int(c.back.size()));
+  nn::put_send_chunk(st.combined, rows, layout, i, st.chunks);
 }
 
-// --- buffers of the collectives
+// --- buffers of the collectives and their epilogues
 
 OpBuffer* ModelBinding::buffer(OpId id) {
   const auto it = slots_.find(id);
   if (it == slots_.end()) return nullptr;
   const Slot& slot = it->second;
+  const size_t i = size_t(std::max(slot.chunk, 0));
   switch (slot.role) {
     case Role::kDispatch:
-      return &state(slot.layer, slot.phase).dispatch[size_t(std::max(slot.chunk, 0))];
+      return &state(slot.layer, slot.phase).chunk[i].dispatch;
+    case Role::kGather:
+      return &state(slot.layer, slot.phase).chunk[i].gather;
+    case Role::kReduce:
+      return &state(slot.layer, slot.phase).chunk[i].reduce;
     case Role::kCombine:
-      return &state(slot.layer, slot.phase).combine[size_t(std::max(slot.chunk, 0))];
-    default: {
-      OpBuffer& buf = grad_buffers_.at(id);
+      return &state(slot.layer, slot.phase).chunk[i].combine;
+    case Role::kTpGather:
+      return &state(slot.layer, slot.phase).chunk[i].tp_gather;
+    case Role::kAttnTp:
+      return &own_buffers_.at(id);
+    case Role::kDenseGrad:
+    case Role::kExpertGrad: {
+      OpBuffer& buf = own_buffers_.at(id);
       pack_grads(slot, buf);
       return &buf;
     }
   }
+  return nullptr;
 }
 
 void ModelBinding::after(OpId id) {
   const auto it = slots_.find(id);
   if (it == slots_.end()) return;
-  const Slot& slot = it->second;
-  if (slot.role == Role::kCombine) {
-    assemble(slot.layer, slot.phase, std::max(slot.chunk, 0));
-  } else if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad) {
-    unpack_grads(slot, grad_buffers_.at(id));
+  const Slot& s = it->second;
+  const int i = std::max(s.chunk, 0);
+  switch (s.role) {
+    case Role::kAttnTp:
+      return attn_done(s.layer, s.phase, tensor_of(own_buffers_.at(id).data, cols_));
+    case Role::kDispatch:
+      return on_dispatched(s.layer, s.phase, i);
+    case Role::kGather:
+      return on_gathered(s.layer, s.phase, i);
+    case Role::kReduce:
+      return on_reduced(s.layer, s.phase, i);
+    case Role::kCombine:
+      return on_combined(s.layer, s.phase, i);
+    case Role::kTpGather:
+      return on_tp_gathered(s.layer, s.phase, i);
+    case Role::kDenseGrad:
+    case Role::kExpertGrad:
+      return unpack_grads(s, own_buffers_.at(id));
   }
 }
 
@@ -328,8 +512,7 @@ std::vector<nn::Param*> grad_params(nn::MoeTransformer& model, bool dense, int l
   return dense ? model.block_dense_params(layer) : model.block_expert_params(layer);
 }
 
-// Calls f(param values' first index, count, pointer) for the part of the flattened gradients
-// in [first, last).
+// Calls f(pointer, count) for the parts of the flattened gradients in [first, last).
 template <class F>
 void for_range(const std::vector<nn::Param*>& params, int64_t first, int64_t last, F f) {
   int64_t at = 0;

@@ -1,27 +1,38 @@
 #pragma once
 // Binds a MoeTransformer to the training-step schedule that sched::build_training_step emits
 // for it (DESIGN.md "One schedule, three executors"), so that rt::Executor runs the step op by
-// op, as Megatron-Core runs its EP-overlap schedule plan: compute ops find their kernels in a
-// registry keyed by the op's label name (attn, gate, moe.expert, head), collectives their
-// buffers by the label's (name, layer, phase, chunk): the MoE A2As' chunks and the gradient
-// AllReduces' partitions. No knob has code here: how many chunks, which A2A algorithm, which
-// partitions, on which stream and in which order all come from the schedule.
+// op, as Megatron-Core runs its EP-overlap schedule plan: compute and copy ops find their
+// kernels in a registry keyed by the op's label name, collectives their buffers by the label's
+// (name, layer, phase, chunk). No knob has code here: how many chunks, which A2A algorithm,
+// whether TP members drop and gather (MoNTA O1) or replicate, whether the experts wait for
+// every chunk, which partitions, on which stream and in which order all come from the ops the
+// schedule has.
 //
-// Kernels (on the compute stream, in the schedule's order):
+// Kernels (compute and copy ops):
 //   attn   forward: the embedding (block 0) or the previous MoE layer's I-Order and residual;
-//          then x += Attention(LN1(x)). backward: the attention's backward (and the
-//          embedding's at block 0), then the previous MoE layer's I-Order backward, packed
-//          into its backward dispatch chunks.
+//          then this rank's attention heads. backward: the heads' backward.
 //   gate   forward: LN2, Gate and Order, packed into the dispatch chunks. backward: Order's
 //          and Gate's backward from the combined chunks, then LN2's.
-//   moe.expert  the chunk's experts (label chunk -1 with several A2A chunks: every chunk's
-//          rows at once, MoNTA's experts that wait for the whole dispatch).
+//   moe.expert  the chunk's experts (label chunk -1 with several chunks: every chunk's rows
+//          at once, MoNTA's experts that wait for the whole dispatch).
+//   moe.dispatch.esp_allgather.copy, moe.combine.tp_allgather.copy  MoNTA's reordering
+//          copies (Fig. 8): a gathered chunk into the experts' layout, a combined chunk into
+//          the send layout (without these ops the consumer reorders).
 //   head   forward: the last MoE layer's I-Order, final norm, LM head and loss. backward: the
 //          head's, then the last MoE layer's I-Order backward, packed.
+// Collectives and what runs right after each on its stream (its epilogue):
+//   attn.tp.allreduce  the heads' outputs (forward: x += them) or input gradients
+//          (backward: LN1's backward, then the previous MoE layer's I-Order backward, packed).
+//   moe.dispatch.a2a, moe.dispatch.esp_allgather, moe.combine.esp_reducescatter /
+//          esp_allreduce, moe.combine.a2a, moe.combine.tp_allgather  a chunk's rows. Under
+//          MoNTA's drop, TP member u sends part u of each chunk (nn::chunk_layout split in tp
+//          parts), as the hand-built TpTokenExchange does.
+//   grad.dense.allreduce, grad.expert.allreduce  a partition of a block's gradients.
 // A forward dispatch chunk carries, ahead of each destination's rows, the sender's full row
 // counts for that destination's L experts (L int32), so the experts learn the layout with the
-// rows; every other A2A's receive counts are known from that layout.
+// rows; every other transfer's counts follow from that layout.
 #include <array>
+#include <atomic>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -41,53 +52,80 @@ class ModelBinding {
   ModelBinding(const ModelBinding&) = delete;
   ModelBinding& operator=(const ModelBinding&) = delete;
 
-  // Registers the kernels, buffers and after-op handlers with the executor (which must run
-  // `schedule` and outlive nothing of this binding's).
+  // Registers the kernels, buffers and epilogues with the executor, which must run `schedule`.
   void bind(Executor& executor);
   // Before each run: the batch the forward reads.
   void start_step(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   float loss() const { return loss_; }  // the last run's loss, as forward() returns it
   int64_t grad_bytes() const { return grad_bytes_; }  // AllReduced by the last run, this rank
-  // Since construction: the rows this rank's forward dispatches sent to each EP member, and
-  // how many dispatches (layers x runs) they add up (TrainResult::dispatch_bytes).
+  // Since construction: the rows this rank's forward dispatches sent to each EP member (before
+  // MoNTA's drop), and how many dispatches (layers x runs) they add up.
   const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
   int64_t dispatches() const { return dispatches_; }
 
  private:
-  enum class Role { kDispatch, kCombine, kDenseGrad, kExpertGrad };
+  enum class Role {
+    kAttnTp,
+    kDispatch,
+    kGather,
+    kReduce,
+    kCombine,
+    kTpGather,
+    kDenseGrad,
+    kExpertGrad
+  };
   struct Slot {
     Role role;
     int layer, phase, chunk, parts;  // phase: 0 forward, 1 backward; parts: AllReduce pieces
   };
-  // One MoE layer in one phase: the rows it dispatches and the chunks' buffers.
+  // One chunk of one MoE layer in one phase, from the sender's rows back to them.
+  struct Chunk {
+    OpBuffer dispatch, gather;            // the A2A (forward: with headers), the ESP AllGather-v
+    std::vector<nn::Tensor> parts;        // per TP part, the rows received, source-major
+    nn::Tensor expert_in;                 // local-expert-major in the chunk's layout
+    OpBuffer reduce, combine, tp_gather;  // ESP ReduceScatter-v / AllReduce, A2A, TP AllGather-v
+    std::vector<nn::Tensor> back;         // per TP part, the combined rows, in its send layout
+    bool placed = false;
+  };
+  // Which of the token path's ops the schedule has for a layer and phase (per rank).
+  struct MoeOps {
+    bool dispatch = false, gather = false, gather_copy = false, reduce = false, combine = false,
+         tp_gather = false, combine_copy = false;
+  };
   struct MoeState {
     int chunks = 1;
+    MoeOps ops;
+    bool has_layout = false;
     nn::Tensor send;      // forward: the Order's rows; backward: I-Order's gradient
     nn::Tensor combined;  // what came back, in the send layout
-    std::vector<OpBuffer> dispatch, combine;
-    bool has_layout = false;
-    bool exchanged = false;  // the schedule has combine A2As (an EP group of more than one)
+    std::vector<Chunk> chunk;
   };
   using Kernel = std::function<void(const sched::Label&)>;
 
   void register_kernels();
   void scan_ops();
+  void scan_moe_op(const sched::Label& label, sched::OpId id);
   MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
   nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
+  // Chunk i of n of `layout` and its TP part u (of parts_).
+  nn::ExchangeLayout part_layout(const nn::ExchangeLayout& layout, int i, int n, int u) const;
 
   void attn(const sched::Label& label);
   void gate(const sched::Label& label);
   void expert(const sched::Label& label);
   void head(const sched::Label& label);
+  void attn_done(int layer, int phase, const nn::Tensor& summed);
 
-  void pack_forward(int layer);
-  void pack_backward(int layer);
+  void pack(int layer, int phase);
   void finish_forward(int layer);
-  // Chunk i's dispatched rows, local-expert-major in chunk i's layout (learning the layout
-  // from the forward's headers first).
-  nn::Tensor received_rows(int layer, int phase, int chunk);
-  void put_expert_output(int layer, int phase, int chunk, const nn::Tensor& rows);
-  void assemble(int layer, int phase, int chunk);  // a combined chunk into `combined`
+  void on_dispatched(int layer, int phase, int chunk);
+  void on_gathered(int layer, int phase, int chunk);
+  void place(int layer, int phase, int chunk);  // parts -> expert_in (MoNTA's copy)
+  void expert_output(int layer, int phase, int chunk, const nn::Tensor& rows);
+  void on_reduced(int layer, int phase, int chunk);
+  void on_combined(int layer, int phase, int chunk);
+  void on_tp_gathered(int layer, int phase, int chunk);
+  void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
   void after(sched::OpId op);
   OpBuffer* buffer(sched::OpId op);
   void pack_grads(const Slot& slot, OpBuffer& buf);
@@ -97,14 +135,19 @@ class ModelBinding {
   int rank_;
   nn::MoeTransformer& model_;
   std::vector<nn::MoeLayer*> layers_;
-  std::unordered_map<std::string, Kernel> kernels_;  // by label name
-  std::unordered_map<sched::OpId, Slot> slots_;      // this rank's collectives
-  std::unordered_map<sched::OpId, OpBuffer> grad_buffers_;
+  int64_t cols_;   // hidden: floats per token row
+  int parts_ = 1;  // TP members that split each chunk (MoNTA's drop); 1: none
+  int part_ = 0;   // this rank's part
+  std::unordered_map<std::string, Kernel> kernels_;        // by label name
+  std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives
+  std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums
   std::vector<std::array<MoeState, 2>> moe_;
+  // Per layer and phase: the TP AllReduce of the attention's output (kNone: none).
+  std::vector<std::array<sched::OpId, 2>> attn_tp_;
   std::vector<int> tokens_, targets_;
   int seq_len_ = 0;
   float loss_ = 0;
-  int64_t grad_bytes_ = 0;
+  std::atomic<int64_t> grad_bytes_ = 0;
   std::vector<int64_t> dispatch_rows_;
   int64_t dispatches_ = 0;
 };

@@ -126,7 +126,6 @@ void check_scheduled(const TrainConfig& c) {
   auto refuse = [](const std::string& what, const std::string& why) {
     throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
   };
-  if (c.tp != 1) refuse("--parallel", "tp=" + std::to_string(c.tp));
   if (s.placement != sched::Placement::kNone) refuse("strategy: placement", "placement=netmoe");
   if (s.expert_transfer != sched::ExpertTransfer::kNone)
     refuse("strategy: expert_transfer", "expert_transfer=hybrid");
@@ -142,7 +141,11 @@ TrainResult train_scheduled(const TrainConfig& c,
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   const int ep_index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
   ScheduledExchange exchange(int(g.ep.size()), ep_index);
-  nn::MoeTransformer model(c.model, exchange);
+  nn::MoeTransformerConfig model_config = c.model;  // this rank's TP and ESP shards
+  model_config.moe.expert_shard = {g.tp_index, c.tp};
+  model_config.tp_shard = g.tp_index;
+  model_config.tp_shards = c.tp;
+  nn::MoeTransformer model(model_config, exchange);
   const auto shared =
       std::make_shared<const sched::Schedule>(sched::build_training_step(setup_of(c, g, model)));
   const sched::Schedule& schedule = *shared;

@@ -2,11 +2,12 @@
 // `moecomm train --runtime schedule`: each step runs the schedule that sched::
 // build_training_step emits for the strategy and the parallel layout (the one the simulator
 // runs), op by op on rt::Executor, with the model's kernels and buffers bound by
-// rt::ModelBinding: no per-knob code. It runs the expert-parallel knobs (a2a flat / 1dh / 2dh,
-// chunks_fwd / chunks_bwd with or without pipeline_experts, grad_sync bucketed / lina / fsmoe
-// with grad_partitions) at tp = 1; the other knobs still run on the hand-built token paths
-// (train_loop.h) and are refused here by name. With keep_op_times the result holds the
-// schedule and every step's op times; with trace_last_step, the last step's ops as calls.
+// rt::ModelBinding: no per-knob code. It runs a2a (flat / 1dh / 2dh), chunks_fwd / chunks_bwd
+// with or without pipeline_experts, copy_pipelining, grad_sync (bucketed / lina / fsmoe) with
+// grad_partitions, and under tp > 1 both tp_dispatch values; placement and expert_transfer
+// still run on the hand-built token paths (train_loop.h) and are refused here by name. With
+// keep_op_times the result holds the schedule and every step's op times; with trace_last_step, the
+// last step's ops as calls.
 #include <functional>
 
 #include "core/model_config.h"

@@ -32,7 +32,6 @@ std::vector<OpId> build_attention(BuildContext& ctx) {
   // QKV and output projections 8 t h^2, scores and context 4 t s h, sharded over TP.
   ctx.ready =
       compute_step(ctx, ctx.work.attention_flops * phase_factor(ctx), ctx.label("attn"), ctx.ready);
-  const std::vector<OpId> compute = last_of(ctx.ready);
   if (!forward)
     ctx.ready =
         group_step(ctx, ctx.groups.cp, OpKind::kReduceScatter, ctx.work.cp_kv_bytes, kTokenStream,
@@ -41,7 +40,9 @@ std::vector<OpId> build_attention(BuildContext& ctx) {
   // (backward) end with an AllReduce of the t x h activations over the TP group.
   ctx.ready = group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes,
                          kTokenStream, ctx.label("attn.tp.allreduce", "tp"), ctx.ready);
-  return compute;
+  // The block's dense gradients are final once LN1's backward ran, which needs the input
+  // gradient summed over the TP group (and the K/V gradients back from the CP group).
+  return last_of(ctx.ready);
 }
 
 void build_gate(BuildContext& ctx) {

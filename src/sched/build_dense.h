@@ -8,8 +8,8 @@
 namespace moecomm::sched {
 
 // Attention of the current layer and phase (backward: 2x flops); with tp > 1 followed by the
-// TP AllReduce of the activations on the token stream. Returns the attention compute ops
-// (backward: the layer's attention weight gradients exist after them).
+// TP AllReduce of the activations on the token stream. Returns the layer's last ops (backward:
+// its dense gradients exist after them: LN1's needs the input gradient summed over TP and CP).
 std::vector<OpId> build_attention(BuildContext& ctx);
 void build_gate(BuildContext& ctx);
 // The LM head of the current phase on the ranks of the last pipeline stage (LayerSetup::lm_head).

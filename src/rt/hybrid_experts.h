@@ -25,6 +25,7 @@
 #include "rt/comm.h"
 #include "rt/comm_pool.h"
 #include "rt/copy_stream.h"
+#include "rt/hybrid_codec.h"
 #include "rt/link_bytes.h"
 #include "rt/wait.h"
 
@@ -88,16 +89,12 @@ class HybridExperts {
   int64_t encoded_bytes_per_expert() const;  // what one expert costs on the wire
 
  private:
-  struct Layer;
-  void encode(Layer& layer);
-  void decode(Layer& layer);
-  void sum_shared(Layer& layer, int l, LinkBytes* bytes);  // shared_sum <- AllReduced sum
-  std::span<const float> reference(Layer& layer, size_t slot, size_t tensor);
-  void keep_residual(Layer& layer, size_t slot, size_t tensor, std::span<const float> copy);
+  void sum_shared(int l, LinkBytes* bytes);  // the shared expert's sum, AllReduced
   CallOptions call(const std::string& label, int layer) const;
 
-  std::vector<std::unique_ptr<Layer>> layers_;
-  int owned_first_, owned_;
+  HybridCodec codec_;
+  struct Pending;
+  std::vector<std::unique_ptr<Pending>> pending_;  // per layer: received bytes, futures
   const Comm& domain_;
   const Comm& ep_;
   HybridConfig config_;

@@ -213,7 +213,10 @@ void Executor::run_collective(OpId id, int stream) {
         return;
       }
       std::vector<std::byte> out(buf.data.size() * comm.size());
-      all_gather(comm, buf.data, out, o);
+      if (c.algorithm == sched::Algorithm::kRing)  // as the simulator decomposes it
+        ring_all_gather(comm, buf.data, out, o);
+      else
+        all_gather(comm, buf.data, out, o);
       buf.data = std::move(out);
       return;
     }
@@ -224,7 +227,9 @@ void Executor::run_collective(OpId id, int stream) {
         assign_floats(buf.data, reduce_scatter_v(comm, as_floats(buf.data, o.label), counts, o));
         return;
       }
-      assign_floats(buf.data, reduce_scatter_sum(comm, as_floats(buf.data, o.label), o));
+      assign_floats(buf.data, c.algorithm == sched::Algorithm::kRing
+                                  ? ring_reduce_scatter_sum(comm, as_floats(buf.data, o.label), o)
+                                  : reduce_scatter_sum(comm, as_floats(buf.data, o.label), o));
       return;
     case OpKind::kAllReduce:
       all_reduce_sum(comm, as_floats(buf.data, o.label), o);

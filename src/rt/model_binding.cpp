@@ -1,5 +1,6 @@
 #include "rt/model_binding.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -83,23 +84,31 @@ void fill_blocks(OpBuffer& buf, const nn::Tensor& rows, const std::vector<int64_
 }
 
 const std::map<std::string, int>& roles() {
-  static const std::map<std::string, int> r = {
-      {"attn.tp.allreduce", 0},          {"moe.dispatch.a2a", 1},
-      {"moe.dispatch.esp_allgather", 2}, {"moe.combine.esp_reducescatter", 3},
-      {"moe.combine.esp_allreduce", 3},  {"moe.combine.a2a", 4},
-      {"moe.combine.tp_allgather", 5},   {"grad.dense.allreduce", 6},
-      {"grad.expert.allreduce", 7}};
+  static const std::map<std::string, int> r = {{"attn.tp.allreduce", 0},
+                                               {"moe.dispatch.a2a", 1},
+                                               {"moe.dispatch.esp_allgather", 2},
+                                               {"moe.combine.esp_reducescatter", 3},
+                                               {"moe.combine.esp_allreduce", 3},
+                                               {"moe.combine.a2a", 4},
+                                               {"moe.combine.tp_allgather", 5},
+                                               {"grad.dense.allreduce", 6},
+                                               {"grad.expert.allreduce", 7},
+                                               {"moe.hybrid.expert_allgather", 8},
+                                               {"moe.hybrid.grad_reducescatter", 9},
+                                               {"moe.hybrid.shared_allreduce", 10}};
   return r;
 }
 
 }  // namespace
 
-ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model)
+ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
+                           HybridBinding hybrid)
     : s_(schedule),
       rank_(rank),
       model_(model),
       layers_(model.moe_layers()),
-      cols_(model.config().hidden) {
+      cols_(model.config().hidden),
+      hybrid_(std::move(hybrid)) {
   moe_.resize(layers_.size());
   attn_tp_.assign(layers_.size(), {sched::kNone, sched::kNone});
   register_kernels();
@@ -142,6 +151,10 @@ void ModelBinding::scan_ops() {
         parts_ = s_.collective(op.collective).size();
         part_ = op.member;
       }
+      if (label.name == "moe.dispatch.a2a" && a2a_size_ == 0)
+        map_members(s_.collective(op.collective), op.member);
+      if (slots_[id].role >= Role::kExpertGather && !hybrid_.codec)
+        throw Error("schedule runtime", s_.describe(id) + ": HybridEP's ops need its codec");
     } else {
       throw Error("schedule runtime",
                   s_.describe(id) + ": no buffer is registered for '" + label.name + "'");
@@ -152,7 +165,7 @@ void ModelBinding::scan_ops() {
     if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad)
       slot.parts = parts[{std::string(s_.label(id).name), slot.layer}];
     if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad ||
-        slot.role == Role::kAttnTp)
+        slot.role == Role::kAttnTp || slot.role >= Role::kExpertGather)
       own_buffers_[id];
   }
   for (auto& phases : moe_)
@@ -190,6 +203,8 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   targets_ = targets;
   seq_len_ = seq_len;
   grad_bytes_ = 0;
+  if (hybrid_.codec)  // from the last backward's AllReduced sum, before any expert is encoded
+    for (int l = 0; l < hybrid_.codec->layers(); ++l) hybrid_.codec->refresh_shared(l);
   for (auto& phases : moe_)
     for (MoeState& st : phases) {
       st.has_layout = false;
@@ -282,13 +297,10 @@ void ModelBinding::pack(int l, int phase) {
     st.send = layer.forward_begin(model_.moe_input(l));
     layout = {ep, local, layer.plan().counts, {}};
     headers.resize(size_t(ep));
-    dispatch_rows_.resize(size_t(ep), 0);
-    ++dispatches_;
-    for (int j = 0; j < ep; ++j) {
-      dispatch_rows_[size_t(j)] += member_rows(layout.send_counts, j, local);
+    count_dispatch(layout.send_counts);
+    for (int j = 0; j < ep; ++j)
       for (int e = 0; e < local; ++e)
         headers[size_t(j)].push_back(layout.send_counts[size_t(j * local + e)]);
-    }
   } else {
     st.send = layer.backward_begin(model_.residual_grad());
     layout = layer.layout();
@@ -461,13 +473,13 @@ OpBuffer* ModelBinding::buffer(OpId id) {
   const size_t i = size_t(std::max(slot.chunk, 0));
   switch (slot.role) {
     case Role::kDispatch:
-      return &state(slot.layer, slot.phase).chunk[i].dispatch;
+      return to_members(state(slot.layer, slot.phase).chunk[i].dispatch);
     case Role::kGather:
       return &state(slot.layer, slot.phase).chunk[i].gather;
     case Role::kReduce:
       return &state(slot.layer, slot.phase).chunk[i].reduce;
     case Role::kCombine:
-      return &state(slot.layer, slot.phase).chunk[i].combine;
+      return to_members(state(slot.layer, slot.phase).chunk[i].combine);
     case Role::kTpGather:
       return &state(slot.layer, slot.phase).chunk[i].tp_gather;
     case Role::kAttnTp:
@@ -478,8 +490,9 @@ OpBuffer* ModelBinding::buffer(OpId id) {
       pack_grads(slot, buf);
       return &buf;
     }
+    default:
+      return hybrid_buffer(slot, own_buffers_.at(id));
   }
-  return nullptr;
 }
 
 void ModelBinding::after(OpId id) {
@@ -491,18 +504,123 @@ void ModelBinding::after(OpId id) {
     case Role::kAttnTp:
       return attn_done(s.layer, s.phase, tensor_of(own_buffers_.at(id).data, cols_));
     case Role::kDispatch:
+      from_members(state(s.layer, s.phase).chunk[size_t(i)].dispatch);
       return on_dispatched(s.layer, s.phase, i);
     case Role::kGather:
       return on_gathered(s.layer, s.phase, i);
     case Role::kReduce:
       return on_reduced(s.layer, s.phase, i);
     case Role::kCombine:
+      from_members(state(s.layer, s.phase).chunk[size_t(i)].combine);
       return on_combined(s.layer, s.phase, i);
     case Role::kTpGather:
       return on_tp_gathered(s.layer, s.phase, i);
     case Role::kDenseGrad:
     case Role::kExpertGrad:
       return unpack_grads(s, own_buffers_.at(id));
+    default:
+      return hybrid_after(s, own_buffers_.at(id));
+  }
+}
+
+// --- HybridEP
+
+// Exchange rank j (the domain j member at this rank's offset, Algorithm 1) is the A2A's
+// member order[j S + offset]; nothing without expert transfer.
+void ModelBinding::map_members(const sched::Collective& a2a, int member) {
+  a2a_size_ = a2a.size();
+  if (!hybrid_.codec) return;
+  std::vector<int> order = hybrid_.order;
+  if (order.empty())
+    for (int p = 0; p < a2a_size_; ++p) order.push_back(p);
+  const int position = int(std::find(order.begin(), order.end(), member) - order.begin());
+  const int domain = hybrid_.domain, offset = position % domain;
+  for (int j = 0; j < a2a_size_ / domain; ++j)
+    member_of_.push_back(order[size_t(j * domain + offset)]);
+}
+
+namespace {
+
+// Blocks of `counts` bytes in `data` -> per block its bytes.
+std::vector<std::vector<std::byte>> blocks_of(const std::vector<std::byte>& data,
+                                              const std::vector<int64_t>& counts) {
+  std::vector<std::vector<std::byte>> out;
+  size_t at = 0;
+  for (int64_t c : counts) {
+    out.emplace_back(data.begin() + std::ptrdiff_t(at),
+                     data.begin() + std::ptrdiff_t(at + size_t(c)));
+    at += size_t(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+OpBuffer* ModelBinding::to_members(OpBuffer& buf) const {
+  if (member_of_.empty()) return &buf;
+  const auto blocks = blocks_of(buf.data, buf.counts);
+  std::vector<int64_t> counts(size_t(a2a_size_), 0), recv(size_t(a2a_size_), 0);
+  std::vector<const std::vector<std::byte>*> at(size_t(a2a_size_), nullptr);
+  for (size_t j = 0; j < member_of_.size(); ++j) {
+    const size_t m = size_t(member_of_[j]);
+    counts[m] = buf.counts[j];
+    if (!buf.recv_counts.empty()) recv[m] = buf.recv_counts[j];
+    at[m] = &blocks[j];
+  }
+  buf.data.clear();
+  for (const auto* b : at)
+    if (b) buf.data.insert(buf.data.end(), b->begin(), b->end());
+  buf.counts = std::move(counts);
+  if (!buf.recv_counts.empty()) buf.recv_counts = std::move(recv);
+  return &buf;
+}
+
+void ModelBinding::from_members(OpBuffer& buf) const {
+  if (member_of_.empty()) return;
+  const auto blocks = blocks_of(buf.data, buf.counts);
+  std::vector<int64_t> counts;
+  buf.data.clear();
+  for (int m : member_of_) {
+    counts.push_back(buf.counts[size_t(m)]);
+    buf.data.insert(buf.data.end(), blocks[size_t(m)].begin(), blocks[size_t(m)].end());
+  }
+  buf.counts = std::move(counts);
+}
+
+OpBuffer* ModelBinding::hybrid_buffer(const Slot& slot, OpBuffer& buf) {
+  HybridCodec& codec = *hybrid_.codec;
+  if (slot.role == Role::kExpertGather) {
+    buf.data = codec.encode(slot.layer);  // this step's experts, when the AllGather starts
+    return &buf;
+  }
+  const std::vector<float> floats = slot.role == Role::kExpertGradReturn
+                                        ? codec.slot_grads(slot.layer)
+                                        : codec.own_sum(slot.layer);
+  buf.data.resize(floats.size() * sizeof(float));
+  std::memcpy(buf.data.data(), floats.data(), buf.data.size());
+  return &buf;
+}
+
+void ModelBinding::hybrid_after(const Slot& slot, const OpBuffer& buf) {
+  HybridCodec& codec = *hybrid_.codec;
+  if (slot.role == Role::kExpertGather) return codec.decode(slot.layer, buf.data);
+  const std::span<const float> floats(reinterpret_cast<const float*>(buf.data.data()),
+                                      buf.data.size() / sizeof(float));
+  if (slot.role == Role::kExpertGradReturn) return codec.take_grads(slot.layer, floats);
+  codec.set_shared_sum(slot.layer, floats);
+}
+
+// The forward dispatch's rows by the EP member that owns their experts under plain EP
+// (TrainResult::dispatch_bytes: the simulator applies HybridEP's pairs itself).
+void ModelBinding::count_dispatch(const std::vector<int>& send_counts) {
+  const int members = a2a_size_ > 0 ? a2a_size_ : 1;
+  const int per_member = int(send_counts.size()) / members;
+  dispatch_rows_.resize(size_t(members), 0);
+  ++dispatches_;
+  for (size_t e = 0; e < send_counts.size(); ++e) {
+    const int position = int(e) / per_member;
+    const int owner = hybrid_.order.empty() ? position : hybrid_.order[size_t(position)];
+    dispatch_rows_[size_t(owner)] += send_counts[e];
   }
 }
 

@@ -28,6 +28,12 @@
 //          MoNTA's drop, TP member u sends part u of each chunk (nn::chunk_layout split in tp
 //          parts), as the hand-built TpTokenExchange does.
 //   grad.dense.allreduce, grad.expert.allreduce  a partition of a block's gradients.
+//   moe.hybrid.expert_allgather, moe.hybrid.grad_reducescatter, moe.hybrid.shared_allreduce
+//          HybridEP's experts (HybridBinding's codec): encoded when the AllGather starts and
+//          decoded into the copies after it; the copies' gradients home; the shared expert.
+// Under HybridEP the MoE layers exchange tokens with the members at their offset of every
+// domain (Algorithm 1), which sit at other positions of the schedule's EP-wide A2A: blocks are
+// moved between the layers' order and the A2A's.
 // A forward dispatch chunk carries, ahead of each destination's rows, the sender's full row
 // counts for that destination's L experts (L int32), so the experts learn the layout with the
 // rows; every other transfer's counts follow from that layout.
@@ -40,15 +46,26 @@
 
 #include "nn/moe_transformer.h"
 #include "rt/executor.h"
+#include "rt/hybrid_codec.h"
 #include "sched/schedule.h"
 
 namespace moecomm::rt {
+
+// HybridEP (expert_transfer=hybrid): how the EP group splits into domains (the member order
+// of sched::hybrid_member_order, empty: the identity; domains of `domain` positions) and the
+// codec that moves this rank's experts (nullptr without expert transfer).
+struct HybridBinding {
+  std::vector<int> order;
+  int domain = 1;
+  HybridCodec* codec = nullptr;
+};
 
 class ModelBinding {
  public:
   // Throws moecomm::Error naming the op when this rank's part of the schedule has an op that no
   // kernel or buffer is registered for, or a layer the model does not have.
-  ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model);
+  ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
+               HybridBinding hybrid = {});
   ModelBinding(const ModelBinding&) = delete;
   ModelBinding& operator=(const ModelBinding&) = delete;
 
@@ -72,7 +89,10 @@ class ModelBinding {
     kCombine,
     kTpGather,
     kDenseGrad,
-    kExpertGrad
+    kExpertGrad,
+    kExpertGather,
+    kExpertGradReturn,
+    kSharedSum
   };
   struct Slot {
     Role role;
@@ -127,6 +147,12 @@ class ModelBinding {
   void on_tp_gathered(int layer, int phase, int chunk);
   void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
   void after(sched::OpId op);
+  void map_members(const sched::Collective& a2a, int member);
+  OpBuffer* to_members(OpBuffer& buf) const;  // exchange-rank blocks -> the A2A's members
+  void from_members(OpBuffer& buf) const;     // and back
+  void count_dispatch(const std::vector<int>& send_counts);
+  OpBuffer* hybrid_buffer(const Slot& slot, OpBuffer& buf);
+  void hybrid_after(const Slot& slot, const OpBuffer& buf);
   OpBuffer* buffer(sched::OpId op);
   void pack_grads(const Slot& slot, OpBuffer& buf);
   void unpack_grads(const Slot& slot, const OpBuffer& buf);
@@ -138,6 +164,10 @@ class ModelBinding {
   int64_t cols_;   // hidden: floats per token row
   int parts_ = 1;  // TP members that split each chunk (MoNTA's drop); 1: none
   int part_ = 0;   // this rank's part
+  HybridBinding hybrid_;
+  // HybridEP: the A2A's member of each exchange rank, and the A2A's size (empty: the same).
+  std::vector<int> member_of_;
+  int a2a_size_ = 0;
   std::unordered_map<std::string, Kernel> kernels_;        // by label name
   std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives
   std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums

@@ -6,9 +6,14 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/rank_groups.h"
 #include "nn/adam.h"
 #include "nn/synthetic_text.h"
+#include "rt/collectives.h"
+#include "rt/comm_pool.h"
 #include "rt/executor.h"
+#include "rt/hybrid_codec.h"
+#include "rt/hybrid_experts.h"
 #include "rt/model_binding.h"
 #include "rt/mpi_base.h"
 #include "rt/train_groups.h"
@@ -101,6 +106,58 @@ std::vector<CallEvent> call_events(const sched::Schedule& s, const std::vector<O
   return out;
 }
 
+struct Hybrid {
+  HybridLayout layout;  // a domain of one (plain EP) without expert transfer
+};
+
+Hybrid hybrid_of(const TrainConfig& c, const TrainGroups& g, int me) {
+  const int index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
+  const bool on = c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
+  return {hybrid_layout(g.ep, index, on ? c.strategy.hybrid_domain : 1,
+                        on ? c.hybrid_order : std::vector<int>{}, "strategy: hybrid_domain")};
+}
+
+// This rank's TP and ESP shards; under HybridEP its domain's experts (its own from offset L).
+nn::MoeTransformerConfig model_config(const TrainConfig& c, const TrainGroups& g,
+                                      const HybridLayout& h) {
+  nn::MoeTransformerConfig m = c.model;
+  m.moe.expert_shard = {g.tp_index, c.tp};
+  m.tp_shard = g.tp_index;
+  m.tp_shards = c.tp;
+  if (h.domain_size > 1) {
+    m.owned_count = c.model.moe.experts / static_cast<int>(g.ep.size());
+    m.owned_first = h.offset * m.owned_count;
+  }
+  return m;
+}
+
+// HybridEP's codec when experts travel, with the shared expert initialised as the average of
+// the layer's experts (HybridEP Sec. IV-B) by an AllReduce over the EP group.
+std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroups& g,
+                                          const HybridLayout& h, nn::MoeTransformer& model) {
+  if (h.domain_size == 1) return nullptr;
+  const nn::MoeTransformerConfig& m = model.config();
+  auto codec = std::make_unique<HybridCodec>(
+      model.moe_layers(), m.owned_first, m.owned_count, h.domain_size, h.offset,
+      HybridCodecConfig{sched::effective_compression(c.strategy), c.strategy.shared_expert,
+                        c.model.moe.experts, c.strategy.sr_feedback});
+  if (!codec->shares()) return codec;
+  std::vector<CommKey> keys;
+  for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep)
+    keys.push_back({ep, 0, "ep"});
+  const CommPool pool(MPI_COMM_WORLD, keys);
+  CallOptions call;
+  call.label = "moe.hybrid.shared_allreduce (initial)";
+  call.timeout_s = c.timeout_s;
+  call.ranks_per_node = c.ranks_per_node;
+  for (int l = 0; l < codec->layers(); ++l) {
+    std::vector<float> sum = codec->own_sum(l);
+    all_reduce_sum(pool.at({g.ep, 0}), sum, call);
+    codec->set_shared_sum(l, sum);
+  }
+  return codec;
+}
+
 }  // namespace
 
 core::ModelConfig schedule_model(const TrainConfig& c) {
@@ -127,8 +184,7 @@ void check_scheduled(const TrainConfig& c) {
     throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
   };
   if (s.placement != sched::Placement::kNone) refuse("strategy: placement", "placement=netmoe");
-  if (s.expert_transfer != sched::ExpertTransfer::kNone)
-    refuse("strategy: expert_transfer", "expert_transfer=hybrid");
+  if (!s.hybrid_levels.empty()) refuse("strategy: hybrid_levels", "per-level expert domains");
   if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
 }
 
@@ -139,18 +195,18 @@ TrainResult train_scheduled(const TrainConfig& c,
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
-  const int ep_index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
-  ScheduledExchange exchange(int(g.ep.size()), ep_index);
-  nn::MoeTransformerConfig model_config = c.model;  // this rank's TP and ESP shards
-  model_config.moe.expert_shard = {g.tp_index, c.tp};
-  model_config.tp_shard = g.tp_index;
-  model_config.tp_shards = c.tp;
-  nn::MoeTransformer model(model_config, exchange);
+  const Hybrid hybrid = hybrid_of(c, g, me);
+  const auto peer = std::find(hybrid.layout.peers.begin(), hybrid.layout.peers.end(), me);
+  ScheduledExchange exchange(int(hybrid.layout.peers.size()),
+                             int(peer - hybrid.layout.peers.begin()));
+  nn::MoeTransformer model(model_config(c, g, hybrid.layout), exchange);
+  const std::unique_ptr<HybridCodec> codec = hybrid_codec(c, g, hybrid.layout, model);
   const auto shared =
       std::make_shared<const sched::Schedule>(sched::build_training_step(setup_of(c, g, model)));
   const sched::Schedule& schedule = *shared;
   Executor executor(MPI_COMM_WORLD, schedule, {c.timeout_s, c.ranks_per_node});
-  ModelBinding binding(schedule, me, model);
+  ModelBinding binding(schedule, me, model,
+                       {c.hybrid_order, hybrid.layout.domain_size, codec.get()});
   binding.bind(executor);
   nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
   const nn::SyntheticText text(nn::SyntheticTextConfig{

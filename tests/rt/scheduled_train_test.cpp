@@ -87,6 +87,29 @@ TEST(ScheduledTrain, TensorParallelStrategiesTrainLikeTheHandBuiltBaseline) {
   EXPECT_LT(ratio, 0.55);
 }
 
+// HybridEP with experts sent as they are: every domain size that divides the EP group trains
+// like plain EP; compressed (SR against the shared expert, with and without feedback), like
+// the hand-built runtime.
+TEST(ScheduledTrain, HybridEpTrainsLikeTheHandBuiltRuntime) {
+  const TrainResult base = train(test::tiny_train(1, "baseline"));
+  std::vector<std::string> exact;
+  for (int domain = 2; domain <= test::world_size(); domain *= 2)
+    exact.push_back("base=hybridep,hybrid_domain=" + std::to_string(domain) + ",compression=1");
+  exact.push_back("base=hybridep,hybrid_domain=2,compression=1,grad_sync=lina,chunks=2");
+  for (const std::string& s : exact) {
+    SCOPED_TRACE(s);
+    expect_same_training(base, train(scheduled(test::tiny_train(1, s))));
+  }
+  for (const std::string s :
+       {"base=hybridep,hybrid_domain=2,compression=0.25",
+        "base=hybridep,hybrid_domain=4,compression=0.25,sr_feedback=true",
+        "base=hybridep,hybrid_domain=2,compression=0.25,shared_expert=false"}) {
+    SCOPED_TRACE(s);
+    const TrainConfig c = test::tiny_train(1, s);
+    expect_same_training(train(c), train(scheduled(c)));
+  }
+}
+
 // The layouts and gates the hand-built runtime runs, each against itself on that runtime.
 TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheHandBuiltRuntime) {
   struct Case {
@@ -109,8 +132,9 @@ TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheHandBuiltRuntime) {
 
 TEST(ScheduledTrain, RefusesKnobsItDoesNotRunByName) {
   for (const auto& [tp, strategy, what] : std::vector<std::tuple<int, std::string, std::string>>{
-           {1, "netmoe", "placement"}, {1, "base=hybridep,hybrid_domain=2", "expert_transfer"}}) {
+           {1, "netmoe", "placement"}, {1, "base=hybridep,hybrid_levels=2x1", "hybrid_levels"}}) {
     TrainConfig c = scheduled(test::tiny_train(tp, strategy));
+    for (int r = 0; r < test::world_size(); ++r) c.hybrid_order.push_back(r);
     try {
       train(c);
       ADD_FAILURE() << strategy << " was accepted";

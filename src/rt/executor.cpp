@@ -1,6 +1,7 @@
 #include "rt/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "rt/collectives.h"
+#include "sched/policy.h"
 
 namespace moecomm::rt {
 namespace {
@@ -22,6 +24,7 @@ using sched::OpKind;
 constexpr int kMixedChannels = 1 << 16;
 constexpr int kP2PChannel = -1;
 constexpr int kControlChannel = -2;
+constexpr int kGateChannel = -3;
 
 size_t whole(double bytes) {
   return static_cast<size_t>(std::llround(std::max(bytes, 0.0)));
@@ -84,8 +87,14 @@ void Executor::build_comms() {
       keys.push_back({col.group, kMixedChannels + k, "members' streams"});
     }
   }
+  const size_t collectives = keys.size();
+  for (sched::CollectiveId c = 0; c < s_.num_collectives(); ++c) {
+    const sched::Collective& col = s_.collective(c);
+    gate_key_.push_back({col.group, kGateChannel, "Lina's gate"});
+    if (sched::yields_to_traffic(col)) keys.push_back(gate_key_.back());
+  }
   comms_ = CommPool(world_, keys);
-  for (size_t c = 2; c < keys.size(); ++c) collective_key_.push_back(keys[c]);
+  for (size_t c = 2; c < collectives; ++c) collective_key_.push_back(keys[c]);
 }
 
 ExecResult Executor::run() {
@@ -98,6 +107,9 @@ ExecResult Executor::run() {
   stream_other_bytes_.assign(std::max(streams, 0), {});
   failed_ = false;
   error_ = nullptr;
+  traffic_ = micro_ops_ = 0;
+  votes_ = 0;
+  held_s_ = 0;
 
   const Comm& control = comms_.at({everyone(s_.world_size()), kControlChannel});
   MPI_Request req = MPI_REQUEST_NULL;
@@ -110,7 +122,7 @@ ExecResult Executor::run() {
   for (std::thread& t : threads) t.join();
   if (error_) std::rethrow_exception(error_);
 
-  ExecResult result{times_, {}, {}, 0};
+  ExecResult result{times_, votes_, held_s_, {}, {}, 0};
   for (const LinkBytes& b : stream_bytes_) result.a2a_bytes += b;
   for (const LinkBytes& b : stream_other_bytes_) result.other_bytes += b;
   for (OpId id : s_.ops_of(me_)) result.wall_s = std::max(result.wall_s, times_[id].end);
@@ -122,9 +134,17 @@ void Executor::run_stream(int stream) {
     for (OpId id : s_.stream_ops(me_, stream)) {
       for (OpId dep : s_.deps(id)) wait_for(dep);
       if (failed_) return;
+      enter_gate(id);
+      if (failed_) return leave_gate(id);
       times_[id].start = MPI_Wtime() - t0_;
-      run_op(id, stream);
+      try {
+        run_op(id, stream);
+      } catch (...) {
+        leave_gate(id);
+        throw;
+      }
       times_[id].end = MPI_Wtime() - t0_;
+      leave_gate(id);
       if (after_) after_(id);
       finish(id);
     }
@@ -155,11 +175,68 @@ void Executor::fail(std::exception_ptr error) {
     if (!error_) error_ = error;
   }
   failed_ = true;
+  { std::lock_guard lock(gate_m_); }
+  gate_cv_.notify_all();
   for (const auto& c : done_) {
     if (!c) continue;
     { std::lock_guard lock(c->m); }
     c->cv.notify_all();
   }
+}
+
+// A collective that waits for micro-ops counts as traffic from now (ready) and starts once
+// no micro-op runs here; a micro-op claims the rank, then asks its group whether traffic is
+// ready or running on any member, and while it is, lets go and asks again once none is here.
+void Executor::enter_gate(OpId id) {
+  const sched::Op& op = s_.op(id);
+  if (sched::waits_for_micro_ops(op)) {
+    std::unique_lock lock(gate_m_);
+    ++traffic_;
+    gate_cv_.wait(lock, [&] { return micro_ops_ == 0 || failed_.load(); });
+    return;
+  }
+  if (!sched::yields_to_traffic(op)) return;
+  const double start = MPI_Wtime();
+  for (;;) {
+    int busy = 0;
+    {
+      std::lock_guard lock(gate_m_);
+      ++micro_ops_;
+      busy = traffic_ > 0;
+    }
+    if (!vote_busy(id, busy)) break;
+    std::unique_lock lock(gate_m_);
+    --micro_ops_;
+    gate_cv_.notify_all();
+    // Busy elsewhere only: ask again shortly; busy here: once this rank's traffic is through.
+    gate_cv_.wait_for(lock, std::chrono::microseconds(200),
+                      [&] { return traffic_ == 0 || failed_.load(); });
+    if (failed_) return;
+  }
+  held_s_ += MPI_Wtime() - start;
+}
+
+void Executor::leave_gate(OpId id) {
+  const sched::Op& op = s_.op(id);
+  const bool traffic = sched::waits_for_micro_ops(op), micro = sched::yields_to_traffic(op);
+  if (!traffic && !micro) return;
+  {
+    std::lock_guard lock(gate_m_);
+    (traffic ? traffic_ : micro_ops_) -= 1;
+  }
+  gate_cv_.notify_all();
+}
+
+// Whether traffic is ready or running on any member of the micro-op's group (MAX of `busy`).
+bool Executor::vote_busy(OpId id, int busy) {
+  const Comm& comm = comms_.at(gate_key_[size_t(s_.op(id).collective)]);
+  int any = 0;
+  MPI_Request req = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(&busy, &any, 1, MPI_INT, MPI_MAX, comm.handle(), &req),
+            "MPI_Iallreduce");
+  wait_all({&req, 1}, comm, "Lina's gate vote", call_options(id, nullptr));
+  ++votes_;
+  return any != 0;
 }
 
 CallOptions Executor::call_options(OpId id, LinkBytes* bytes) const {

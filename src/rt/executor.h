@@ -53,9 +53,12 @@ struct OpTime {
 
 struct ExecResult {
   std::vector<OpTime> ops;  // indexed by OpId; this rank's ops are filled
-  LinkBytes a2a_bytes;      // bytes this rank's A2As sent, by link level
-  LinkBytes other_bytes;    // the same for its other collectives
-  double wall_s = 0;        // from the common start to this rank's last op end
+  // Lina's gate (sched/policy.h): votes taken and seconds the micro-ops waited in them.
+  int64_t gate_votes = 0;
+  double gate_held_s = 0;
+  LinkBytes a2a_bytes;    // bytes this rank's A2As sent, by link level
+  LinkBytes other_bytes;  // the same for its other collectives
+  double wall_s = 0;      // from the common start to this rank's last op end
 };
 
 class Executor {
@@ -101,6 +104,10 @@ class Executor {
   OpBuffer* buffer_for(sched::OpId id, OpBuffer& fallback) const;
   void finish(sched::OpId id);
   void fail(std::exception_ptr error);
+  // Lina's gate (sched/policy.h): enter before the op runs, leave after.
+  void enter_gate(sched::OpId id);
+  void leave_gate(sched::OpId id);
+  bool vote_busy(sched::OpId id, int busy);
 
   MPI_Comm world_;
   const sched::Schedule& s_;
@@ -108,6 +115,7 @@ class Executor {
   int me_ = 0;
   CommPool comms_;
   std::vector<CommKey> collective_key_;  // by CollectiveId
+  std::vector<CommKey> gate_key_;        // by CollectiveId: a micro-op's vote communicator
   std::unordered_map<sched::OpId, Kernel> kernels_;
   std::function<void(sched::OpId)> default_kernel_;
   BufferFn buffers_;
@@ -118,6 +126,12 @@ class Executor {
   std::vector<LinkBytes> stream_bytes_, stream_other_bytes_;  // by stream
   double t0_ = 0;
   std::atomic<bool> failed_{false};
+  std::mutex gate_m_;
+  std::condition_variable gate_cv_;
+  int traffic_ = 0;    // collectives that wait for micro-ops, ready or running on this rank
+  int micro_ops_ = 0;  // micro-ops running (or voting to run) on this rank
+  int64_t votes_ = 0;  // written by the gradient stream only
+  double held_s_ = 0;
   std::mutex error_m_;
   std::exception_ptr error_;
 };

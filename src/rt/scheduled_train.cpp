@@ -245,6 +245,8 @@ TrainResult train_scheduled(const TrainConfig& c,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     GradSyncStats grads;
     grads.bytes = binding.grad_bytes();
+    grads.votes = run.gate_votes;
+    grads.held_s = run.gate_held_s;
     StepReport r;
     add_op_phases(r, schedule, run, me, world, grads);
     const StepReport totals = step_report(step + 1, binding.loss(), model.lm_loss(), ms,

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "sched/policy.h"
 #include "sim/collective_flows.h"
 #include "sim/flow_network.h"
 #include "sim/network_model.h"
@@ -25,11 +26,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One discrete-event run. Ops become ready when their stream predecessor and events are
 // done; a collective starts when all members are ready, runs its phases of flows, and ends on
-// every member at once. Send/recv is one flow between ready ends. Lina's gate (ATC '23 Sec.
-// 4.1, strict priority without preemption): a collective of priority < 0 (a gradient
-// micro-op) starts only while no collective of priority >= 0 (the A2As) is pending or running
-// on its ranks, and one of priority >= 0 starts only while no micro-op runs on its ranks:
-// "subsequent operations have to wait until the running one finish".
+// every member at once. Send/recv is one flow between ready ends. Lina's gate as
+// sched/policy.h describes it: a micro-op (yields_to_traffic) starts only while no collective
+// that waits for micro-ops is pending (a member waits in it) or running on its ranks, and such
+// a collective starts only while no micro-op runs on its ranks.
 class Run {
  public:
   Run(const sched::Schedule& s, const core::Topology& topo, const SimOptions& options)
@@ -242,14 +242,14 @@ void Run::collective_member_ready(OpId id, double t) {
   const CollectiveId c = s_.op(id).collective;
   const sched::Collective& col = s_.collective(c);
   CollectiveState& st = coll_[c];
-  if (col.priority >= 0) {
+  if (sched::waits_for_micro_ops(s_.op(id))) {
     if (st.ready_members == 0)
       for (int r : col.group) in_flight_[r].push_back(c);
     const int rank = s_.op(id).rank;
     if (micro_ops_running_[rank] > 0) at_gate_[rank].push_back(id);  // waits outside the call
   }
   if (++st.ready_members < col.size()) return;
-  if (col.priority < 0) {  // decided once every event of this instant is in: release_deferred
+  if (sched::yields_to_traffic(s_.op(id))) {  // decided once this instant's events are in
     deferred_.push_back(c);
     return;
   }
@@ -316,7 +316,7 @@ bool Run::waits_on(CollectiveId p, CollectiveId d) const {
 void Run::start_collective(CollectiveId c, double t) {
   const sched::Collective& col = s_.collective(c);
   for (OpId op : col.ops) timing_[op].start = std::max(timing_[op].start, t);
-  if (col.priority < 0)
+  if (sched::yields_to_traffic(col))
     for (int r : col.group) ++micro_ops_running_[r];
   coll_[c].phases = collective_phases(col, devices_per_node_);
   coll_[c].phase = -1;
@@ -336,7 +336,7 @@ void Run::start_phase(CollectiveId c, double t) {
 void Run::end_collective(CollectiveId c, double t) {
   const sched::Collective& col = s_.collective(c);
   coll_[c].phases.clear();
-  if (col.priority >= 0) {
+  if (!sched::yields_to_traffic(col)) {
     for (int r : col.group) std::erase(in_flight_[r], c);
   } else {
     open_gates(c, t);

@@ -66,6 +66,41 @@ struct StepSchedule {
   }
 };
 
+// Lina's gate (sched/policy.h): rank 0 reaches the A2A 50 ms late, so the others wait in it
+// from the start; a gradient micro-op (priority -1) ready from the start on every rank must
+// not start before the A2A has ended on its rank, and the votes say so.
+TEST(Executor, MicroOpsWaitForTheA2AsReadyOnAnyRank) {
+  const int n = world_size(), me = world_rank();
+  sched::Schedule s(n);
+  const OpId late = s.add_compute(0, 0, 1, 0, test::label("late"));
+  sched::CollectiveSpec a2a;
+  a2a.kind = OpKind::kAllToAll;
+  a2a.group = all_ranks();
+  a2a.pair_bytes = test::pair_bytes(all_ranks());
+  a2a.label = test::label("moe.dispatch.a2a", 0);
+  a2a.priority = 1;
+  std::vector<std::vector<OpId>> deps(static_cast<size_t>(n));
+  deps[0] = {late};
+  const std::vector<OpId> a2as = s.add_collective(a2a, 1, deps).ops;
+  sched::CollectiveSpec grad;
+  grad.kind = OpKind::kAllReduce;
+  grad.group = all_ranks();
+  grad.bytes = 64;
+  grad.label = test::label("grad.dense.allreduce");
+  grad.priority = -1;
+  const std::vector<OpId> micro = s.add_collective(grad, 2).ops;
+
+  Executor executor(MPI_COMM_WORLD, s, {.timeout_s = test::kTimeout, .ranks_per_node = 2});
+  executor.set_kernel(late, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+  const ExecResult result = executor.run();
+  EXPECT_GE(result.ops[micro[me]].start, result.ops[a2as[me]].end);
+  EXPECT_GE(result.gate_votes, 1);
+  EXPECT_GT(result.gate_held_s, 0.0);
+  if (me != 0) {
+    EXPECT_GE(result.ops[micro[me]].start, 0.04);
+  }
+}
+
 TEST(Executor, RunsAStepWithRealBuffers) {
   const int n = world_size(), me = world_rank();
   const StepSchedule step;

@@ -66,6 +66,7 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
     plan::PlanInput in;
     in.model = planner_model(c, model);
     in.cluster = core::load_cluster(cluster);
+    c.cluster = in.cluster;
     if (in.cluster.world_size() != world)
       throw Error("--cluster", cluster + " has " + std::to_string(in.cluster.world_size()) +
                                    " devices, the job " + std::to_string(world) + " ranks");

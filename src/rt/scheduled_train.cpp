@@ -43,6 +43,7 @@ class ScheduledExchange : public nn::TokenExchange {
 sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTransformer& model) {
   sched::LayerSetup s;
   s.model = schedule_model(c);
+  s.cluster = c.cluster;
   s.parallel = g.parallel;
   s.strategy = c.strategy;
   s.layers = c.model.layers;
@@ -184,7 +185,6 @@ void check_scheduled(const TrainConfig& c) {
     throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
   };
   if (s.placement != sched::Placement::kNone) refuse("strategy: placement", "placement=netmoe");
-  if (!s.hybrid_levels.empty()) refuse("strategy: hybrid_levels", "per-level expert domains");
   if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
 }
 

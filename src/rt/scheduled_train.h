@@ -4,9 +4,9 @@
 // runs), op by op on rt::Executor, with the model's kernels and buffers bound by
 // rt::ModelBinding: no per-knob code. It runs a2a (flat / 1dh / 2dh), chunks_fwd / chunks_bwd
 // with or without pipeline_experts, copy_pipelining, grad_sync (bucketed / lina / fsmoe) with
-// grad_partitions, under tp > 1 both tp_dispatch values, and expert_transfer=hybrid (domains
-// of consecutive EP ranks); placement and hybrid_levels still run on the hand-built token
-// paths (train_loop.h) and are refused here by name. With
+// grad_partitions, under tp > 1 both tp_dispatch values, and expert_transfer=hybrid;
+// placement=netmoe still runs on the hand-built token path (train_loop.h) and is refused
+// here by name. With
 // keep_op_times the result holds the schedule and every step's op times; with trace_last_step, the
 // last step's ops as calls.
 #include <functional>

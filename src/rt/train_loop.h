@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.h"
 #include "nn/moe_transformer.h"
 #include "place/routing_trace.h"
 #include "rt/call_trace.h"
@@ -40,6 +41,9 @@ struct TrainConfig {
   // HybridEP with hybrid_levels: the EP members' order (sched::hybrid_member_order on the
   // cluster; the same relative order in every EP group). Empty: consecutive domains.
   std::vector<int> hybrid_order;
+  // The machine the ranks run on, when known (--cluster): the schedule runtime builds the
+  // step's schedule on it (HybridEP's per-level domains need its levels).
+  core::Cluster cluster;
   int batch = 4;  // sequences per rank per step
   int seq_len = 32;
   int steps = 200;

@@ -132,9 +132,9 @@ TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheHandBuiltRuntime) {
 
 TEST(ScheduledTrain, RefusesKnobsItDoesNotRunByName) {
   for (const auto& [tp, strategy, what] : std::vector<std::tuple<int, std::string, std::string>>{
-           {1, "netmoe", "placement"}, {1, "base=hybridep,hybrid_levels=2x1", "hybrid_levels"}}) {
+           {1, "netmoe", "placement"}, {1, "baseline", "--bf16-a2a"}}) {
     TrainConfig c = scheduled(test::tiny_train(tp, strategy));
-    for (int r = 0; r < test::world_size(); ++r) c.hybrid_order.push_back(r);
+    c.bf16_a2a = what == "--bf16-a2a";
     try {
       train(c);
       ADD_FAILURE() << strategy << " was accepted";

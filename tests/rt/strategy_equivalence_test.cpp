@@ -106,40 +106,45 @@ TEST(StrategyEquivalence, HybridEpPerLevelDomainsTrainLikeTheBaseline) {
   cluster.device = {1e12, 1e9, 1e10};
   const std::vector<int> order =
       sched::hybrid_member_order(core::Topology(cluster), test::all_ranks(), {2, 1}, "test");
-  TrainConfig c = tiny(1, "base=hybridep,hybrid_levels=2x1,compression=1");
-  c.hybrid_order = order;
-  const TrainResult run = train(c);
   const TrainResult base = train(tiny(1, "baseline"));
-  ASSERT_EQ(run.steps.size(), base.steps.size());
-  for (size_t s = 0; s < base.steps.size(); ++s)
-    EXPECT_NEAR(run.steps[s].loss, base.steps[s].loss, 1e-5);
-  // My experts' gradients go to the baseline rank that owns them (my position).
-  const int position = int(std::find(order.begin(), order.end(), me) - order.begin());
-  std::vector<float> mine, theirs;
-  std::vector<std::string> names;
-  for (const auto& [name, g] : run.gradients) {
-    if (name.find(".expert") == std::string::npos) continue;
-    mine.insert(mine.end(), g.data(), g.data() + g.size());
+  for (const Runtime runtime : {Runtime::kHandBuilt, Runtime::kSchedule}) {
+    SCOPED_TRACE(runtime == Runtime::kSchedule ? "schedule runtime" : "hand-built runtime");
+    TrainConfig c = tiny(1, "base=hybridep,hybrid_levels=2x1,compression=1");
+    c.hybrid_order = order;
+    c.cluster = cluster;
+    c.runtime = runtime;
+    const TrainResult run = train(c);
+    ASSERT_EQ(run.steps.size(), base.steps.size());
+    for (size_t s = 0; s < base.steps.size(); ++s)
+      EXPECT_NEAR(run.steps[s].loss, base.steps[s].loss, 1e-5);
+    // My experts' gradients go to the baseline rank that owns them (my position).
+    const int position = int(std::find(order.begin(), order.end(), me) - order.begin());
+    std::vector<float> mine, theirs;
+    std::vector<std::string> names;
+    for (const auto& [name, g] : run.gradients) {
+      if (name.find(".expert") == std::string::npos) continue;
+      mine.insert(mine.end(), g.data(), g.data() + g.size());
+    }
+    for (const auto& [name, g] : base.gradients) {
+      if (name.find(".expert") == std::string::npos) continue;
+      names.push_back(name);
+      theirs.insert(theirs.end(), g.data(), g.data() + g.size());
+    }
+    ASSERT_EQ(mine.size(), theirs.size());
+    std::vector<float> got(mine.size());
+    MPI_Sendrecv(mine.data(), int(mine.size()), MPI_FLOAT, position, 0, got.data(), int(got.size()),
+                 MPI_FLOAT, order[size_t(me)], 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    float worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - theirs[i]));
+    EXPECT_LE(worst, 1e-5f) << "expert gradients of rank " << me << " (" << names.front() << "...)";
+    for (size_t g = 0; g < base.gradients.size(); ++g) {
+      if (base.gradients[g].first.find(".expert") != std::string::npos) continue;
+      ASSERT_EQ(run.gradients[g].first, base.gradients[g].first);
+      EXPECT_LE(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 1e-5f)
+          << base.gradients[g].first;
+    }
+    report("base=hybridep,hybrid_levels=2x1", 1, base.steps.back(), run.steps.back());
   }
-  for (const auto& [name, g] : base.gradients) {
-    if (name.find(".expert") == std::string::npos) continue;
-    names.push_back(name);
-    theirs.insert(theirs.end(), g.data(), g.data() + g.size());
-  }
-  ASSERT_EQ(mine.size(), theirs.size());
-  std::vector<float> got(mine.size());
-  MPI_Sendrecv(mine.data(), int(mine.size()), MPI_FLOAT, position, 0, got.data(), int(got.size()),
-               MPI_FLOAT, order[size_t(me)], 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  float worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - theirs[i]));
-  EXPECT_LE(worst, 1e-5f) << "expert gradients of rank " << me << " (" << names.front() << "...)";
-  for (size_t g = 0; g < base.gradients.size(); ++g) {
-    if (base.gradients[g].first.find(".expert") != std::string::npos) continue;
-    ASSERT_EQ(run.gradients[g].first, base.gradients[g].first);
-    EXPECT_LE(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 1e-5f)
-        << base.gradients[g].first;
-  }
-  report("base=hybridep,hybrid_levels=2x1", 1, base.steps.back(), run.steps.back());
 }
 
 }  // namespace

@@ -188,92 +188,173 @@ void check_scheduled(const TrainConfig& c) {
   if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
 }
 
+namespace {
+
+// One training run on the schedule runtime: the groups, the model, its step's schedule, the
+// executor that runs it and the binding of the model's kernels, built once; then per step:
+// draw the batch, run the schedule, step the optimizer, report.
+class ScheduledTraining {
+ public:
+  explicit ScheduledTraining(const TrainConfig& c);
+  int rank() const { return me_; }
+  TrainResult start() const;  // what the result holds before any step
+  StepReport step(int step, TrainResult& result);
+  void finish(TrainResult& result);
+
+ private:
+  ExecResult run(int step);
+  void keep(int step, const ExecResult& run, TrainResult& result);
+  StepReport report(int step, const ExecResult& run, double ms);
+  void record_routing(TrainResult& result);
+
+  const TrainConfig& c_;
+  int world_ = 0, me_ = 0;
+  TrainGroups g_;
+  HybridLayout hybrid_;
+  ScheduledExchange exchange_;
+  nn::MoeTransformer model_;
+  std::unique_ptr<HybridCodec> codec_;
+  std::shared_ptr<const sched::Schedule> schedule_;
+  Executor executor_;
+  ModelBinding binding_;
+  nn::Adam adam_;
+  nn::SyntheticText text_;
+};
+
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int peer_index(const HybridLayout& h, int me) {
+  return int(std::find(h.peers.begin(), h.peers.end(), me) - h.peers.begin());
+}
+
+ScheduledTraining::ScheduledTraining(const TrainConfig& c)
+    : c_(c),
+      world_(world_size()),
+      me_(world_rank()),
+      g_(train_groups(world_, c.tp, c.ep, c.model.moe.experts, me_, "--parallel")),
+      hybrid_(hybrid_of(c, g_, me_).layout),
+      exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
+      model_(model_config(c, g_, hybrid_), exchange_),
+      codec_(hybrid_codec(c, g_, hybrid_, model_)),
+      schedule_(std::make_shared<const sched::Schedule>(
+          sched::build_training_step(setup_of(c, g_, model_)))),
+      executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
+      binding_(*schedule_, me_, model_, {c.hybrid_order, hybrid_.domain_size, codec_.get()}),
+      adam_(model_.params(), nn::AdamConfig{.lr = c.lr}),
+      text_(nn::SyntheticTextConfig{
+          .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order}) {
+  binding_.bind(executor_);
+}
+
+TrainResult ScheduledTraining::start() const {
+  TrainResult result;
+  if (c_.corpus.empty()) result.entropy_floor = text_.entropy_floor(c_.seq_len);
+  if (c_.keep_op_times && me_ == 0) result.schedule = schedule_;
+  if (c_.record_routing && me_ == 0) {
+    result.routing.experts = c_.model.moe.experts;
+    result.routing.top_k = c_.model.moe.top_k;
+  }
+  return result;
+}
+
+ExecResult ScheduledTraining::run(int step) {
+  const nn::TextBatch batch =
+      c_.corpus.empty()
+          ? text_.sample(c_.batch, c_.seq_len, static_cast<uint64_t>(step), g_.data_rank)
+          : corpus_batch(c_.corpus, c_.batch, c_.seq_len, c_.data_seed, step, g_.data_rank);
+  adam_.zero_grad();
+  binding_.start_step(batch.tokens, batch.targets, c_.seq_len);
+  return executor_.run();
+}
+
+StepReport ScheduledTraining::step(int step, TrainResult& result) {
+  const auto start = std::chrono::steady_clock::now();
+  const ExecResult run = this->run(step);
+  keep(step, run, result);
+  adam_.step();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const StepReport r = report(step, run, ms);
+  if (c_.record_routing) record_routing(result);
+  return r;
+}
+
+// The mean over the distinct batches (as train_loop.cpp scales), then what the caller asked
+// to keep: op times, the last step's ops as calls, its gradients and samples' losses.
+void ScheduledTraining::keep(int step, const ExecResult& run, TrainResult& result) {
+  const bool last = step + 1 == c_.steps, traced = c_.trace_last_step && last;
+  if (c_.keep_op_times || traced) {
+    std::vector<OpTime> all = gather_op_times(MPI_COMM_WORLD, run.ops, c_.timeout_s);
+    if (me_ == 0 && traced) result.last_step_calls = call_events(*schedule_, all);
+    if (me_ == 0 && c_.keep_op_times) result.op_times.push_back(std::move(all));
+  }
+  nn::scale_grad(model_.params(), 1.0f / static_cast<float>(g_.data_ranks));
+  if (c_.keep_gradients && last) {
+    for (nn::Param* p : model_.params()) result.gradients.emplace_back(p->name, *p->grad);
+    gather_samples(model_, g_, false, c_.batch, world_, result);
+  }
+}
+
+StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms) {
+  GradSyncStats grads;
+  grads.bytes = binding_.grad_bytes();
+  grads.votes = run.gate_votes;
+  grads.held_s = run.gate_held_s;
+  StepReport r;
+  add_op_phases(r, *schedule_, run, me_, world_, grads);
+  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms,
+                                        run.a2a_bytes, run.other_bytes, grads, world_);
+  r.step = totals.step;
+  r.loss = totals.loss;
+  r.lm_loss = totals.lm_loss;
+  r.step_ms = totals.step_ms;
+  r.a2a = totals.a2a;
+  r.grad = totals.grad;
+  r.grad_sync = totals.grad_sync;
+  const double synced_ms = run.wall_s * 1e3;
+  MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return r;
+}
+
+void ScheduledTraining::record_routing(TrainResult& result) {
+  std::vector<place::LayerRouting> layers;
+  for (nn::MoeLayer* layer : model_.moe_layers()) {
+    layers.emplace_back();
+    record(*layer, c_.batch, c_.seq_len, world_, c_.tp, me_, layers.back());
+  }
+  if (me_ == 0) result.routing.iterations.push_back(std::move(layers));
+}
+
+void ScheduledTraining::finish(TrainResult& result) {
+  result.block_dense_grad_bytes = setup_of(c_, g_, model_).dense_grad_bytes;
+  result.dispatch_bytes = ep_matrices(binding_.dispatch_rows(), binding_.dispatches(),
+                                      4.0 * c_.model.hidden, g_, world_);
+}
+
+}  // namespace
+
 TrainResult train_scheduled(const TrainConfig& c,
                             const std::function<void(const StepReport&)>& on_step) {
   check_scheduled(c);
-  int world = 0, me = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
-  const Hybrid hybrid = hybrid_of(c, g, me);
-  const auto peer = std::find(hybrid.layout.peers.begin(), hybrid.layout.peers.end(), me);
-  ScheduledExchange exchange(int(hybrid.layout.peers.size()),
-                             int(peer - hybrid.layout.peers.begin()));
-  nn::MoeTransformer model(model_config(c, g, hybrid.layout), exchange);
-  const std::unique_ptr<HybridCodec> codec = hybrid_codec(c, g, hybrid.layout, model);
-  const auto shared =
-      std::make_shared<const sched::Schedule>(sched::build_training_step(setup_of(c, g, model)));
-  const sched::Schedule& schedule = *shared;
-  Executor executor(MPI_COMM_WORLD, schedule, {c.timeout_s, c.ranks_per_node});
-  ModelBinding binding(schedule, me, model,
-                       {c.hybrid_order, hybrid.layout.domain_size, codec.get()});
-  binding.bind(executor);
-  nn::Adam adam(model.params(), nn::AdamConfig{.lr = c.lr});
-  const nn::SyntheticText text(nn::SyntheticTextConfig{
-      .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order});
-  TrainResult result;
-  if (c.corpus.empty()) result.entropy_floor = text.entropy_floor(c.seq_len);
-  const bool routing = c.record_routing && c.model.moe.gate != nn::GateKind::kExpertChoice;
-  if (c.keep_op_times && me == 0) result.schedule = shared;
-  if (routing && me == 0) {
-    result.routing.experts = c.model.moe.experts;
-    result.routing.top_k = c.model.moe.top_k;
+  TrainConfig config = c;  // expert choice has no per-token top-k to record
+  if (config.model.moe.gate == nn::GateKind::kExpertChoice) config.record_routing = false;
+  ScheduledTraining training(config);  // build the schedule, bind the model's kernels
+  TrainResult result = training.start();
+  for (int step = 0; step < config.steps; ++step) {  // run, report
+    result.steps.push_back(training.step(step, result));
+    if (training.rank() == 0 && on_step) on_step(result.steps.back());
   }
-  const float mean_scale = 1.0f / static_cast<float>(g.data_ranks);  // as train_loop.cpp's
-  for (int step = 0; step < c.steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    const nn::TextBatch batch =
-        c.corpus.empty()
-            ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
-            : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
-    adam.zero_grad();
-    binding.start_step(batch.tokens, batch.targets, c.seq_len);
-    const ExecResult run = executor.run();
-    const bool traced = c.trace_last_step && step + 1 == c.steps;
-    if (c.keep_op_times || traced) {
-      std::vector<OpTime> all = gather_op_times(MPI_COMM_WORLD, run.ops, c.timeout_s);
-      if (me == 0 && traced) result.last_step_calls = call_events(schedule, all);
-      if (me == 0 && c.keep_op_times) result.op_times.push_back(std::move(all));
-    }
-    nn::scale_grad(model.params(), mean_scale);
-    if (c.keep_gradients && step + 1 == c.steps) {
-      for (nn::Param* p : model.params()) result.gradients.emplace_back(p->name, *p->grad);
-      gather_samples(model, g, false, c.batch, world, result);
-    }
-    adam.step();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    GradSyncStats grads;
-    grads.bytes = binding.grad_bytes();
-    grads.votes = run.gate_votes;
-    grads.held_s = run.gate_held_s;
-    StepReport r;
-    add_op_phases(r, schedule, run, me, world, grads);
-    const StepReport totals = step_report(step + 1, binding.loss(), model.lm_loss(), ms,
-                                          run.a2a_bytes, run.other_bytes, grads, world);
-    r.step = totals.step;
-    r.loss = totals.loss;
-    r.lm_loss = totals.lm_loss;
-    r.step_ms = totals.step_ms;
-    r.a2a = totals.a2a;
-    r.grad = totals.grad;
-    r.grad_sync = totals.grad_sync;
-    const double synced_ms = run.wall_s * 1e3;
-    MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (routing) {
-      std::vector<place::LayerRouting> layers;
-      for (nn::MoeLayer* layer : model.moe_layers()) {
-        layers.emplace_back();
-        record(*layer, c.batch, c.seq_len, world, c.tp, me, layers.back());
-      }
-      if (me == 0) result.routing.iterations.push_back(std::move(layers));
-    }
-    result.steps.push_back(r);
-    if (me == 0 && on_step) on_step(r);
-  }
-  result.block_dense_grad_bytes = setup_of(c, g, model).dense_grad_bytes;
-  result.dispatch_bytes =
-      ep_matrices(binding.dispatch_rows(), binding.dispatches(), 4.0 * c.model.hidden, g, world);
+  training.finish(result);
   return result;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// One row of `moecomm bench` (issue 7): a strategy trained for real on the ranks of mpirun,
+// One row of `moecomm bench`: a strategy trained for real on the ranks of mpirun,
 // its phases timed per step, and the same steps replayed in the simulator on the profiled
 // cluster with the routing the run had, so measured and predicted phases line up.
 #include <iosfwd>

@@ -19,8 +19,8 @@ namespace {
 std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int world) {
   const plan::ModelEstimates p = plan::estimate_strategies(in);
   for (const plan::StrategyEstimate& e : p.strategies) {
-    if (e.name != "lina" || !e.params.contains("ep_group")) continue;
-    const int ep = e.params["ep_group"].get<int>(), tp = std::max(c.tp, 1);
+    if (!e.lina) continue;
+    const int ep = e.lina->ep_group, tp = std::max(c.tp, 1);
     if (ep < 1 || (world / tp) % ep != 0 || c.model.moe.experts % ep != 0)
       return "ep kept at " + std::to_string(world / tp) +
              ": Lina's packing chose ep=" + std::to_string(ep) +
@@ -49,7 +49,7 @@ sched::Algorithm algorithm_of(const std::string& a) {
 }
 
 // --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree), and the
-// knobs it leaves unset chosen by the planner for --cluster (issue 6). Returns the notes.
+// knobs it leaves unset chosen by the planner for --cluster. Returns the notes.
 std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string& text,
                                           const std::string& a2a, bool a2a_given,
                                           const std::string& cluster, const std::string& model,

@@ -21,10 +21,8 @@ StrategyEstimate estimate_baseline(const EstimateContext& ctx) {
   e.forward_s = ep_forward(ctx, ctx.flat_a2a_s);
   e.backward_s = ep_backward(ctx, ctx.flat_a2a_s);
   e.memory_bytes = ctx.base_memory_bytes;
-  e.params = {{"a2a", "flat"},
-              {"tp_dispatch", "replicate"},
-              {"grad_sync", "bucketed"},
-              {"a2a_ms", ctx.flat_a2a_s * 1e3}};
+  e.knobs.name = e.name;
+  e.a2a_s = ctx.flat_a2a_s;
   return e;
 }
 
@@ -38,7 +36,8 @@ StrategyEstimate estimate_hierarchical(const EstimateContext& ctx) {
   StrategyEstimate e;
   e.name = "hier-a2a";
   e.source = "2DH hierarchical A2A (Tutel; DESIGN.md a2a knob)";
-  e.params = {{"a2a", "2dh"}, {"tp_dispatch", "replicate"}, {"grad_sync", "bucketed"}};
+  e.knobs.name = e.name;
+  e.knobs.a2a = sched::Algorithm::k2DH;
   double a2a = ctx.flat_a2a_s;
   if (outer != core::Topology::kSameDevice) {
     std::vector<int> local;  // the EP members sharing group[0]'s worker at the outer level
@@ -50,13 +49,12 @@ StrategyEstimate estimate_hierarchical(const EstimateContext& ctx) {
       intra = ctx.comm.time(cost::Collective::kAllToAll, ctx.comm.bottleneck_level(local),
                             static_cast<int>(local.size()), w.a2a_bytes);
     a2a = intra + ctx.comm.time(cost::Collective::kAllToAll, outer, nodes, w.a2a_bytes);
-    e.params["nodes"] = nodes;
-    e.params["ranks_per_node"] = local.size();
+    e.hierarchical = HierarchicalSplit{nodes, static_cast<int>(local.size())};
   }
   e.forward_s = ep_forward(ctx, a2a);
   e.backward_s = ep_backward(ctx, a2a);
   e.memory_bytes = ctx.base_memory_bytes;
-  e.params["a2a_ms"] = a2a * 1e3;
+  e.a2a_s = a2a;
   return e;
 }
 

@@ -107,9 +107,9 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
   e.name = "fsmoe";
   e.source = "FSMoE Sec. 4 (four-case model, exact integer r), Sec. 5 (gradient partition)";
   e.forward_s = f.exact.time;
-  e.params = {{"r_forward", f.exact.r},
-              {"case_forward", static_cast<int>(f.exact.which)},
-              {"r_forward_slsqp", f.relaxed.r}};
+  e.knobs.name = e.name;
+  e.knobs.chunks_fwd = f.exact.r;
+  e.fsmoe = FsmoeFigures{f.exact.which, f.relaxed.r};
   if (ctx.work.groups.dp_cp.front().size() > 1) {
     FsmoeGradProblem problem = gradient_problem(ctx, fwd);
     problem.max_degree = max_degree;
@@ -118,12 +118,12 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
     // window and reduce on their own; spread over the layers like the objective.
     const double tail = problem.allreduce.time(ctx.work.dense_grad_bytes);
     e.backward_s = (g.objective + tail) / problem.layers.size();
-    e.params["r_backward"] = most_common_degree(g.backward);
-    e.params["grad_sync"] = "fsmoe";
+    e.knobs.chunks_bwd = most_common_degree(g.backward);
+    e.knobs.grad_sync = sched::GradSync::kFsmoe;
   } else {
     const FsmoeDegree b = fsmoe_optimal_degree(fsmoe_backward_model(fwd, 0.0), max_degree);
     e.backward_s = b.exact.time;
-    e.params["r_backward"] = b.exact.r;
+    e.knobs.chunks_bwd = b.exact.r;
   }
   // Expert gradients over EDP are not in FSMoE's partition: they follow the layer.
   e.backward_s += ctx.comm.group_time(cost::Collective::kAllReduce, ctx.work.groups.edp.front(),

@@ -49,9 +49,22 @@ void all_sizes(const std::vector<int>& counts, std::vector<int>& cur,
   }
 }
 
+// The setting priced: experts travel inside domains of `sizes` per level (Sec. IV-A), each
+// sending 1 / SR of its bytes (Sec. III-D).
+sched::Strategy hybrid_knobs(const std::string& name, const std::vector<int>& sizes, double sr) {
+  sched::Strategy s;
+  s.name = name;
+  s.expert_transfer = sched::ExpertTransfer::kHybrid;
+  s.hybrid_levels = sizes;
+  s.hybrid_domain = 1;
+  for (int size : sizes) s.hybrid_domain *= size;
+  s.compression = 1.0 / sr;
+  return s;
+}
+
 }  // namespace
 
-std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double compression,
+std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double sr,
                                                   std::string& why) {
   const auto& w = ctx.work;
   auto span = group_span(ctx.topology, w.groups.ep.front());
@@ -65,7 +78,7 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
     in.levels.push_back({span->counts[i], ctx.topology.device_bandwidth(span->levels[i])});
   const double expert_bytes = w.expert_grad_bytes;  // one rank's expert shards, as weights
   in.data_bytes = w.a2a_bytes;
-  in.expert_bytes = expert_bytes / compression;
+  in.expert_bytes = expert_bytes / sr;
   const int n = std::max(1, static_cast<int>(w.experts_per_rank));
   in.compute = {ctx.pre_expert_fwd_s, ctx.expert_fwd_s, n};
   const HybridEpBackwardInput back{expert_bytes,
@@ -85,24 +98,18 @@ std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, do
     }
   }
   StrategyEstimate e;
-  e.name = compression > 1 ? "hybridep-sr" : "hybridep";
+  e.name = sr > 1 ? "hybridep-sr" : "hybridep";
   e.source = "HybridEP Eq. 1-12 (stream model), Sec. IV-A multilevel domains, Algorithm 1";
   e.forward_s = best.forward;
   e.backward_s = best.backward;
+  e.knobs = hybrid_knobs(e.name, best_sizes, sr);
   // Each GPU also holds the experts gathered from its domains (decoded, full size).
-  int gathered = 1;
-  for (int s : best_sizes) gathered *= s;
-  e.memory_bytes = ctx.base_memory_bytes + (gathered - 1) * expert_bytes;
+  e.memory_bytes = ctx.base_memory_bytes + (e.knobs.hybrid_domain - 1) * expert_bytes;
   const auto comms = hybridep_total_comms(hybridep_count_comms(span->counts, best_sizes));
   const HybridEpPlan paper = hybridep_plan(in);
-  e.params = {{"domain_sizes", best_sizes},
-              {"p", best.model_forward.p},
-              {"compression", compression},
-              {"a2a_ms", best.a2a * 1e3},
-              {"allgather_ms", best.model_forward.allgather_seconds * 1e3},
-              {"a2a_pairs", comms.all_to_all},
-              {"allgather_pairs", comms.all_gather},
-              {"paper_eq8_domain_sizes", paper.domain_sizes}};
+  e.a2a_s = best.a2a;
+  e.hybridep = HybridEpFigures{best.model_forward.p, best.model_forward.allgather_seconds,
+                               comms.all_to_all, comms.all_gather, paper.domain_sizes};
   return e;
 }
 

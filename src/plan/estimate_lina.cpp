@@ -88,12 +88,11 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   e.forward_s = ep_forward(ctx, a2a);
   e.backward_s = bwd.layer_seconds + bwd.allreduce_left_seconds + ctx.esp_reduce_s;
   e.memory_bytes = memory_per_device(packed_input);  // more experts per device, packed
-  e.params = {{"grad_sync", "lina"},
-              {"microop_bytes", partition},
-              {"experts_per_device", packing.experts_per_device},
-              {"ep_group", packed_input.parallel.ep},
-              {"a2a_ms", a2a * 1e3},
-              {"a2a_blocked_ms", bwd.a2a_blocked_seconds * 1e3}};
+  e.knobs.name = e.name;
+  e.knobs.grad_sync = sched::GradSync::kLina;
+  e.a2a_s = a2a;
+  e.lina = LinaFigures{partition, packing.experts_per_device, packed_input.parallel.ep,
+                       bwd.a2a_blocked_seconds};
   return e;
 }
 

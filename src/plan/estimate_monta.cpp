@@ -87,9 +87,21 @@ void add_performance(const EstimateContext& ctx, double a2a, StrategyEstimate& e
   in.devices = ctx.topology.world_size() / p.pp;
   in.peak_flops = ctx.input.cluster.device.peak_flops(ctx.input.model.compute());
   const Performance perf = estimate_performance(in);
-  e.params["latency_ms"] = perf.latency_s * 1e3;
-  e.params["tokens_per_s"] = perf.tokens_per_s;
-  e.params["mfu"] = perf.mfu;
+  e.monta->latency_s = perf.latency_s;
+  e.monta->tokens_per_s = perf.tokens_per_s;
+  e.monta->mfu = perf.mfu;
+}
+
+// O1: Drop + A2A + AllGather; O2 adds N chunks whose experts wait for every chunk (Fig. 15);
+// O3 moves each chunk's reordering copy onto the copy stream (Algorithm 2).
+sched::Strategy monta_knobs(const std::string& name, int level, std::int64_t chunks) {
+  sched::Strategy s;
+  s.name = name;
+  s.tp_dispatch = sched::TpDispatch::kDropAllGather;
+  s.chunks_fwd = s.chunks_bwd = static_cast<int>(chunks);  // N <= kMontaMaxChunks
+  s.pipeline_experts = level == 1;
+  s.copy_pipelining = level == 3;
+  return s;
 }
 
 }  // namespace
@@ -118,21 +130,20 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
   StrategyEstimate e;
   e.name = "monta-o" + std::to_string(level);
   e.source = "MoNTA Eq. 8-11, Algorithms 1-2";
-  // The combine mirrors the dispatch (issue: "for both A2As of the layer"); the ReduceScatter
-  // of the expert shards replaces the ESP AllReduce the baseline needs.
+  // The combine mirrors the dispatch, so both A2As of the layer take the row's time; the
+  // ReduceScatter of the expert shards replaces the ESP AllReduce the baseline needs.
   e.forward_s = kA2APerForward * a2a + ctx.expert_fwd_s;
   static_assert(kA2APerBackward == 2, "backward_with_bucketed_sync models two A2As");
   e.backward_s = backward_with_bucketed_sync(ctx, a2a, 2 * ctx.expert_fwd_s);
   e.memory_bytes = ctx.base_memory_bytes;
-  e.params = {{"tp_dispatch", "drop-allgather"},
-              {"chunks", chunks},
-              {"copy_pipelined", level == 3},
-              {"a2a_ms", a2a * 1e3},
-              {"monta_baseline_a2a_ms", costs.baseline_s * 1e3},
-              {"i_minimal_bytes", in.i_minimal}};
+  e.knobs = monta_knobs(e.name, level, chunks);
+  e.a2a_s = a2a;
+  e.monta.emplace();
+  e.monta->baseline_a2a_s = costs.baseline_s;
+  e.monta->i_minimal_bytes = in.i_minimal;
   add_performance(ctx, a2a, e);
   if (level == 2 || level == 3)
-    e.params["monta_choice"] = std::string(strategy_name(select_strategy(costs).strategy));
+    e.monta->choice = std::string(strategy_name(select_strategy(costs).strategy));
   return e;
 }
 

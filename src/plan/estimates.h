@@ -43,7 +43,8 @@ StrategyEstimate estimate_hierarchical(const EstimateContext& ctx);
 std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int level,
                                                std::string& why);
 std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::string& why);
-std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double compression,
+// HybridEP with its experts compressed sr times (SR, Sec. III-D; 1: uncompressed).
+std::optional<StrategyEstimate> estimate_hybridep(const EstimateContext& ctx, double sr,
                                                   std::string& why);
 std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::string& why);
 // Backward of a layer whose gradient AllReduce fair-shares the links with its A2As:

@@ -95,41 +95,36 @@ MoeWorkload workload_of(const PlanInput& in) {
 // MoNTA O2 runs Algorithm 1, O3 Algorithm 2 (the copy pipelined); both pick one N for both
 // A2As of the layer, forward and backward.
 void fill_monta(Filler& f, const StrategyEstimate& e) {
-  const long long n = e.params.at("chunks").get<long long>();
   const std::string source = std::string("MoNTA Algorithm ") + (e.name == "monta-o3" ? "2" : "1") +
                              " (N, " + e.name + " estimate)";
-  f.set("chunks_fwd", f.s.chunks_fwd, n, sched::kMaxChunks, source);
-  f.set("chunks_bwd", f.s.chunks_bwd, n, sched::kMaxChunks, source);
+  f.set("chunks_fwd", f.s.chunks_fwd, e.knobs.chunks_fwd, sched::kMaxChunks, source);
+  f.set("chunks_bwd", f.s.chunks_bwd, e.knobs.chunks_bwd, sched::kMaxChunks, source);
 }
 
 void fill_fsmoe(Filler& f, const StrategyEstimate& e) {
-  f.set("chunks_fwd", f.s.chunks_fwd, e.params.at("r_forward").get<long long>(), sched::kMaxChunks,
+  f.set("chunks_fwd", f.s.chunks_fwd, e.knobs.chunks_fwd, sched::kMaxChunks,
         "FSMoE Sec. 4 (optimal forward pipeline degree r)");
   // With data parallelism the backward degree is re-chosen per layer for the AllReduce time
   // the gradient partition gives it (Sec. 5, Eq. 5); the knob is one degree for every layer.
-  const bool partitioned = e.params.contains("grad_sync");
-  f.set("chunks_bwd", f.s.chunks_bwd, e.params.at("r_backward").get<long long>(), sched::kMaxChunks,
+  const bool partitioned = e.knobs.grad_sync == sched::GradSync::kFsmoe;
+  f.set("chunks_bwd", f.s.chunks_bwd, e.knobs.chunks_bwd, sched::kMaxChunks,
         partitioned ? "FSMoE Sec. 5 (the backward degree r most layers take with the gradient "
                       "AllReduce partitioned into their windows)"
                     : "FSMoE Sec. 4 (optimal backward pipeline degree r)");
-  if (e.params.contains("grad_partitions"))
-    f.set("grad_partitions", f.s.grad_partitions, e.params["grad_partitions"].get<long long>(),
-          sched::kMaxGradPartitions, "FSMoE Sec. 5 (gradient partition)");
-  else
-    f.keep("grad_partitions",
-           "the FSMoE estimate assigns gradient bytes to each layer's window (Sec. 5, Eq. 5), "
-           "not a piece count");
+  f.keep("grad_partitions",
+         "the FSMoE estimate assigns gradient bytes to each layer's window (Sec. 5, Eq. 5), "
+         "not a piece count");
 }
 
 // Lina Sec. 4.2 cuts each gradient tensor into equal micro-ops of at most microop_bytes
 // (lina_partition, as the estimate does); the knob cuts both of a layer's tensors (dense over
 // dp x cp, expert over edp) into the same count, so the larger synchronized tensor sets it.
-void fill_lina(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
-  const double microop = e.params.at("microop_bytes").get<double>();
+void fill_lina(Filler& f, const LinaFigures& lina, const PlanInput& in) {
+  const double microop = lina.microop_bytes;
   if (f.open("grad_partitions")) {
     // The gradients of the packed layout the estimate priced (Lina Sec. 4.2).
     PlanInput packed = in;
-    if (auto p = with_ep(in, e.params.at("ep_group").get<int>())) packed.parallel = *p;
+    if (auto p = with_ep(in, lina.ep_group)) packed.parallel = *p;
     const MoeWorkload w = workload_of(packed);
     const std::pair<double, size_t> tensors[] = {
         {w.dense_grad_bytes, w.groups.dp_cp.front().size()},
@@ -148,14 +143,8 @@ void fill_lina(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
             "Lina Sec. 4.2 (" + number(microop / 1e6) + " MB micro-ops on the " +
                 number(largest / 1e6) + " MB layer gradient)");
   }
-  if (e.params.contains("chunks")) {
-    const long long n = e.params["chunks"].get<long long>();
-    f.set("chunks_fwd", f.s.chunks_fwd, n, sched::kMaxChunks, "the Lina estimate");
-    f.set("chunks_bwd", f.s.chunks_bwd, n, sched::kMaxChunks, "the Lina estimate");
-  } else {
-    for (const char* knob : {"chunks_fwd", "chunks_bwd"})
-      f.keep(knob, "the Lina estimate gives no A2A/FFN micro-op count");
-  }
+  for (const char* knob : {"chunks_fwd", "chunks_bwd"})
+    f.keep(knob, "the Lina estimate gives no A2A/FFN micro-op count");
 }
 
 std::string join(const std::vector<int>& v) {
@@ -171,15 +160,14 @@ std::string join(const std::vector<int>& v) {
 // renumbering (sched::hybrid_member_order), with hybrid_domain their product.
 void fill_hybridep(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
   if (f.open("hybrid_domain") && f.open("hybrid_levels")) {
-    const auto sizes = e.params.at("domain_sizes").get<std::vector<int>>();
+    const std::vector<int>& sizes = e.knobs.hybrid_levels;
     const core::Topology topo(in.cluster);
     const auto span = group_span(topo, workload_of(in).groups.ep.front());
     const std::string source =
         "HybridEP Sec. IV-A (" + e.name + " estimate: domain sizes per level, outermost first)";
     if (span && span->counts.size() == sizes.size()) {
       f.s.hybrid_levels = sizes;
-      f.s.hybrid_domain = 1;
-      for (int size : sizes) f.s.hybrid_domain *= size;
+      f.s.hybrid_domain = e.knobs.hybrid_domain;  // the sizes' product
       f.note("hybrid_levels=" + join(sizes) +
              " (hybrid_domain=" + std::to_string(f.s.hybrid_domain) + ") from " + source);
     } else {
@@ -187,11 +175,10 @@ void fill_hybridep(Filler& f, const StrategyEstimate& e, const PlanInput& in) {
             source + "; the EP group is no sub-grid of the levels");
     }
   }
-  // The estimate divides the expert bytes by SR (HybridEP Sec. III-D); the knob is the bytes
-  // sent per parameter byte, 1 / SR.
-  const double sr = e.params.at("compression").get<double>();
-  f.set("compression", f.s.compression, 1.0 / sr,
-        "HybridEP Sec. III-D (SR " + number(sr) + ", " + e.name + " estimate)");
+  // The knob is the bytes sent per parameter byte, 1 / SR (HybridEP Sec. III-D).
+  f.set("compression", f.s.compression, e.knobs.compression,
+        "HybridEP Sec. III-D (SR " + number(1.0 / e.knobs.compression) + ", " + e.name +
+            " estimate)");
 }
 
 // The user who compressed the experts gets the domains the planner chose for compressed
@@ -239,7 +226,7 @@ Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& 
   else if (row == "fsmoe")
     fill_fsmoe(f, *e);
   else if (row == "lina")
-    fill_lina(f, *e, input);
+    fill_lina(f, *e->lina, input);
   else
     fill_hybridep(f, *e, input);
   sched::validate(f.s, "planned strategy " + f.s.name);
@@ -250,8 +237,8 @@ std::optional<core::ParallelConfig> lina_packed_parallel(const PlanInput& input,
                                                          const ModelEstimates& estimates,
                                                          std::string* note) {
   const StrategyEstimate* e = find_estimate(estimates, "lina");
-  if (!e || !e->params.contains("ep_group")) return std::nullopt;
-  const int ep = e->params["ep_group"].get<int>();
+  if (!e || !e->lina) return std::nullopt;
+  const int ep = e->lina->ep_group;
   if (ep == input.parallel.ep) return std::nullopt;
   auto packed = with_ep(input, ep);
   if (packed && note)

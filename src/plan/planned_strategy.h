@@ -14,12 +14,14 @@ namespace moecomm::plan {
 // Runs estimate_strategies(input) when the parsed strategy's method (its name or base) has
 // knobs the text left unset, and fills them from that method's estimate:
 // - monta-o2, monta-o3: chunks_fwd = chunks_bwd = N (MoNTA Algorithms 1-2);
-// - fsmoe: chunks_fwd = r_forward, chunks_bwd = r_backward (FSMoE Sec. 4-5); grad_partitions
-//   stays the named default (the estimate gives per-layer bytes, not a piece count);
+// - fsmoe: chunks_fwd and chunks_bwd = the pipeline degree r of each phase (FSMoE Sec. 4-5);
+//   grad_partitions stays the named default (the estimate gives per-layer bytes, not a piece
+//   count);
 // - lina: grad_partitions = the micro-ops of the largest synchronized gradient tensor at the
 //   estimate's micro-op size (Lina Sec. 4.2), capped at sched::kMaxGradPartitions;
-// - hybridep: hybrid_domain from the per-level domain sizes, compression from SR (HybridEP);
-//   with compression given below 1, the domains of the SR-compressed row (hybridep-sr).
+// - hybridep: hybrid_levels and hybrid_domain from the per-level domain sizes, compression =
+//   1 / SR (HybridEP); with compression given below 1, the domains of the SR-compressed row
+//   (hybridep-sr).
 // Knobs in parsed.explicit_knobs are never changed; a method the planner skipped keeps its
 // named defaults. `notes` (when given) gets one line per knob, each ending in '\n', saying
 // where the value came from or why the default stayed. Other methods and bare knobs are

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/rank_groups.h"
+#include "plan/estimate_params.h"
 #include "plan/moe_workload.h"
 #include "plan/monta_planner.h"
 #include "plan/planned_strategy.h"
@@ -198,7 +199,7 @@ nlohmann::json row_to_json(const PlanRow& r) {
           {"backward_ms", r.simulated.backward_s * 1e3},
           {"total_ms", r.simulated.step_s * 1e3},
           {"memory_GB", r.memory_bytes / 1e9},
-          {"params", r.model ? r.model->params : nlohmann::json::object()},
+          {"params", r.model ? estimate_params(*r.model) : nlohmann::json::object()},
           {"source", r.model ? r.model->source : "coordinate search, priced by the simulator"},
           {"strategy", sched::to_string(r.candidate.strategy)},
           {"parallel", parallel_string(r.candidate.parallel)},

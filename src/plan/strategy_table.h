@@ -1,6 +1,7 @@
 #pragma once
 // The `moecomm plan` table: every candidate strategy of the five papers, estimated for one
 // MoE layer of a model on a cluster under a parallel configuration, and the recommendation.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,8 @@
 #include "core/cluster.h"
 #include "core/model_config.h"
 #include "core/parallel_config.h"
+#include "plan/fsmoe_pipeline.h"
+#include "sched/strategy.h"
 
 namespace moecomm::plan {
 
@@ -23,13 +26,65 @@ struct PlanInput {
   double gemm_startup_s = 4.26e-5;
 };
 
+// Tutel's 2DH split of the EP group, as the hier-a2a row prices it.
+struct HierarchicalSplit {
+  int nodes = 0;           // workers of the outer level the EP group spans (the inter-node A2A)
+  int ranks_per_node = 0;  // EP members on one such worker (the intra-node A2A)
+};
+
+// What MoNTA's model reports beside its N (Eq. 8-11, Algorithms 1-2, Fig. 10).
+struct MontaFigures {
+  double baseline_a2a_s = 0;   // MoNTA's own price of the baseline A2A
+  double i_minimal_bytes = 0;  // Algorithm 1's I_minimal: the smallest chunk worth sending
+  // Fig. 10's performance outputs: one micro-batch through every layer of a pipeline stage.
+  double latency_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  // O2 and O3: the variant MoNTA's cost comparison selects, by strategy_name (monta_planner.h);
+  // empty for O1.
+  std::string choice;
+};
+
+struct FsmoeFigures {
+  FsmoeCase case_forward = FsmoeCase::k1;  // Sec. 4's case the forward optimum falls in
+  double chunks_fwd_relaxed = 0;           // the forward degree r of the relaxed problem (SLSQP)
+};
+
+// Lina Sec. 4.2. grad_partitions is not the estimate's: planned_strategy cuts the layer's
+// gradients into micro-ops of microop_bytes, as the estimate does.
+struct LinaFigures {
+  double microop_bytes = 0;    // one AllReduce micro-op
+  int experts_per_device = 0;  // expert packing
+  int ep_group = 0;            // the EP size the packed A2A runs over
+  double a2a_blocked_s = 0;    // backward time the expert compute waits on the A2As
+};
+
+struct HybridEpFigures {
+  // Per level, Definition 1's p: the share of a worker's outgoing chunks that stay A2A (the
+  // rest travel as experts).
+  std::vector<double> p;
+  double allgather_s = 0;                        // the forward's expert AllGather
+  long long a2a_pairs = 0, allgather_pairs = 0;  // Algorithm 1's transfers by kind
+  std::vector<int> paper_eq8_hybrid_levels;      // Eq. 8's domain sizes, beside the best found
+};
+
 struct StrategyEstimate {
   std::string name;      // "baseline", "hier-a2a", "monta-o2", ...
   std::string source;    // the paper and section the estimate follows
   double forward_s = 0;  // one MoE layer, one micro-batch
   double backward_s = 0;
-  double memory_bytes = 0;                           // per device
-  nlohmann::json params = nlohmann::json::object();  // the strategy's knob values
+  double memory_bytes = 0;  // per device
+  // The knob values the row's model decides (MoNTA's N as chunks_fwd and chunks_bwd, FSMoE's r
+  // per phase, HybridEP's domain sizes and 1 / SR, ...), set over the baseline strategy; the
+  // knobs it does not decide keep the baseline's values. MoNTA's N may exceed
+  // sched::kMaxChunks: planned_strategy clamps it to a schedule that builds.
+  sched::Strategy knobs;
+  std::optional<double> a2a_s;  // one A2A of the layer as the model prices it (not FSMoE's)
+  std::optional<HierarchicalSplit> hierarchical;
+  std::optional<MontaFigures> monta;
+  std::optional<FsmoeFigures> fsmoe;
+  std::optional<LinaFigures> lina;
+  std::optional<HybridEpFigures> hybridep;
   double total_s() const { return forward_s + backward_s; }
 };
 

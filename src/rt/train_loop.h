@@ -1,5 +1,5 @@
 #pragma once
-// The training loop of `moecomm train` (issue 5): a small MoE transformer LM (nn) trained
+// The training loop of `moecomm train`: a small MoE transformer LM (nn) trained
 // on every rank of MPI_COMM_WORLD with expert parallelism over EP groups of consecutive ranks
 // and data parallelism for everything else. Per step: forward and backward (the MoE layers
 // exchange tokens by A2A-v), dense gradients averaged over the world, expert gradients over

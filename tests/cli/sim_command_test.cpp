@@ -81,7 +81,7 @@ TEST(SimCommand, NamedMethodsSimulateThePlannersKnobs) {
   const auto table = nlohmann::json::parse(plan.out);
   int n = 0;
   for (const auto& s : table["strategies"])
-    if (s["name"] == "monta-o2") n = s["params"]["chunks"];
+    if (s["name"] == "monta-o2") n = s["params"]["chunks_fwd"];
   ASSERT_GT(n, 0);
   Result r = run_cli({"sim", "--strategy", "monta-o2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -49,7 +49,8 @@ TEST(PlannedStrategy, MontaChunksAreAlgorithmN) {
       if (!e) continue;
       std::string notes;
       const Strategy s = planned(method, in, &notes);
-      const int n = e->params["chunks"].get<int>();
+      const int n = e->knobs.chunks_fwd;
+      EXPECT_EQ(e->knobs.chunks_bwd, n);  // one N for both A2As, forward and backward
       EXPECT_EQ(s.chunks_fwd, n) << model << " " << method;
       EXPECT_EQ(s.chunks_bwd, n) << model << " " << method;
       Strategy expected = named_strategy(method);
@@ -70,8 +71,8 @@ TEST(PlannedStrategy, FsmoeDegreesAreThePhasesOptimalR) {
     ASSERT_TRUE(e) << model;
     std::string notes;
     const Strategy s = planned("fsmoe", in, &notes);
-    EXPECT_EQ(s.chunks_fwd, e->params["r_forward"].get<int>()) << model;
-    EXPECT_EQ(s.chunks_bwd, e->params["r_backward"].get<int>()) << model;
+    EXPECT_EQ(s.chunks_fwd, e->knobs.chunks_fwd) << model;
+    EXPECT_EQ(s.chunks_bwd, e->knobs.chunks_bwd) << model;
     // The estimate gives no piece count: the named default stays, and the notes say why.
     EXPECT_EQ(s.grad_partitions, named_strategy("fsmoe").grad_partitions);
     EXPECT_TRUE(has(notes, "grad_partitions=4 kept")) << notes;
@@ -87,10 +88,11 @@ TEST(PlannedStrategy, LinaPartitionsAreMicroOpsOfTheLayerGradient) {
     const ModelEstimates plan = estimate_strategies(in);
     const StrategyEstimate* e = row(plan, "lina");
     ASSERT_TRUE(e) << model;
-    const double microop = e->params["microop_bytes"];
+    ASSERT_TRUE(e->lina) << model;
+    const double microop = e->lina->microop_bytes;
     // The gradients of the packed layout (Lina Sec. 4.2): E / ep_group experts per device,
     // reduced over the EDP group that packing creates.
-    const auto packed = with_ep(in, e->params["ep_group"].get<int>());
+    const auto packed = with_ep(in, e->lina->ep_group);
     ASSERT_TRUE(packed) << model;
     const auto w = sched::layer_workload(in.model, *packed);
     double bytes = 0;
@@ -121,7 +123,7 @@ TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
     const ModelEstimates plan = estimate_strategies(in);
     const StrategyEstimate* e = row(plan, "hybridep");
     ASSERT_TRUE(e) << c.model;
-    const auto sizes = e->params["domain_sizes"].get<std::vector<int>>();
+    const std::vector<int> sizes = e->knobs.hybrid_levels;
     const core::Topology topo(in.cluster);
     const auto span = group_span(topo, core::build_rank_groups(in.parallel).ep.front());
     ASSERT_TRUE(span) << c.model;
@@ -130,11 +132,12 @@ TEST(PlannedStrategy, HybridEpDomainAndCompressionComeFromTheEstimate) {
     for (int size : sizes) expected *= size;
     std::string notes;
     const Strategy s = planned("hybridep", in, &notes);
-    EXPECT_EQ(s.hybrid_levels, sizes) << c.model << " " << e->params.dump();
+    EXPECT_EQ(s.hybrid_levels, sizes) << c.model << " " << sched::to_string(e->knobs);
     EXPECT_EQ(s.hybrid_domain, expected);
     EXPECT_EQ(in.parallel.ep % s.hybrid_domain, 0);
     sched::validate(s, "test");
-    EXPECT_EQ(s.compression, 1.0 / e->params["compression"].get<double>());
+    EXPECT_EQ(s.compression, e->knobs.compression);
+    EXPECT_EQ(s.compression, 1.0);  // the uncompressed row: SR = 1
     EXPECT_TRUE(has(notes, "(hybrid_domain=" + std::to_string(expected) + ") from HybridEP"))
         << notes;
     // Compressed experts take the domains planned for SR compression.
@@ -152,7 +155,7 @@ TEST(PlannedStrategy, ExplicitKnobsSurvive) {
   std::string notes;
   Strategy s = planned("base=monta-o2,chunks_fwd=7", in, &notes);
   EXPECT_EQ(s.chunks_fwd, 7);
-  EXPECT_EQ(s.chunks_bwd, row(plan, "monta-o2")->params["chunks"].get<int>());
+  EXPECT_EQ(s.chunks_bwd, row(plan, "monta-o2")->knobs.chunks_bwd);
   EXPECT_FALSE(has(notes, "chunks_fwd")) << notes;
   EXPECT_TRUE(has(notes, "chunks_bwd=")) << notes;
 

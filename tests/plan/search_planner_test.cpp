@@ -117,14 +117,15 @@ TEST(SearchPlanner, LinaRowPacksExpertsAndSyncsTheirGradientsOverThePackedEdpGro
   const Plan plan = make_plan(in, SearchOptions{1, 0, {}});
   const PlanRow& lina = plan.row("lina");
   ASSERT_TRUE(lina.model);
-  const int packed_ep = lina.model->params["ep_group"].get<int>();
+  ASSERT_TRUE(lina.model->lina);
+  const int packed_ep = lina.model->lina->ep_group;
   ASSERT_LT(packed_ep, in.parallel.ep);
   EXPECT_EQ(lina.candidate.parallel.ep, packed_ep);
   EXPECT_EQ(lina.candidate.parallel.edp, in.cluster.world_size() / packed_ep);
   // Lina Sec. 4.2 cuts the packed device's expert gradients (E / ep experts) and the dense
   // ones into micro-ops of the estimate's size; the knob takes the larger tensor's count.
   const auto& m = in.model;
-  const double microop = lina.model->params["microop_bytes"].get<double>();
+  const double microop = lina.model->lina->microop_bytes;
   const double expert_bytes = double(m.experts) / packed_ep * m.expert_params() * m.dtype_bytes;
   const double dense_bytes =
       (4.0 * m.hidden * m.hidden + double(m.hidden) * m.experts) * m.dtype_bytes;

@@ -81,7 +81,7 @@ TEST(StrategyTable, BaselineForwardByHand) {
   // Expert GEMMs: 2 flops x 2048 rows x h x ffn x 2 GEMMs at 50 Tflop/s.
   const double expert = 2.0 * 2048 * 1024 * 4096 * 2 / 50e12;
   EXPECT_NEAR(row(p, "baseline").forward_s, 2 * a2a + expert, 1e-12);
-  EXPECT_NEAR(row(p, "baseline").params["a2a_ms"].get<double>(), a2a * 1e3, 1e-9);
+  EXPECT_NEAR(row(p, "baseline").a2a_s.value(), a2a, 1e-12);
   // No expert sharding: MoNTA's drop has nothing to drop.
   ASSERT_EQ(p.skipped.size(), 3u);
   EXPECT_NE(p.skipped[0].reason.find("esp > 1"), std::string::npos);
@@ -99,13 +99,13 @@ TEST(StrategyTable, HybridEpNeverLosesToTheBaselineItContains) {
 
 TEST(StrategyTable, MontaChunkingNeverLosesToO1) {
   ModelEstimates p = estimate_strategies(preset_input("monta-2x70b"));
-  const double o1 = row(p, "monta-o1").params["a2a_ms"], o2 = row(p, "monta-o2").params["a2a_ms"],
-               o3 = row(p, "monta-o3").params["a2a_ms"];
+  const double o1 = row(p, "monta-o1").a2a_s.value(), o2 = row(p, "monta-o2").a2a_s.value(),
+               o3 = row(p, "monta-o3").a2a_s.value();
   EXPECT_LE(o2, o1);
   EXPECT_LE(o3, o2);
-  EXPECT_GT(row(p, "monta-o2").params["chunks"].get<int>(), 1);
+  EXPECT_GT(row(p, "monta-o2").knobs.chunks_fwd, 1);
   // MoNTA drops the 8x TP replication of the dispatch: its A2A beats the baseline's.
-  EXPECT_LT(o1, row(p, "baseline").params["a2a_ms"].get<double>());
+  EXPECT_LT(o1, row(p, "baseline").a2a_s.value());
 }
 
 TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {

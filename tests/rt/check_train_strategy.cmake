@@ -1,5 +1,5 @@
 # `moecomm train --strategy` runs a strategy under tensor parallelism with the knobs the
-# planner chose for --cluster (issue 6): the JSON names the strategy the run used and says
+# planner chose for --cluster: the JSON names the strategy the run used and says
 # where each planned knob came from. Arguments: MPIEXEC, MOECOMM, CLUSTER.
 execute_process(
   COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} train --steps 3 --json --parallel tp=2

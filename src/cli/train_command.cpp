@@ -65,7 +65,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::Range(0.0f, 64.0f));
   sub_->add_option("--a2a", a2a_, "A2A algorithm")
       ->capture_default_str()
-      ->check(CLI::IsMember({"flat", "1dh", "2dh"}));
+      ->check(CLI::IsMember(sched::a2a_algorithm_names()));
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
                    "lina, hybridep, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); "

@@ -42,12 +42,6 @@ core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& nam
   return m;
 }
 
-sched::Algorithm algorithm_of(const std::string& a) {
-  if (a == "1dh") return sched::Algorithm::k1DH;
-  if (a == "2dh") return sched::Algorithm::k2DH;
-  return sched::Algorithm::kFlat;
-}
-
 // --strategy, with --a2a as the a2a knob's shortcut (both given: they must agree), and the
 // knobs it leaves unset chosen by the planner for --cluster. Returns the notes.
 std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string& text,
@@ -56,7 +50,7 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
                                           int world) {
   const sched::ParsedStrategy parsed =
       sched::parse_strategy_knobs(text.empty() ? "baseline" : text, "--strategy");
-  const sched::Algorithm flag = algorithm_of(a2a);
+  const sched::Algorithm flag = sched::parse_a2a_algorithm(a2a, "--a2a");
   if (a2a_given && parsed.explicit_knobs.count("a2a") && parsed.strategy.a2a != flag)
     throw Error("--strategy", "says a2a=" + std::string(sched::to_string(parsed.strategy.a2a)) +
                                   " but --a2a says " + a2a);

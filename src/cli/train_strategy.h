@@ -14,8 +14,6 @@ namespace moecomm::cli {
 // The model as the planner and the simulator see it (core::ModelConfig) for one rank's batch.
 core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name);
 
-sched::Algorithm algorithm_of(const std::string& a2a);  // "flat" | "1dh" | "2dh"
-
 // Sets c.strategy (and c.ep for Lina's packing) and returns one note per planned knob.
 // `model` names the model for the planner; `world` is the number of ranks. Throws Error
 // naming --strategy, --a2a or --cluster on a conflict or a cluster of another size.

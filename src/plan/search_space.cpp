@@ -32,10 +32,13 @@ std::vector<Candidate> vary(const Candidate& from, const std::vector<T>& values,
   return out;
 }
 
+// Every A2A algorithm the a2a knob accepts.
 std::vector<Candidate> a2a_dimension(const Candidate& from) {
-  return vary<sched::Algorithm>(
-      from, {sched::Algorithm::kFlat, sched::Algorithm::k1DH, sched::Algorithm::k2DH},
-      [](Strategy& s, sched::Algorithm a) { s.a2a = a; });
+  std::vector<sched::Algorithm> algorithms;
+  for (const std::string& name : sched::a2a_algorithm_names())
+    algorithms.push_back(sched::parse_a2a_algorithm(name, "a2a"));
+  return vary<sched::Algorithm>(from, algorithms,
+                                [](Strategy& s, sched::Algorithm a) { s.a2a = a; });
 }
 
 // Replicated dispatch or MoNTA's drop + AllGather (only where tokens are TP-replicated);

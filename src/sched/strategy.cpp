@@ -1,5 +1,6 @@
 #include "sched/strategy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -213,9 +214,22 @@ Strategy named_strategy(const std::string& name) {
   return *s;
 }
 
+std::vector<std::string> a2a_algorithm_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, a] : kAlgorithms) out.push_back(name);
+  return out;
+}
+
+Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where) {
+  return pick(kAlgorithms, name, where);
+}
+
 void validate(const Strategy& s, const std::string& where) {
-  if (s.a2a != Algorithm::kFlat && s.a2a != Algorithm::k1DH && s.a2a != Algorithm::k2DH)
-    throw Error(where + ": a2a", "must be flat, 1dh or 2dh, got " + std::string(to_string(s.a2a)));
+  const bool known = std::any_of(kAlgorithms.begin(), kAlgorithms.end(),
+                                 [&](const auto& entry) { return entry.second == s.a2a; });
+  if (!known)
+    throw Error(where + ": a2a", "must be one of " + join(a2a_algorithm_names()) + ", got " +
+                                     std::string(to_string(s.a2a)));
   if (s.chunks_fwd < 1 || s.chunks_fwd > kMaxChunks || s.chunks_bwd < 1 ||
       s.chunks_bwd > kMaxChunks)
     throw Error(where + ": chunks", "must be in [1, " + std::to_string(kMaxChunks) + "]");

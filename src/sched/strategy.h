@@ -88,6 +88,10 @@ struct ParsedStrategy {
   bool is_explicit(const std::string& knob) const { return explicit_knobs.count(knob) > 0; }
 };
 ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& where);
+// The A2A algorithms the a2a knob accepts ("flat", "1dh", "2dh"), and one by name (throws
+// moecomm::Error naming `where` and listing them on an unknown one).
+std::vector<std::string> a2a_algorithm_names();
+Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where);
 // Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.
 void validate(const Strategy& strategy, const std::string& where);
 // "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips).

@@ -67,11 +67,11 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   rt::TrainConfig c = setup.train;
   c.steps = setup.warmup + setup.steps;
   c.trace_last_step = setup.trace;
-  c.keep_op_times = c.runtime == rt::Runtime::kSchedule;
   BenchCase out;
   out.name = strategy;
   out.notes =
       resolve_strategy(c, strategy, "flat", false, setup.cluster_path, setup.model_name, world);
+  c.keep_op_times = runtime_name(c) == "schedule";
   out.strategy = sched::to_string(c.strategy);
   const rt::TrainResult result = rt::train(c);
   out.measured = measured_phases(result.steps, setup.warmup, 0.5);

@@ -7,6 +7,7 @@
 #include "cli/bench_trace.h"
 #include "cli/mpi_command.h"
 #include "cli/train_model.h"
+#include "cli/train_strategy.h"
 #include "core/error.h"
 #include "core/presets.h"
 
@@ -95,10 +96,11 @@ BenchCommand::BenchCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"per-flow", "per-collective"}));
   sub_->add_option("--runtime", runtime_,
-                   "what runs each step, as in `moecomm train`: schedule also reports every op "
-                   "label's measured and simulated mean time, side by side")
+                   "what runs each step, as in `moecomm train` (auto, schedule, hand-built): "
+                   "the schedule runtime also reports every op label's measured and simulated "
+                   "mean time, side by side")
       ->capture_default_str()
-      ->check(CLI::IsMember({"hand-built", "schedule"}));
+      ->check(CLI::IsMember({"auto", "schedule", "hand-built"}));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
   sub_->add_option("--svg", svg_, "write a bar chart of measured and simulated phases here");
   sub_->add_option("--trace", trace_,
@@ -140,7 +142,7 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
     throw Error("--ranks-per-node", std::to_string(c.ranks_per_node) + " does not divide the " +
                                         std::to_string(world) + " ranks");
   c.timeout_s = timeout_s_;
-  c.runtime = runtime_ == "schedule" ? rt::Runtime::kSchedule : rt::Runtime::kHandBuilt;
+  c.runtime = runtime_of(runtime_);
   c.data_seed = seed_;
   c.topics = topics_;
   if (c.model.vocab % topics_ != 0 || c.model.vocab / topics_ < 4)

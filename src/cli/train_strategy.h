@@ -11,6 +11,11 @@
 
 namespace moecomm::cli {
 
+// --runtime's value ("auto", "schedule", "hand-built") and the runtime a configuration runs on
+// ("schedule" or "hand-built": auto resolved as rt::train resolves it).
+rt::Runtime runtime_of(const std::string& name);
+std::string runtime_name(const rt::TrainConfig& c);
+
 // The model as the planner and the simulator see it (core::ModelConfig) for one rank's batch.
 core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name);
 

@@ -203,6 +203,7 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   targets_ = targets;
   seq_len_ = seq_len;
   grad_bytes_ = 0;
+  header_bytes_.assign(size_t(s_.world_size()), 0);
   if (hybrid_.codec)  // from the last backward's AllReduced sum, before any expert is encoded
     for (int l = 0; l < hybrid_.codec->layers(); ++l) hybrid_.codec->refresh_shared(l);
   for (auto& phases : moe_)
@@ -315,6 +316,12 @@ void ModelBinding::pack(int l, int phase) {
     const nn::Tensor mine = nn::take_send_chunk(nn::take_send_chunk(st.send, layout, i, st.chunks),
                                                 chunk, part_, parts_);
     fill_blocks(c.dispatch, mine, rows, headers);
+    if (st.ops.dispatch)
+      for (int j = 0; j < int(headers.size()); ++j) {
+        const int member = member_of_.empty() ? j : member_of_[size_t(j)];
+        header_bytes_[size_t(a2a_group_[size_t(member)])] +=
+            int64_t(headers[size_t(j)].size() * sizeof(int32_t));
+      }
     c.dispatch.recv_counts.clear();  // forward: the headers tell the receivers
     if (phase == 1) c.dispatch.recv_counts = member_bytes(part.recv_counts, ep, local, row_bytes);
     if (!st.ops.dispatch) on_dispatched(l, phase, i);  // an EP group of one
@@ -529,6 +536,7 @@ void ModelBinding::after(OpId id) {
 // member order[j S + offset]; nothing without expert transfer.
 void ModelBinding::map_members(const sched::Collective& a2a, int member) {
   a2a_size_ = a2a.size();
+  a2a_group_ = a2a.group;
   if (!hybrid_.codec) return;
   std::vector<int> order = hybrid_.order;
   if (order.empty())

@@ -78,6 +78,9 @@ class ModelBinding {
   // Since construction: the rows this rank's forward dispatches sent to each EP member (before
   // MoNTA's drop), and how many dispatches (layers x runs) they add up.
   const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  // The last run's forward dispatch headers (the layout's counts riding ahead of the rows), in
+  // bytes per destination world rank: metadata, counted apart from the token rows.
+  const std::vector<int64_t>& header_bytes() const { return header_bytes_; }
   int64_t dispatches() const { return dispatches_; }
 
  private:
@@ -168,6 +171,8 @@ class ModelBinding {
   // HybridEP: the A2A's member of each exchange rank, and the A2A's size (empty: the same).
   std::vector<int> member_of_;
   int a2a_size_ = 0;
+  core::RankGroup a2a_group_;  // the EP-wide A2A's members (world ranks)
+  std::vector<int64_t> header_bytes_;
   std::unordered_map<std::string, Kernel> kernels_;        // by label name
   std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives
   std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums

@@ -312,8 +312,14 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
   grads.held_s = run.gate_held_s;
   StepReport r;
   add_op_phases(r, *schedule_, run, me_, world_, grads);
-  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms,
-                                        run.a2a_bytes, run.other_bytes, grads, world_);
+  LinkBytes headers, rows = run.a2a_bytes;  // the layout's counts are metadata, not rows
+  for (int r = 0; r < world_; ++r)
+    headers.add(me_, r, binding_.header_bytes()[size_t(r)], c_.ranks_per_node);
+  for (int l = 0; l < kNumLinkLevels; ++l) rows.bytes[size_t(l)] -= headers.bytes[size_t(l)];
+  MPI_Allreduce(headers.bytes.data(), r.a2a_meta.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms, rows,
+                                        run.other_bytes, grads, world_);
   r.step = totals.step;
   r.loss = totals.loss;
   r.lm_loss = totals.lm_loss;
@@ -342,6 +348,10 @@ void ScheduledTraining::finish(TrainResult& result) {
 }
 
 }  // namespace
+
+bool scheduled_runs(const TrainConfig& c) {
+  return c.strategy.placement == sched::Placement::kNone && !c.bf16_a2a;
+}
 
 TrainResult train_scheduled(const TrainConfig& c,
                             const std::function<void(const StepReport&)>& on_step) {

@@ -22,6 +22,7 @@ core::ModelConfig schedule_model(const TrainConfig& config);
 
 // Throws moecomm::Error naming the knob or flag the schedule runtime does not run yet.
 void check_scheduled(const TrainConfig& config);
+bool scheduled_runs(const TrainConfig& config);  // check_scheduled would pass
 
 // train() with config.runtime == Runtime::kSchedule, after its checks and defaults.
 TrainResult train_scheduled(const TrainConfig& config,

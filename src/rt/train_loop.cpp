@@ -191,6 +191,8 @@ TrainResult train(const TrainConfig& config_in,
   if (c.ep == 0) c.ep = world / std::max(c.tp, 1);
   if (c.ranks_per_node == 0) c.ranks_per_node = world;
   check(c);
+  if (c.runtime == Runtime::kAuto)
+    c.runtime = scheduled_runs(c) ? Runtime::kSchedule : Runtime::kHandBuilt;
   if (c.runtime == Runtime::kSchedule) return train_scheduled(c, on_step);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the

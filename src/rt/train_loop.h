@@ -23,12 +23,13 @@
 
 namespace moecomm::rt {
 
-// Which runtime runs the step: the hand-built token paths of each knob (this file), or the
-// step's schedule op by op (scheduled_train.h).
-enum class Runtime { kHandBuilt, kSchedule };
+// Which runtime runs the step: the step's schedule op by op (scheduled_train.h), or the
+// hand-built token paths of each knob (this file); auto: the schedule wherever it runs the
+// configuration (scheduled_runs), the hand-built paths otherwise (placement=netmoe, bf16 rows).
+enum class Runtime { kAuto, kHandBuilt, kSchedule };
 
 struct TrainConfig {
-  Runtime runtime = Runtime::kHandBuilt;
+  Runtime runtime = Runtime::kAuto;
   nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts

@@ -103,8 +103,7 @@ ExecResult Executor::run() {
   done_.resize(s_.num_ops());
   for (OpId id : s_.ops_of(me_)) done_[id] = std::make_unique<Completion>();
   times_.assign(s_.num_ops(), {});
-  stream_bytes_.assign(std::max(streams, 0), {});
-  stream_other_bytes_.assign(std::max(streams, 0), {});
+  op_bytes_.assign(size_t(s_.num_ops()), {});
   failed_ = false;
   error_ = nullptr;
   traffic_ = micro_ops_ = 0;
@@ -122,9 +121,12 @@ ExecResult Executor::run() {
   for (std::thread& t : threads) t.join();
   if (error_) std::rethrow_exception(error_);
 
-  ExecResult result{times_, votes_, held_s_, {}, {}, 0};
-  for (const LinkBytes& b : stream_bytes_) result.a2a_bytes += b;
-  for (const LinkBytes& b : stream_other_bytes_) result.other_bytes += b;
+  ExecResult result{times_, votes_, held_s_, {}, {}, op_bytes_, 0};
+  for (OpId id : s_.ops_of(me_)) {
+    if (!sched::is_collective(s_.op(id).kind)) continue;
+    (s_.op(id).kind == OpKind::kAllToAll ? result.a2a_bytes : result.other_bytes) +=
+        op_bytes_[size_t(id)];
+  }
   for (OpId id : s_.ops_of(me_)) result.wall_s = std::max(result.wall_s, times_[id].end);
   return result;
 }
@@ -138,7 +140,7 @@ void Executor::run_stream(int stream) {
       if (failed_) return leave_gate(id);
       times_[id].start = MPI_Wtime() - t0_;
       try {
-        run_op(id, stream);
+        run_op(id);
       } catch (...) {
         leave_gate(id);
         throw;
@@ -246,7 +248,7 @@ CallOptions Executor::call_options(OpId id, LinkBytes* bytes) const {
           options_.timeout_s, options_.ranks_per_node, bytes, &failed_};
 }
 
-void Executor::run_op(OpId id, int stream) {
+void Executor::run_op(OpId id) {
   switch (s_.op(id).kind) {
     case OpKind::kCompute:
     case OpKind::kCopy:
@@ -261,18 +263,16 @@ void Executor::run_op(OpId id, int stream) {
       run_p2p(id);
       return;
     default:
-      run_collective(id, stream);
+      run_collective(id);
   }
 }
 
-void Executor::run_collective(OpId id, int stream) {
+void Executor::run_collective(OpId id) {
   const sched::Collective& c = s_.collective(s_.op(id).collective);
   const Comm& comm = comms_.at(collective_key_[s_.op(id).collective]);
   OpBuffer fallback;
   OpBuffer& buf = *buffer_for(id, fallback);
-  const bool a2a = c.kind == OpKind::kAllToAll;
-  const CallOptions o =
-      call_options(id, a2a ? &stream_bytes_[stream] : &stream_other_bytes_[stream]);
+  const CallOptions o = call_options(id, &op_bytes_[size_t(id)]);
   switch (c.kind) {
     case OpKind::kAllToAll: {
       Received<std::byte> r = all_to_all_v(comm, std::span<const std::byte>(buf.data), buf.counts,

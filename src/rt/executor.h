@@ -56,9 +56,10 @@ struct ExecResult {
   // Lina's gate (sched/policy.h): votes taken and seconds the micro-ops waited in them.
   int64_t gate_votes = 0;
   double gate_held_s = 0;
-  LinkBytes a2a_bytes;    // bytes this rank's A2As sent, by link level
-  LinkBytes other_bytes;  // the same for its other collectives
-  double wall_s = 0;      // from the common start to this rank's last op end
+  LinkBytes a2a_bytes;           // bytes this rank's A2As sent, by link level
+  LinkBytes other_bytes;         // the same for its other collectives
+  std::vector<LinkBytes> bytes;  // by OpId: what each of this rank's collectives sent
+  double wall_s = 0;             // from the common start to this rank's last op end
 };
 
 class Executor {
@@ -97,8 +98,8 @@ class Executor {
   void build_comms();
   void run_stream(int stream);
   void wait_for(sched::OpId dep);
-  void run_op(sched::OpId id, int stream);
-  void run_collective(sched::OpId id, int stream);
+  void run_op(sched::OpId id);
+  void run_collective(sched::OpId id);
   void run_p2p(sched::OpId id);
   CallOptions call_options(sched::OpId id, LinkBytes* bytes) const;
   OpBuffer* buffer_for(sched::OpId id, OpBuffer& fallback) const;
@@ -123,7 +124,7 @@ class Executor {
 
   std::vector<std::unique_ptr<Completion>> done_;  // by OpId; this rank's ops only
   std::vector<OpTime> times_;
-  std::vector<LinkBytes> stream_bytes_, stream_other_bytes_;  // by stream
+  std::vector<LinkBytes> op_bytes_;  // by OpId: each op's call writes its own
   double t0_ = 0;
   std::atomic<bool> failed_{false};
   std::mutex gate_m_;

@@ -159,6 +159,35 @@ std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroup
   return codec;
 }
 
+// This rank's collectives' bytes by what they carry, as StepReport reports them: the token
+// path (the MoE A2As and the ESP/TP collectives beside them), the gradients, the attention's
+// TP AllReduces and HybridEP's expert transfers.
+struct OpBytes {
+  LinkBytes token, grad, tp_attention, expert;
+};
+
+OpBytes op_bytes(const sched::Schedule& s, const ExecResult& run, int me) {
+  OpBytes out;
+  for (sched::OpId id : s.ops_of(me)) {
+    const std::string& name = s.label(id).name;
+    const LinkBytes& b = run.bytes[size_t(id)];
+    if (name.rfind("grad.", 0) == 0)
+      out.grad += b;
+    else if (name.rfind("attn.tp.", 0) == 0)
+      out.tp_attention += b;
+    else if (name.rfind("moe.hybrid.", 0) == 0)
+      out.expert += b;
+    else if (name.rfind("moe.", 0) == 0)
+      out.token += b;
+  }
+  return out;
+}
+
+void sum_over_ranks(const LinkBytes& mine, LinkBytes& total) {
+  MPI_Allreduce(mine.bytes.data(), total.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
+                MPI_COMM_WORLD);
+}
+
 }  // namespace
 
 core::ModelConfig schedule_model(const TrainConfig& c) {
@@ -312,14 +341,13 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
   grads.held_s = run.gate_held_s;
   StepReport r;
   add_op_phases(r, *schedule_, run, me_, world_, grads);
-  LinkBytes headers, rows = run.a2a_bytes;  // the layout's counts are metadata, not rows
-  for (int r = 0; r < world_; ++r)
-    headers.add(me_, r, binding_.header_bytes()[size_t(r)], c_.ranks_per_node);
-  for (int l = 0; l < kNumLinkLevels; ++l) rows.bytes[size_t(l)] -= headers.bytes[size_t(l)];
-  MPI_Allreduce(headers.bytes.data(), r.a2a_meta.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
-                MPI_COMM_WORLD);
-  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms, rows,
-                                        run.other_bytes, grads, world_);
+  const OpBytes bytes = op_bytes(*schedule_, run, me_);
+  LinkBytes headers, token = bytes.token;  // the layout's counts are metadata, not rows
+  for (int rank = 0; rank < world_; ++rank)
+    headers.add(me_, rank, binding_.header_bytes()[size_t(rank)], c_.ranks_per_node);
+  for (int l = 0; l < kNumLinkLevels; ++l) token.bytes[size_t(l)] -= headers.bytes[size_t(l)];
+  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms, token,
+                                        bytes.grad, grads, world_);
   r.step = totals.step;
   r.loss = totals.loss;
   r.lm_loss = totals.lm_loss;
@@ -327,6 +355,9 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
   r.a2a = totals.a2a;
   r.grad = totals.grad;
   r.grad_sync = totals.grad_sync;
+  sum_over_ranks(headers, r.a2a_meta);
+  sum_over_ranks(bytes.tp_attention, r.tp_attention);
+  sum_over_ranks(bytes.expert, r.expert);
   const double synced_ms = run.wall_s * 1e3;
   MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return r;

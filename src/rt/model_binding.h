@@ -26,7 +26,7 @@
 //   moe.dispatch.a2a, moe.dispatch.esp_allgather, moe.combine.esp_reducescatter /
 //          esp_allreduce, moe.combine.a2a, moe.combine.tp_allgather  a chunk's rows. Under
 //          MoNTA's drop, TP member u sends part u of each chunk (nn::chunk_layout split in tp
-//          parts), as the hand-built TpTokenExchange does.
+//          parts).
 //   grad.dense.allreduce, grad.expert.allreduce  a partition of a block's gradients.
 //   moe.hybrid.expert_allgather, moe.hybrid.grad_reducescatter, moe.hybrid.shared_allreduce
 //          HybridEP's experts (HybridBinding's codec): encoded when the AllGather starts and

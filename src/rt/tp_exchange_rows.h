@@ -1,6 +1,6 @@
 #pragma once
 // Which rows of an exchange's blocks travel in one step of the token path under tensor
-// parallelism (tp_token_exchange.h). MoNTA's Drop (O1, Fig. 5) gives TP member u part u of
+// parallelism. MoNTA's Drop (O1, Fig. 5) gives TP member u part u of
 // every block (chunk u of `parts`, exchange_chunks.h, so every rank derives the same split
 // from the full count); O2 splits each part further into `chunks` chunks. Piece (u, i) is
 // chunk i of part u: the pieces of a block are disjoint and cover it, so each row lands where

@@ -1,5 +1,7 @@
 #include "rt/train_exchange.h"
 
+#include <stdexcept>
+
 #include <utility>
 
 #include "core/error.h"
@@ -28,11 +30,6 @@ class Active {
   A2AActivity* a_;
   A2APhase phase_;
 };
-
-bool needs_tp_exchange(const TrainGroups& g, const sched::Strategy& s) {
-  const bool comm_chunks = !s.pipeline_experts && (s.chunks_fwd > 1 || s.chunks_bwd > 1);
-  return g.parallel.tp > 1 || s.tp_dispatch == sched::TpDispatch::kDropAllGather || comm_chunks;
-}
 
 }  // namespace
 
@@ -69,40 +66,19 @@ nn::Tensor ActivityExchange::pipeline(const nn::Tensor& send, const nn::Exchange
 TokenPath::TokenPath(const TrainGroups& g, const CommPool& comms, const TokenPathOptions& o,
                      A2AActivity& activity) {
   const sched::Strategy& s = o.strategy;
+  if (g.parallel.tp > 1 || (!s.pipeline_experts && (s.chunks_fwd > 1 || s.chunks_bwd > 1)))
+    throw std::logic_error("the hand-built token path runs tp=1 with pipelined chunks only");
   const Comm& ep = comms.at({o.token_group.empty() ? g.ep : o.token_group, 0});
-  if (!needs_tp_exchange(g, s)) {
-    mpi_ = std::make_unique<MpiTokenExchange>(ep, o.call, s.a2a, o.bf16);
-    tracked_ = std::make_unique<ActivityExchange>(*mpi_, activity);
-    return;
-  }
-  if (o.bf16)
-    throw Error("--bf16-a2a",
-                "bf16 rows run on the plain EP A2A only (tp=1, tp_dispatch=replicate)");
-  if (!s.pipeline_experts && s.chunks_fwd != s.chunks_bwd)
-    throw Error("strategy: chunks",
-                "MoNTA's chunked dispatch (pipeline_experts=false) takes one N for both A2As "
-                "of the layer, got chunks_fwd=" +
-                    std::to_string(s.chunks_fwd) + ", chunks_bwd=" + std::to_string(s.chunks_bwd));
-  TpExchangeOptions t;
-  t.dispatch = s.tp_dispatch;
-  t.algorithm = s.a2a;
-  t.chunks = s.pipeline_experts ? 1 : s.chunks_fwd;
-  t.copy_pipelining = s.copy_pipelining;
-  tp_ = std::make_unique<TpTokenExchange>(ep, comms.at({g.tp, 0}), o.call, t);
-  tracked_ = std::make_unique<ActivityExchange>(*tp_, activity);
-}
-
-void MpiTensorParallel::all_reduce_sum(nn::Tensor& t) {
-  rt::all_reduce_sum(tp_, std::span<float>(t.data(), static_cast<size_t>(t.size())), call_);
+  mpi_ = std::make_unique<MpiTokenExchange>(ep, o.call, s.a2a, o.bf16);
+  tracked_ = std::make_unique<ActivityExchange>(*mpi_, activity);
 }
 
 LinkBytes TokenPath::bytes() const {
-  return mpi_ ? mpi_->bytes() : tp_->bytes();
+  return mpi_->bytes();
 }
 
 void TokenPath::reset_bytes() {
-  if (mpi_) mpi_->reset_bytes();
-  if (tp_) tp_->reset_bytes();
+  mpi_->reset_bytes();
 }
 
 }  // namespace moecomm::rt

@@ -1,23 +1,19 @@
 #pragma once
-// The token path `moecomm train` runs for a Strategy (sched/strategy.h): which TokenExchange
-// carries the MoE layers' tokens, and the A2A activity record the gradient scheduler reads.
-//   * tp = 1, replicate dispatch, no communication-only chunks: MpiTokenExchange (flat, 1DH,
-//     2DH A2A; optional bf16 rows).
-//   * otherwise TpTokenExchange: DeepSpeed's replicate or MoNTA's Drop + A2A + AllGather,
-//     with N chunks (O2) and copy pipelining (O3) when the experts do not pipeline.
-// FSMoE's and Lina's expert pipelining is the MoE layer's chunks (MoeLayer::set_chunks), run
-// through the exchange's pipeline().
+// The hand-built runtime's token path (train_loop.h; placement=netmoe and bf16 rows run there
+// until the schedule runtime runs them): MpiTokenExchange (flat, 1DH, 2DH A2A; optional bf16
+// rows) at tp = 1, and the A2A activity record the gradient scheduler reads. FSMoE's and
+// Lina's expert pipelining is the MoE layer's chunks (MoeLayer::set_chunks), run through the
+// exchange's pipeline(). Tensor parallelism and MoNTA's token paths run on the schedule
+// runtime (scheduled_train.h).
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "nn/tensor_parallel.h"
 #include "nn/token_exchange.h"
 #include "rt/a2a_activity.h"
 #include "rt/comm_pool.h"
 #include "rt/link_bytes.h"
 #include "rt/mpi_token_exchange.h"
-#include "rt/tp_token_exchange.h"
 #include "rt/train_groups.h"
 #include "sched/strategy.h"
 
@@ -50,24 +46,6 @@ class ActivityExchange final : public nn::TokenExchange {
   int64_t dispatches_ = 0;
 };
 
-// Megatron's attention AllReduces over the TP group (nn/tensor_parallel.h), counting the
-// bytes this rank sends by link level.
-class MpiTensorParallel final : public nn::TensorParallelGroup {
- public:
-  MpiTensorParallel(const Comm& tp, CallOptions call) : tp_(tp), call_(std::move(call)) {
-    call_.label = "attn.tp.allreduce";
-    call_.bytes = &bytes_;
-  }
-  void all_reduce_sum(nn::Tensor& t) override;
-  const LinkBytes& bytes() const { return bytes_; }
-  void reset_bytes() { bytes_ = {}; }
-
- private:
-  const Comm& tp_;
-  CallOptions call_;
-  LinkBytes bytes_;
-};
-
 struct TokenPathOptions {
   sched::Strategy strategy;
   bool bf16 = false;
@@ -79,20 +57,18 @@ struct TokenPathOptions {
 
 class TokenPath {
  public:
-  // `comms` must hold channel 0 of the EP and TP groups of `groups`. Throws moecomm::Error
-  // naming the knob when the combination cannot run (e.g. bf16 rows under tensor parallelism).
+  // `comms` must hold channel 0 of the EP group of `groups` (or options.token_group).
   TokenPath(const TrainGroups& groups, const CommPool& comms, const TokenPathOptions& options,
             A2AActivity& activity);
 
   nn::TokenExchange& exchange() { return *tracked_; }
-  // Bytes this rank sent on the token path (A2A, and the ESP/TP collectives), by link level.
+  // Bytes this rank sent on the token path's A2As, by link level.
   LinkBytes bytes() const;
   void reset_bytes();
   const ActivityExchange& tracked() const { return *tracked_; }
 
  private:
   std::unique_ptr<MpiTokenExchange> mpi_;
-  std::unique_ptr<TpTokenExchange> tp_;
   std::unique_ptr<ActivityExchange> tracked_;
 };
 

@@ -6,7 +6,7 @@
 // members of a TP group see the same tokens: attention is sharded over them by heads
 // (Megatron-LM), the rest of the dense model is replicated (its gradients are equal on
 // them), the experts are sharded over them (ESP), and the MoE token path is replicate or
-// MoNTA's Drop + A2A + AllGather (TpTokenExchange).
+// MoNTA's Drop + A2A + AllGather (the schedule runtime, model_binding.h).
 #include <vector>
 
 #include "core/parallel_config.h"

@@ -83,6 +83,16 @@ void check_netmoe(const TrainConfig& c) {
   if (c.record_routing) refuse("--record-routing", "does not record routing yet");
 }
 
+// What only the schedule runtime runs: tensor parallelism (DeepSpeed's and MoNTA's token
+// paths, the attention's TP AllReduces) and MoNTA's communication-only chunks.
+void check_hand_built(const TrainConfig& c) {
+  const std::string why = ": runs on the schedule runtime (--runtime schedule or auto)";
+  const sched::Strategy& s = c.strategy;
+  if (c.tp > 1) throw Error("--parallel", "tp=" + std::to_string(c.tp) + why);
+  if (!s.pipeline_experts && (s.chunks_fwd > 1 || s.chunks_bwd > 1))
+    throw Error("strategy: pipeline_experts", "pipeline_experts=false with chunks" + why);
+}
+
 void check(const TrainConfig& c) {
   check_strategy(c);
   if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
@@ -194,6 +204,7 @@ TrainResult train(const TrainConfig& config_in,
   if (c.runtime == Runtime::kAuto)
     c.runtime = scheduled_runs(c) ? Runtime::kSchedule : Runtime::kHandBuilt;
   if (c.runtime == Runtime::kSchedule) return train_scheduled(c, on_step);
+  check_hand_built(c);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
   // gradient AllReduce thread; 2: the attention's TP AllReduces.
@@ -222,8 +233,6 @@ TrainResult train(const TrainConfig& config_in,
     model_config.moe.chunks_bwd = c.strategy.chunks_bwd;
   }
   nn::MoeTransformer model(model_config, path.exchange());
-  MpiTensorParallel tp_group(pool.at({g.tp, 2}), options);
-  if (c.tp > 1) model.set_tensor_parallel(&tp_group);
   std::unique_ptr<NetMoeExchange> netmoe;  // NetMoE: samples move on its own token path
   if (c.strategy.placement == sched::Placement::kNetMoe) {
     netmoe = std::make_unique<NetMoeExchange>(pool.at({g.ep, 0}), token_options, c.model.layers,
@@ -266,7 +275,6 @@ TrainResult train(const TrainConfig& config_in,
             ? text.sample(c.batch, c.seq_len, static_cast<uint64_t>(step), g.data_rank)
             : corpus_batch(c.corpus, c.batch, c.seq_len, c.data_seed, step, g.data_rank);
     path.reset_bytes();
-    tp_group.reset_bytes();
     if (netmoe) netmoe->reset_stats();
     grad_bytes = {};
     const GradSyncStats before = sync.stats();
@@ -314,8 +322,6 @@ TrainResult train(const TrainConfig& config_in,
     add_placement(netmoe.get(), r);
     add_phase_times(r, token1 - token0, token2 - token1, grad2 - grad0, world);
     MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(tp_group.bytes().bytes.data(), r.tp_attention.bytes.data(), kNumLinkLevels,
-                  MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     const LinkBytes expert_bytes = travelling ? travelling->bytes() : LinkBytes{};
     MPI_Allreduce(expert_bytes.bytes.data(), r.expert.bytes.data(), kNumLinkLevels, MPI_INT64_T,
                   MPI_SUM, MPI_COMM_WORLD);

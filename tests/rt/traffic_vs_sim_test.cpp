@@ -1,10 +1,10 @@
 // The runtime's traffic counters per link level equal the simulator's for the same schedule
 // and routing (issue 6): one MoE layer forward and backward on MPI with its real routing, and
 // the training-step schedule built from that routing's dispatch matrix and simulated, for
-// the flat, 1DH and 2DH A2A over 2 logical nodes, and under tensor parallelism (tp = 2) for
-// the replicated dispatch, MoNTA O1/O2/O3 and FSMoE's pipeline (A2As, ESP AllGather,
-// ReduceScatter, AllReduce and the TP AllGather), and for NetMoE's sample movement (the
-// scatter from where the samples are, the gather straight to their new positions).
+// the flat, 1DH and 2DH A2A over 2 logical nodes, under tensor parallelism (tp = 2, the schedule
+// runtime) for the replicated dispatch, MoNTA O1/O2/O3 and FSMoE's pipeline (A2As, ESP
+// AllGather, ReduceScatter, AllReduce and the TP AllGather), and for NetMoE's sample movement
+// (the scatter from where the samples are, the gather straight to their new positions).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -18,7 +18,6 @@
 #include "rt/mpi_token_exchange.h"
 #include "rt/netmoe_exchange.h"
 #include "rt/scheduled_train.h"
-#include "rt/tp_token_exchange.h"
 #include "rt/train_groups.h"
 #include "sched/layer_builder.h"
 #include "sim/simulator.h"
@@ -140,65 +139,6 @@ std::vector<double> token_path_bytes(const sched::Schedule& schedule, const core
     only.add_collective(s, 0);
   }
   return sim::simulate(only, core::Topology(c)).bytes_by_level;
-}
-
-struct TpCase {
-  std::string strategy;
-  int layer_chunks = 1;  // FSMoE: the layer pipelines its experts
-};
-
-TEST(TrafficVsSim, TensorParallelTokenPathBytesEqualTheSimulatorsForTheSameRouting) {
-  const int p = test::world_size(), me = test::world_rank();
-  const TrainGroups g = train_groups(p, 2, p / 2, p, me, "test");
-  CommPool pool(MPI_COMM_WORLD, train_comm_keys(g.parallel, 1));
-  for (const TpCase& tc :
-       {TpCase{"base=baseline"}, TpCase{"monta-o1"}, TpCase{"base=monta-o2,chunks=3"},
-        TpCase{"base=monta-o3,chunks=2"}, TpCase{"base=fsmoe,a2a=flat,chunks=2", 2},
-        TpCase{"base=fsmoe,chunks=3", 3}}) {  // 2DH A2A
-    SCOPED_TRACE(tc.strategy);
-    const sched::Strategy strategy = sched::parse_strategy(tc.strategy, "test");
-    CallOptions o;
-    o.timeout_s = test::kTimeout;
-    o.ranks_per_node = p / 2;
-    TpExchangeOptions t;
-    t.dispatch = strategy.tp_dispatch;
-    t.chunks = strategy.pipeline_experts ? 1 : strategy.chunks_fwd;
-    t.copy_pipelining = strategy.copy_pipelining;
-    t.algorithm = strategy.a2a;
-    TpTokenExchange exchange(pool.at({g.ep, 0}), pool.at({g.tp, 0}), o, t);
-    nn::MoeLayerSpec spec;
-    spec.hidden = kHidden;
-    spec.ffn_hidden = 12;
-    spec.experts = p;  // 2 per EP rank
-    spec.seed = 9;
-    spec.expert_shard = {g.tp_index, 2};
-    spec.chunks_fwd = spec.chunks_bwd = tc.layer_chunks;
-    auto layer = nn::make_moe_layer(spec, exchange);
-    // The members of a TP group hold the same tokens.
-    layer->forward(nn::Tensor::randn({20, kHidden}, 60 + static_cast<uint64_t>(g.data_rank)));
-    layer->backward(nn::Tensor::randn({20, kHidden}, 90 + static_cast<uint64_t>(g.data_rank)),
-                    0.01f);
-    int64_t measured[kNumLinkLevels] = {};
-    MPI_Allreduce(exchange.bytes().bytes.data(), measured, kNumLinkLevels, MPI_INT64_T, MPI_SUM,
-                  MPI_COMM_WORLD);
-    // Full-row dispatch matrix of the EP index i -> j (equal in both EP groups).
-    const int ep = p / 2, local = spec.experts / ep;
-    std::vector<int> mine = layer->layout().send_counts, all(static_cast<size_t>(p * spec.experts));
-    MPI_Allgather(mine.data(), spec.experts, MPI_INT, all.data(), spec.experts, MPI_INT,
-                  MPI_COMM_WORLD);
-    std::vector<double> matrix(static_cast<size_t>(ep * ep), 0.0);
-    for (int i = 0; i < ep; ++i)  // world rank 2 i is EP index i of EP group 0
-      for (int e = 0; e < spec.experts; ++e)
-        matrix[static_cast<size_t>(i * ep + e / local)] +=
-            all[static_cast<size_t>(2 * i * spec.experts + e)] * kHidden * sizeof(float);
-    sched::LayerSetup setup =
-        layer_setup(p, spec.experts, 2, 20, 1, "tp=2,esp=2,ep=" + std::to_string(ep));
-    setup.strategy = strategy;
-    setup.a2a_pair_bytes = {matrix, matrix};
-    const std::vector<double> sim =
-        token_path_bytes(sched::build_training_step(setup), setup.cluster);
-    expect_simulated_bytes(measured, sim, "tp 2 " + tc.strategy);
-  }
 }
 
 // The schedule runtime (scheduled_train.h) runs the simulator's schedule itself: one step of

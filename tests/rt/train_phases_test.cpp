@@ -74,6 +74,7 @@ TEST(TrainPhases, NetMoeScatterAndGatherMatricesAccountForItsRows) {
 TEST(TrainPhases, TensorParallelGroupsRecordTheSameReplicatedDispatch) {
   if (test::world_size() % 4 != 0) GTEST_SKIP() << "needs 2 logical nodes of TP pairs";
   TrainConfig c = test::tiny_train(2, "monta-o1");
+  c.runtime = Runtime::kSchedule;
   c.keep_gradients = false;
   const TrainResult r = train(c);
   expect_phase_times(r);

@@ -250,18 +250,6 @@ class ScheduledTraining {
   nn::SyntheticText text_;
 };
 
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 int peer_index(const HybridLayout& h, int me) {
   return int(std::find(h.peers.begin(), h.peers.end(), me) - h.peers.begin());
 }

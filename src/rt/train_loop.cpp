@@ -24,17 +24,6 @@ namespace moecomm::rt {
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
 // HybridEP runs on the plain EP token path: the knobs that would change it are refused by
 // name, so no run silently differs from what was asked.
 void check_hybrid(const TrainConfig& c) {

@@ -7,6 +7,18 @@
 
 namespace moecomm::rt {
 
+int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
 nn::TextBatch corpus_batch(const std::vector<int>& corpus, int batch, int seq_len, uint64_t seed,
                            uint64_t step, int rank) {
   nn::TextBatch out{batch, seq_len, {}, {}};

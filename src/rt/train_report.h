@@ -15,6 +15,10 @@
 
 namespace moecomm::rt {
 
+// This process's MPI_COMM_WORLD size and rank.
+int world_size();
+int world_rank();
+
 // Windows of the corpus, drawn by (seed, step, rank, b).
 nn::TextBatch corpus_batch(const std::vector<int>& corpus, int batch, int seq_len, uint64_t seed,
                            uint64_t step, int rank);

@@ -25,17 +25,7 @@ TrainConfig tiny(int tp, const std::string& strategy) {
   return test::tiny_train(tp, strategy);
 }
 
-void expect_same_training(const TrainResult& base, const TrainResult& run) {
-  ASSERT_EQ(run.steps.size(), base.steps.size());
-  for (size_t s = 0; s < base.steps.size(); ++s)
-    EXPECT_NEAR(run.steps[s].loss, base.steps[s].loss, 1e-5) << "step " << s + 1;
-  ASSERT_EQ(run.gradients.size(), base.gradients.size());
-  for (size_t g = 0; g < base.gradients.size(); ++g) {
-    ASSERT_EQ(run.gradients[g].first, base.gradients[g].first);
-    EXPECT_LE(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 1e-5f)
-        << base.gradients[g].first;
-  }
-}
+using test::expect_same_training;
 
 void report(const std::string& name, int tp, const StepReport& b, const StepReport& r) {
   if (test::world_rank() != 0) return;

@@ -2,9 +2,12 @@
 // The small training run the runtime's equivalence tests compare strategies on: a 2-layer
 // MoE LM, 2 experts per rank, dropless, 3 steps, over 2 logical nodes (a TP group of 2 stays
 // in one), keeping the last step's gradients.
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "mpi_test_util.h"
+#include "nn/tensor.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
 
@@ -33,6 +36,21 @@ inline TrainConfig tiny_train(int tp, const std::string& strategy) {
   c.runtime =
       Runtime::kHandBuilt;  // the schedule runtime's tests ask for it (scheduled_train_test)
   return c;
+}
+
+// The loss at every step and every gradient of the last step within 1e-5 (fp32).
+inline void expect_same_training(const TrainResult& base, const TrainResult& run) {
+  ASSERT_EQ(run.steps.size(), base.steps.size());
+  for (size_t s = 0; s < base.steps.size(); ++s) {
+    EXPECT_NEAR(run.steps[s].loss, base.steps[s].loss, 1e-5) << "step " << s + 1;
+    EXPECT_NEAR(run.steps[s].lm_loss, base.steps[s].lm_loss, 1e-5) << "step " << s + 1;
+  }
+  ASSERT_EQ(run.gradients.size(), base.gradients.size());
+  for (size_t g = 0; g < base.gradients.size(); ++g) {
+    ASSERT_EQ(run.gradients[g].first, base.gradients[g].first);
+    EXPECT_LE(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 1e-5f)
+        << base.gradients[g].first;
+  }
 }
 
 }  // namespace moecomm::rt::test

@@ -107,15 +107,13 @@ std::vector<CallEvent> call_events(const sched::Schedule& s, const std::vector<O
   return out;
 }
 
-struct Hybrid {
-  HybridLayout layout;  // a domain of one (plain EP) without expert transfer
-};
-
-Hybrid hybrid_of(const TrainConfig& c, const TrainGroups& g, int me) {
+// HybridEP's partition of this rank's EP group: a domain of one (plain EP) without expert
+// transfer.
+HybridLayout hybrid_of(const TrainConfig& c, const TrainGroups& g, int me) {
   const int index = int(std::find(g.ep.begin(), g.ep.end(), me) - g.ep.begin());
   const bool on = c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
-  return {hybrid_layout(g.ep, index, on ? c.strategy.hybrid_domain : 1,
-                        on ? c.hybrid_order : std::vector<int>{}, "strategy: hybrid_domain")};
+  return hybrid_layout(g.ep, index, on ? c.strategy.hybrid_domain : 1,
+                       on ? c.hybrid_order : std::vector<int>{}, "strategy: hybrid_domain");
 }
 
 // This rank's TP and ESP shards; under HybridEP its domain's experts (its own from offset L).
@@ -259,7 +257,7 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       world_(world_size()),
       me_(world_rank()),
       g_(train_groups(world_, c.tp, c.ep, c.model.moe.experts, me_, "--parallel")),
-      hybrid_(hybrid_of(c, g_, me_).layout),
+      hybrid_(hybrid_of(c, g_, me_)),
       exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
       model_(model_config(c, g_, hybrid_), exchange_),
       codec_(hybrid_codec(c, g_, hybrid_, model_)),

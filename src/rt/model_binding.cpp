@@ -159,7 +159,7 @@ void ModelBinding::scan_ops() {
       throw Error("schedule runtime",
                   s_.describe(id) + ": no buffer is registered for '" + label.name + "'");
     }
-    if (label.name.rfind("moe.", 0) == 0) scan_moe_op(label, id);
+    if (label.name.rfind("moe.", 0) == 0) scan_moe_op(label);
   }
   for (auto& [id, slot] : slots_) {
     if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad)
@@ -172,7 +172,7 @@ void ModelBinding::scan_ops() {
     for (MoeState& st : phases) st.chunk.resize(size_t(st.chunks));
 }
 
-void ModelBinding::scan_moe_op(const sched::Label& label, OpId) {
+void ModelBinding::scan_moe_op(const sched::Label& label) {
   MoeState& st = state(label.layer, phase_index(label.phase));
   st.chunks = std::max(st.chunks, label.chunk + 1);
   MoeOps& o = st.ops;

@@ -127,7 +127,7 @@ class ModelBinding {
 
   void register_kernels();
   void scan_ops();
-  void scan_moe_op(const sched::Label& label, sched::OpId id);
+  void scan_moe_op(const sched::Label& label);
   MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
   nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
   // Chunk i of n of `layout` and its TP part u (of parts_).

@@ -6,19 +6,13 @@
 
 #include "core/presets.h"
 #include "plan/estimates.h"
+#include "support/estimate_rows.h"
 #include "support/plan_inputs.h"
 
 namespace moecomm::plan {
 namespace {
 
 using sched::named_strategy;
-
-const StrategyEstimate& row(const ModelEstimates& p, const std::string& name) {
-  auto it = std::find_if(p.strategies.begin(), p.strategies.end(),
-                         [&](const auto& s) { return s.name == name; });
-  EXPECT_NE(it, p.strategies.end()) << name;
-  return *it;
-}
 
 TEST(EstimateParams, KnobChangesAreTheKnobsThatDifferFromTheBaselineByTheirNames) {
   EXPECT_EQ(knob_changes(sched::Strategy{}), nlohmann::json::object());
@@ -40,7 +34,7 @@ TEST(EstimateParams, KnobChangesAreTheKnobsThatDifferFromTheBaselineByTheirNames
 // --strategy takes, the figures in ms.
 TEST(EstimateParams, RowsNameTheirKnobsAsTheStrategyDoes) {
   const ModelEstimates p = estimate_strategies(preset_input("monta-2x70b"));
-  const StrategyEstimate& o3 = row(p, "monta-o3");
+  const StrategyEstimate& o3 = estimate_row(p, "monta-o3");
   const nlohmann::json monta = estimate_params(o3);
   EXPECT_EQ(monta["chunks_fwd"], o3.knobs.chunks_fwd);
   EXPECT_EQ(monta["chunks_bwd"], o3.knobs.chunks_bwd);
@@ -48,18 +42,19 @@ TEST(EstimateParams, RowsNameTheirKnobsAsTheStrategyDoes) {
   EXPECT_DOUBLE_EQ(monta["a2a_ms"].get<double>(), o3.a2a_s.value() * 1e3);
   EXPECT_DOUBLE_EQ(monta["mfu"].get<double>(), o3.monta->mfu);
   EXPECT_EQ(monta["monta_choice"], o3.monta->choice);
-  EXPECT_FALSE(estimate_params(row(p, "monta-o1")).contains("monta_choice"));
+  EXPECT_FALSE(estimate_params(estimate_row(p, "monta-o1")).contains("monta_choice"));
 
-  const StrategyEstimate& fsmoe = row(p, "fsmoe");
+  const StrategyEstimate& fsmoe = estimate_row(p, "fsmoe");
   const nlohmann::json f = estimate_params(fsmoe);
   EXPECT_EQ(f["chunks_fwd"], fsmoe.knobs.chunks_fwd);
   EXPECT_EQ(f["grad_sync"], "fsmoe");  // dp = 2: the backward degree comes from the partition
   EXPECT_DOUBLE_EQ(f["chunks_fwd_relaxed"].get<double>(), fsmoe.fsmoe->chunks_fwd_relaxed);
 
-  const nlohmann::json sr = estimate_params(row(p, "hybridep-sr"));
+  const nlohmann::json sr = estimate_params(estimate_row(p, "hybridep-sr"));
   EXPECT_DOUBLE_EQ(sr["compression"].get<double>(), 1.0 / kHybridEpCompression);
-  EXPECT_EQ(sr["hybrid_levels"], row(p, "hybridep-sr").knobs.hybrid_levels);
-  EXPECT_FALSE(estimate_params(row(p, "hybridep")).contains("compression"));  // SR 1: baseline's
+  EXPECT_EQ(sr["hybrid_levels"], estimate_row(p, "hybridep-sr").knobs.hybrid_levels);
+  EXPECT_FALSE(
+      estimate_params(estimate_row(p, "hybridep")).contains("compression"));  // SR 1: baseline's
 
   for (const auto& e : p.strategies)
     for (const char* old : {"r_forward", "r_backward", "chunks", "copy_pipelined", "domain_sizes"})

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/presets.h"
+#include "support/estimate_rows.h"
 #include "support/expect_error.h"
 
 namespace moecomm::plan {
@@ -21,13 +22,6 @@ PlanInput preset_input(const std::string& model_name, const std::string& paralle
                                 : core::parse_parallel_spec(parallel, "test");
   in.parallel = core::resolve_parallel(spec, in.cluster.world_size(), in.model.experts, "test");
   return in;
-}
-
-const StrategyEstimate& row(const ModelEstimates& p, const std::string& name) {
-  auto it = std::find_if(p.strategies.begin(), p.strategies.end(),
-                         [&](const auto& s) { return s.name == name; });
-  EXPECT_NE(it, p.strategies.end()) << name;
-  return *it;
 }
 
 TEST(StrategyTable, DefaultPresetHasEveryCandidateAndRecommendsTheFastest) {
@@ -80,8 +74,8 @@ TEST(StrategyTable, BaselineForwardByHand) {
   const double a2a = std::max(inter, intra);
   // Expert GEMMs: 2 flops x 2048 rows x h x ffn x 2 GEMMs at 50 Tflop/s.
   const double expert = 2.0 * 2048 * 1024 * 4096 * 2 / 50e12;
-  EXPECT_NEAR(row(p, "baseline").forward_s, 2 * a2a + expert, 1e-12);
-  EXPECT_NEAR(row(p, "baseline").a2a_s.value(), a2a, 1e-12);
+  EXPECT_NEAR(estimate_row(p, "baseline").forward_s, 2 * a2a + expert, 1e-12);
+  EXPECT_NEAR(estimate_row(p, "baseline").a2a_s.value(), a2a, 1e-12);
   // No expert sharding: MoNTA's drop has nothing to drop.
   ASSERT_EQ(p.skipped.size(), 3u);
   EXPECT_NE(p.skipped[0].reason.find("esp > 1"), std::string::npos);
@@ -92,20 +86,25 @@ TEST(StrategyTable, HybridEpNeverLosesToTheBaselineItContains) {
   for (const auto& name : core::list_presets("models")) {
     ModelEstimates p =
         estimate_strategies(preset_input(name, core::load_model(name).parallel ? "" : "tp=1"));
-    EXPECT_LE(row(p, "hybridep").total_s(), row(p, "baseline").total_s() * (1 + 1e-12)) << name;
-    EXPECT_LE(row(p, "hybridep-sr").total_s(), row(p, "baseline").total_s() * (1 + 1e-12)) << name;
+    EXPECT_LE(estimate_row(p, "hybridep").total_s(),
+              estimate_row(p, "baseline").total_s() * (1 + 1e-12))
+        << name;
+    EXPECT_LE(estimate_row(p, "hybridep-sr").total_s(),
+              estimate_row(p, "baseline").total_s() * (1 + 1e-12))
+        << name;
   }
 }
 
 TEST(StrategyTable, MontaChunkingNeverLosesToO1) {
   ModelEstimates p = estimate_strategies(preset_input("monta-2x70b"));
-  const double o1 = row(p, "monta-o1").a2a_s.value(), o2 = row(p, "monta-o2").a2a_s.value(),
-               o3 = row(p, "monta-o3").a2a_s.value();
+  const double o1 = estimate_row(p, "monta-o1").a2a_s.value(),
+               o2 = estimate_row(p, "monta-o2").a2a_s.value(),
+               o3 = estimate_row(p, "monta-o3").a2a_s.value();
   EXPECT_LE(o2, o1);
   EXPECT_LE(o3, o2);
-  EXPECT_GT(row(p, "monta-o2").knobs.chunks_fwd, 1);
+  EXPECT_GT(estimate_row(p, "monta-o2").knobs.chunks_fwd, 1);
   // MoNTA drops the 8x TP replication of the dispatch: its A2A beats the baseline's.
-  EXPECT_LT(o1, row(p, "baseline").a2a_s.value());
+  EXPECT_LT(o1, estimate_row(p, "baseline").a2a_s.value());
 }
 
 TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {
@@ -123,15 +122,16 @@ TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {
   // pp = 2 halves the layers a stage holds (weights) but not the 1F1B activations.
   in.parallel = core::resolve_parallel(core::parse_parallel_spec("pp=2,ep=4", "t"), 8, 4, "t");
   ModelEstimates pp2 = estimate_strategies(in);
-  EXPECT_LT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes);
-  EXPECT_GT(row(pp2, "baseline").memory_bytes, row(cp1, "baseline").memory_bytes / 2);
+  EXPECT_LT(estimate_row(pp2, "baseline").memory_bytes, estimate_row(cp1, "baseline").memory_bytes);
+  EXPECT_GT(estimate_row(pp2, "baseline").memory_bytes,
+            estimate_row(cp1, "baseline").memory_bytes / 2);
 }
 
 TEST(StrategyTable, TinyLayersSkipChunkingInsteadOfFailing) {
   PlanInput in = preset_input("monta-2x70b");
   in.model.seq_len = 1;  // an A2A of 32 KB per rank, below the 8 MB I_minimal of the preset
   ModelEstimates p = estimate_strategies(in);
-  EXPECT_NO_THROW(row(p, "monta-o1"));
+  EXPECT_NO_THROW(estimate_row(p, "monta-o1"));
   ASSERT_EQ(p.skipped.size(), 2u);
   EXPECT_EQ(p.skipped[0].name, "monta-o2");
   EXPECT_NE(p.skipped[0].reason.find("below I_minimal"), std::string::npos);

@@ -141,7 +141,8 @@ void MoeTransformer::moe_forward_done(int block, const Tensor& moe_output) {
 }
 
 float MoeTransformer::head_forward() {
-  if (moving_exchange_) targets_ = moved_targets(targets_, seq_len_);
+  if (moving_exchange_) group_targets_ = moving_exchange_->all_gather(targets_);
+  if (!moving_.empty()) targets_ = moved_targets(group_targets_);
   lm_loss_ = head_.forward(ln_f_.forward(x_), targets_);
   has_forward_ = true;
   return lm_loss_ + config_.aux_loss_weight * aux_loss_;
@@ -154,7 +155,7 @@ float MoeTransformer::forward(const std::vector<int>& tokens, const std::vector<
     const int block = static_cast<int>(l);
     attention_forward(block);
     if (moving_exchange_) {  // NetMoE: the residual is inlined, x moves to the new samples
-      x_ = moving_[l]->forward(x_, seq_len, samples_);
+      x_ = moving_[l]->forward(x_, seq_len, samples_, *moving_exchange_);
       aux_loss_ += moving_[l]->aux_loss();
     } else {
       moe_forward_done(block, blocks_[l]->moe->forward(moe_input(block)));
@@ -193,7 +194,8 @@ void MoeTransformer::backward(const std::function<void(int block)>& block_done,
   for (int l = config_.layers - 1; l >= 0; --l) {
     Block& b = *blocks_[static_cast<size_t>(l)];
     if (moving_exchange_)
-      dx_ = moving_[static_cast<size_t>(l)]->backward(dx_, config_.aux_loss_weight);
+      dx_ = moving_[static_cast<size_t>(l)]->backward(dx_, config_.aux_loss_weight,
+                                                      *moving_exchange_);
     else
       moe_backward_done(l, b.moe->backward(dx_, config_.aux_loss_weight));
     if (experts_done) experts_done(l);
@@ -203,25 +205,51 @@ void MoeTransformer::backward(const std::function<void(int block)>& block_done,
 }
 
 void MoeTransformer::move_samples(SampleExchange& exchange) {
+  move_samples(exchange.ranks(), exchange.rank());
+  moving_exchange_ = &exchange;
+}
+
+void MoeTransformer::move_samples(int ranks, int rank) {
   if (config_.moe.gate == GateKind::kExpertChoice)
     throw Error("placement=netmoe", "needs a token-choice gate, not expert choice");
   moving_.clear();
   for (size_t l = 0; l < blocks_.size(); ++l)
     moving_.push_back(
         std::make_unique<SampleMovingMoe>(*blocks_[l]->moe, blocks_[l]->ln2, static_cast<int>(l),
-                                          config_.moe.capacity_factor <= 0.0f, exchange));
-  moving_exchange_ = &exchange;
+                                          config_.moe.capacity_factor <= 0.0f, ranks, rank));
+  moving_exchange_ = nullptr;
+}
+
+void MoeTransformer::moving_begin(int block, int chunks_fwd, int chunks_bwd) {
+  moving(block).forward_begin(x_, seq_len_, samples_, chunks_fwd, chunks_bwd);
+}
+
+void MoeTransformer::moving_done(int block) {
+  x_ = moving(block).forward_end(samples_);
+  aux_loss_ += moving(block).aux_loss();
+}
+
+void MoeTransformer::moving_backward_begin(int block) {
+  moving(block).backward_begin(dx_);
+}
+
+void MoeTransformer::moving_backward_done(int block) {
+  dx_ = moving(block).backward_end(config_.aux_loss_weight);
 }
 
 // The targets follow their samples once, at the end of the forward (the group's targets are
 // small: B * S ints per rank).
-std::vector<int> MoeTransformer::moved_targets(const std::vector<int>& targets, int seq_len) const {
-  const std::vector<int> all = moving_exchange_->all_gather(targets);
+std::vector<int> MoeTransformer::moved_targets(const std::vector<int>& all) const {
+  const size_t need = samples_.size() * static_cast<size_t>(seq_len_);
   std::vector<int> out;
-  out.reserve(targets.size());
-  for (int i : samples_)
-    out.insert(out.end(), all.begin() + static_cast<int64_t>(i) * seq_len,
-               all.begin() + static_cast<int64_t>(i + 1) * seq_len);
+  out.reserve(need);
+  for (int i : samples_) {
+    if (static_cast<size_t>(i + 1) * static_cast<size_t>(seq_len_) > all.size())
+      throw Error("moe transformer", "the group's targets do not cover sample " +
+                                         std::to_string(i) + " (set_group_targets)");
+    out.insert(out.end(), all.begin() + static_cast<int64_t>(i) * seq_len_,
+               all.begin() + static_cast<int64_t>(i + 1) * seq_len_);
+  }
   return out;
 }
 

@@ -107,6 +107,19 @@ class MoeTransformer {
   // targets move once, before the head. Throws Error unless the layers are dropless
   // token-choice. `exchange` is over the same EP group and must outlive the model.
   void move_samples(SampleExchange& exchange);
+  // The same for an executor that runs the sublayers' stages itself (rt/netmoe_binding.h):
+  // the EP group's size and this rank's member; per block, moving_begin (the stages'
+  // forward_begin on the residual stream), the sublayer's stages, then moving_done; backward
+  // moving_backward_begin and moving_backward_done; set_group_targets before head_forward.
+  void move_samples(int ranks, int rank);
+  SampleMovingMoe& moving(int block) { return *moving_.at(static_cast<size_t>(block)); }
+  void moving_begin(int block, int chunks_fwd, int chunks_bwd);
+  void moving_done(int block);  // x = the sublayer's output at the new samples
+  void moving_backward_begin(int block);
+  void moving_backward_done(int block);  // dx = its input gradient at the old samples
+  // Every EP member's targets, member-major (B * S each): those of the samples this rank
+  // holds at the head are taken from them.
+  void set_group_targets(std::vector<int> targets) { group_targets_ = std::move(targets); }
   // Global ids (home EP rank * B + b) of this rank's samples after the last forward, one per
   // sequence of logits(); without move_samples always this rank's own.
   const std::vector<int>& sample_ids() const { return samples_; }
@@ -136,7 +149,7 @@ class MoeTransformer {
  private:
   struct Block;
   void group_block_params();
-  std::vector<int> moved_targets(const std::vector<int>& targets, int seq_len) const;
+  std::vector<int> moved_targets(const std::vector<int>& group_targets) const;
 
   struct Block {
     LayerNorm ln1, ln2;
@@ -150,6 +163,7 @@ class MoeTransformer {
   SampleExchange* moving_exchange_ = nullptr;
   std::vector<std::unique_ptr<SampleMovingMoe>> moving_;  // per block, with move_samples
   std::vector<int> samples_, targets_;                    // of the last forward
+  std::vector<int> group_targets_;                        // set_group_targets
   int seq_len_ = 0;
   Tensor x_, dx_;  // the residual stream and its gradient
   Embedding embed_;

@@ -14,7 +14,7 @@
 namespace moecomm::nn {
 namespace {
 
-constexpr int kMeta = 3;  // scatter metadata per row: global token, first, weight bits
+constexpr int kMeta = SampleMovingMoe::kScatterMeta;
 
 void put(double v, std::vector<int>& out) {
   for (int x : std::bit_cast<std::array<int, 2>>(v)) out.push_back(x);
@@ -74,94 +74,126 @@ void SampleExchange::pipeline(int chunks, const ChunkStage& send, const ChunkSta
   }
 }
 
-SampleMovingMoe::SampleMovingMoe(MoeLayer& moe, LayerNorm& ln2, int layer, bool dropless,
-                                 SampleExchange& exchange)
-    : moe_(moe), ln2_(ln2), layer_(layer), exchange_(exchange) {
+SampleMovingMoe::SampleMovingMoe(MoeLayer& moe, LayerNorm& ln2, int layer, bool dropless, int ranks,
+                                 int rank)
+    : moe_(moe), ln2_(ln2), layer_(layer), ranks_(ranks), rank_(rank) {
   // Each token's residual rides on its first slot: only exact when no slot is dropped.
   if (!dropless)
     throw Error("placement=netmoe",
                 "expert residual inlining needs the dropless layout (capacity_factor 0)");
-  if (exchange.ranks() * moe.local_experts() != moe.num_experts())
+  if (ranks * moe.local_experts() != moe.num_experts())
     throw Error("placement=netmoe", "the sample exchange's EP size does not match the layer's");
 }
 
-Tensor SampleMovingMoe::forward(const Tensor& h, int seq_len, std::vector<int>& samples) {
+Tensor SampleMovingMoe::forward(const Tensor& h, int seq_len, std::vector<int>& samples,
+                                SampleExchange& exchange) {
+  forward_begin(h, seq_len, samples, exchange.chunks(false), exchange.chunks(true));
+  set_aux(exchange.all_gather(aux_bits_));
+  exchange.submit_placement(layer_, samples, sample_counts_);  // Alg. 1 line 9: in background
+  const std::vector<int> per_member(static_cast<size_t>(ranks_), moe_.local_experts());
+  set_layout(exchange.ints(plan_.counts, per_member, "netmoe.scatter.counts", per_member));
+  auto run = [&exchange](Rows r, const char* label) {
+    Tensor got = exchange.rows(r.rows, r.send, r.recv, label, r.meta_cols);
+    return std::pair{std::move(got), std::move(r.recv)};
+  };
+  exchange.pipeline(
+      chunks_fwd_,
+      [&](int i) { scatter_received(i, run(scatter_send(i), "netmoe.scatter").first); },
+      [&](int i) { expert_chunk(i); },
+      [&](int i) {
+        if (i == 0) set_placement(exchange.collect_placement(layer_));
+        auto [rows, recv] = run(gather_send(i), "netmoe.gather");
+        gather_received(rows, recv);
+      });
+  return forward_end(samples);
+}
+
+Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad, SampleExchange& exchange) {
+  backward_begin(dy);
+  auto run = [&exchange](Rows r, const char* label) {
+    return exchange.rows(r.rows, r.send, r.recv, label, r.meta_cols);
+  };
+  exchange.pipeline(
+      chunks_bwd_, [&](int j) { dy_received(j, run(dy_send(j), "netmoe.gather.backward")); },
+      [&](int j) { backward_expert(j); },
+      [&](int j) { dh_received(j, run(dh_send(j), "netmoe.scatter.backward")); });
+  return backward_end(aux_grad);
+}
+
+void SampleMovingMoe::forward_begin(const Tensor& h, int seq_len, const std::vector<int>& samples,
+                                    int chunks_fwd, int chunks_bwd) {
   const int tokens = static_cast<int>(h.rows());
   if (seq_len <= 0 || tokens != static_cast<int>(samples.size()) * seq_len)
     throw Error("sample moving moe", std::to_string(tokens) + " rows for " +
                                          std::to_string(samples.size()) + " samples of " +
                                          std::to_string(seq_len) + " tokens");
+  if (chunks_fwd < 1 || chunks_bwd < 1) throw Error("sample moving moe", "chunks must be >= 1");
   routing_ = moe_.gate().forward(ln2_.forward(h));  // the gate needs LN2(h) here
   if (routing_.expert_choice)
     throw Error("placement=netmoe", "needs a token-choice gate (expert choice drops tokens)");
-  home_aux(seq_len, samples);
+  seq_len_ = seq_len;
+  tokens_ = tokens;
+  chunks_fwd_ = chunks_fwd;
+  chunks_bwd_ = chunks_bwd;
+  samples_ = samples;
+  aux_begin(samples);
   plan_ = DroplessOrder().plan(routing_);
   const int experts = moe_.num_experts();
-  std::vector<int> counts(samples.size() * static_cast<size_t>(experts), 0);  // NetMoE Eq. 2
-  std::vector<int> meta;  // per send row (expert-major): global token, first slot, weight
+  sample_counts_.assign(samples.size() * static_cast<size_t>(experts), 0);  // NetMoE Eq. 2
+  meta_.clear();
   std::vector<char> seen(static_cast<size_t>(tokens), 0);
   for (int e = 0; e < experts; ++e)
     for (int r = plan_.offsets[static_cast<size_t>(e)];
          r < plan_.offsets[static_cast<size_t>(e) + 1]; ++r) {
       const int t = plan_.row_token[static_cast<size_t>(r)];
-      ++counts[static_cast<size_t>(t / seq_len * experts + e)];
-      meta.push_back(samples[static_cast<size_t>(t / seq_len)] * seq_len + t % seq_len);
-      meta.push_back(seen[static_cast<size_t>(t)] ? 0 : 1);
-      meta.push_back(std::bit_cast<int>(plan_.row_weight[static_cast<size_t>(r)]));
+      ++sample_counts_[static_cast<size_t>(t / seq_len * experts + e)];
+      meta_.push_back(samples[static_cast<size_t>(t / seq_len)] * seq_len + t % seq_len);
+      meta_.push_back(seen[static_cast<size_t>(t)] ? 0 : 1);
+      meta_.push_back(std::bit_cast<int>(plan_.row_weight[static_cast<size_t>(r)]));
       seen[static_cast<size_t>(t)] = 1;
     }
-  exchange_.submit_placement(layer_, samples, counts);  // Alg. 1 line 9: solve in background
-  exchange_layout();
-  const Tensor send = order_rows(plan_, h);
-  const int n = exchange_.chunks(false);
-  chunks_bwd_ = exchange_.chunks(true);
-  bwd_chunk_ = canonical_chunks(layout_, chunks_bwd_);
-  std::vector<Tensor> got(static_cast<size_t>(n)), z(static_cast<size_t>(n));
-  std::vector<std::vector<int>> got_meta(static_cast<size_t>(n)), rows(static_cast<size_t>(n));
-  Tensor y({tokens, h.cols()});
-  std::vector<int> moved;
-  exchange_.pipeline(
-      n, [&](int i) { scatter_chunk(i, n, send, meta, got, got_meta); },  // line 10
-      [&](int i) {                                                        // lines 11-12
-        const auto k = static_cast<size_t>(i);
-        rows[k] = recv_chunk_canonical(layout_, i, n);
-        z[k] = run_expert_chunk(rows[k], got[k], got_meta[k]);
-        got[k] = {};
-      },
-      [&](int i) {  // lines 13-14
-        if (i == 0) place_samples(seq_len, tokens, moved);
-        gather_chunk(rows[static_cast<size_t>(i)], z[static_cast<size_t>(i)], seq_len, y);
-        z[static_cast<size_t>(i)] = {};
-      });
-  samples = std::move(moved);
-  has_forward_ = true;
-  return y;
+  send_ = order_rows(plan_, h);
+  layout_ = ExchangeLayout{ranks_, moe_.local_experts(), plan_.counts, {}};  // recv: set_layout
+  y_ = Tensor({tokens, h.cols()});
+  got_rows_.assign(static_cast<size_t>(chunks_fwd_), {});
+  z_.assign(static_cast<size_t>(chunks_fwd_), {});
+  got_meta_.assign(static_cast<size_t>(chunks_fwd_), {});
+  rows_.assign(static_cast<size_t>(chunks_fwd_), {});
+  place_.clear();
+  has_forward_ = false;
 }
 
 // The baseline's aux loss with samples moved: per home rank h, the sums of AuxStats over the
 // tokens of h's samples, wherever they sit; each member adds those it holds and all-gathers
 // them (P (1 + 2E) doubles), then every member sums the same values in member order.
-void SampleMovingMoe::home_aux(int seq_len, const std::vector<int>& samples) {
+void SampleMovingMoe::aux_begin(const std::vector<int>& samples) {
   Gate& gate = moe_.gate();
   if (!gate.groups_aux())
     throw Error("placement=netmoe", "the gate's aux loss cannot be computed per home rank");
-  const int ranks = exchange_.ranks(), experts = moe_.num_experts();
+  const int experts = moe_.num_experts();
   const int batch = static_cast<int>(samples.size());
   aux_home_.assign(static_cast<size_t>(routing_.tokens), 0);
   for (int t = 0; t < routing_.tokens; ++t)
-    aux_home_[static_cast<size_t>(t)] = samples[static_cast<size_t>(t / seq_len)] / batch;
-  std::vector<AuxStats> mine(static_cast<size_t>(ranks), AuxStats(experts));
+    aux_home_[static_cast<size_t>(t)] = samples[static_cast<size_t>(t / seq_len_)] / batch;
+  std::vector<AuxStats> mine(static_cast<size_t>(ranks_), AuxStats(experts));
   gate.add_aux_stats(aux_home_, mine);
-  std::vector<int> bits;
+  aux_bits_.clear();
   for (const AuxStats& s : mine) {
-    put(s.tokens, bits);
-    for (int e = 0; e < experts; ++e) put(s.count[static_cast<size_t>(e)], bits);
-    for (int e = 0; e < experts; ++e) put(s.value[static_cast<size_t>(e)], bits);
+    put(s.tokens, aux_bits_);
+    for (int e = 0; e < experts; ++e) put(s.count[static_cast<size_t>(e)], aux_bits_);
+    for (int e = 0; e < experts; ++e) put(s.value[static_cast<size_t>(e)], aux_bits_);
   }
-  const std::vector<int> all = exchange_.all_gather(bits);
-  aux_stats_.assign(static_cast<size_t>(ranks), AuxStats(experts));
+}
+
+void SampleMovingMoe::set_aux(const std::vector<int>& all) {
+  const int experts = moe_.num_experts();
+  if (all.size() != aux_bits_.size() * static_cast<size_t>(ranks_))
+    throw Error("sample moving moe", "the aux AllGather returned " + std::to_string(all.size()) +
+                                         " ints, expected " +
+                                         std::to_string(aux_bits_.size() * size_t(ranks_)));
+  aux_stats_.assign(static_cast<size_t>(ranks_), AuxStats(experts));
   size_t at = 0;
-  for (int m = 0; m < ranks; ++m)
+  for (int m = 0; m < ranks_; ++m)
     for (AuxStats& s : aux_stats_) {
       AuxStats part(experts);
       part.tokens = take(all, at);
@@ -169,16 +201,18 @@ void SampleMovingMoe::home_aux(int seq_len, const std::vector<int>& samples) {
       for (double& v : part.value) v = take(all, at);
       s.add(part);
     }
-  routing_.aux_loss = gate.aux_of(aux_stats_[static_cast<size_t>(exchange_.rank())]);
+  routing_.aux_loss = moe_.gate().aux_of(aux_stats_[static_cast<size_t>(rank_)]);
 }
 
-// The scatter's counts (L ints per member) and the expert side's canonical rows.
-void SampleMovingMoe::exchange_layout() {
-  const int ranks = exchange_.ranks(), local = moe_.local_experts();
-  layout_ = ExchangeLayout{ranks, local, plan_.counts, {}};
-  const std::vector<int> per_member(static_cast<size_t>(ranks), local);  // L ints both ways
-  layout_.recv_counts =
-      exchange_.ints(plan_.counts, per_member, "netmoe.scatter.counts", per_member);
+// The scatter's layout (what each member sends this one, L ints per member) and the expert
+// side's canonical rows.
+void SampleMovingMoe::set_layout(const std::vector<int>& recv_counts) {
+  const int local = moe_.local_experts();
+  if (recv_counts.size() != static_cast<size_t>(ranks_ * local))
+    throw Error("sample moving moe", "the scatter's layout needs " +
+                                         std::to_string(ranks_ * local) + " counts, got " +
+                                         std::to_string(recv_counts.size()));
+  layout_ = ExchangeLayout{ranks_, local, plan_.counts, recv_counts};
   const int rows = layout_.recv_rows();
   in_ = Received{Tensor({rows, ln2_.params().front().value->size()}),
                  {},
@@ -196,19 +230,27 @@ void SampleMovingMoe::exchange_layout() {
     mine.push_back(r);
   }
   caches_.assign(static_cast<size_t>(local), ExpertCache{});
+  bwd_chunk_ = canonical_chunks(layout_, chunks_bwd_);
 }
 
-// NetMoE Alg. 1 line 10 for chunk i of n, with h (not LN2(h)) sent: the residual is inlined.
-void SampleMovingMoe::scatter_chunk(int i, int n, const Tensor& send, const std::vector<int>& meta,
-                                    std::vector<Tensor>& got,
-                                    std::vector<std::vector<int>>& got_meta) {
-  const std::vector<int> index = send_chunk_rows(layout_, i, n);
-  const std::vector<int> members = chunk_member_rows(layout_, i, n, false);
-  std::vector<int> recv_rows = chunk_member_rows(layout_, i, n, true);  // known: the layout's
-  const Tensor joined =
-      exchange_.rows(with_ints(gather_rows(send, index), gather_ints(meta, kMeta, index), kMeta),
-                     members, recv_rows, "netmoe.scatter", kMeta);
-  got[static_cast<size_t>(i)] = split_ints(joined, kMeta, got_meta[static_cast<size_t>(i)]);
+// NetMoE Alg. 1 line 10 for chunk i, with h (not LN2(h)) sent: the residual is inlined.
+SampleMovingMoe::Rows SampleMovingMoe::scatter_send(int i) const {
+  const std::vector<int> index = send_chunk_rows(layout_, i, chunks_fwd_);
+  const bool known = !layout_.recv_counts.empty();
+  return {with_ints(gather_rows(send_, index), gather_ints(meta_, kMeta, index), kMeta),
+          chunk_member_rows(layout_, i, chunks_fwd_, false),
+          known ? chunk_member_rows(layout_, i, chunks_fwd_, true) : std::vector<int>{}, kMeta};
+}
+
+void SampleMovingMoe::scatter_received(int i, const Tensor& rows) {
+  got_rows_.at(static_cast<size_t>(i)) = split_ints(rows, kMeta, got_meta_[static_cast<size_t>(i)]);
+}
+
+void SampleMovingMoe::expert_chunk(int i) {
+  const auto k = static_cast<size_t>(i);
+  rows_.at(k) = recv_chunk_canonical(layout_, i, chunks_fwd_);
+  z_[k] = run_expert_chunk(rows_[k], got_rows_[k], got_meta_[k]);
+  got_rows_[k] = {};
 }
 
 // z = w * E(LN2(h)) + [first slot] h for the chunk's rows (canonical `rows`): NetMoE Alg. 1
@@ -255,41 +297,45 @@ Tensor SampleMovingMoe::run_expert_chunk(const std::vector<int>& rows, const Ten
 }
 
 // NetMoE Alg. 1 line 13: the placement, the new samples of this member and their slots.
-void SampleMovingMoe::place_samples(int seq_len, int tokens, std::vector<int>& moved) {
-  place_ = exchange_.collect_placement(layer_);
-  const int ranks = exchange_.ranks(), me = exchange_.rank();
+void SampleMovingMoe::set_placement(const std::vector<int>& place) {
+  if (place.size() != samples_.size() * static_cast<size_t>(ranks_))
+    throw Error("sample moving moe", "the placement has " + std::to_string(place.size()) +
+                                         " samples, the group " +
+                                         std::to_string(samples_.size() * size_t(ranks_)));
+  place_ = place;
   slot_.assign(place_.size(), 0);
-  std::vector<int> filled(static_cast<size_t>(ranks), 0);
-  moved.clear();
+  std::vector<int> filled(static_cast<size_t>(ranks_), 0);
+  moved_.clear();
   for (size_t i = 0; i < place_.size(); ++i) {  // new samples sit in ascending global id
     const int d = place_[i];
-    if (d < 0 || d >= ranks) throw Error("sample moving moe", "placement names a bad rank");
+    if (d < 0 || d >= ranks_) throw Error("sample moving moe", "placement names a bad rank");
     slot_[i] = filled[static_cast<size_t>(d)]++;
-    if (d == me) moved.push_back(static_cast<int>(i));
+    if (d == rank_) moved_.push_back(static_cast<int>(i));
   }
-  if (static_cast<int>(moved.size()) * seq_len != tokens)
+  if (static_cast<int>(moved_.size()) * seq_len_ != tokens_)
     throw Error("sample moving moe", "the placement does not keep " +
-                                         std::to_string(tokens / seq_len) + " samples per rank");
+                                         std::to_string(tokens_ / seq_len_) + " samples per rank");
   sent_row_.clear();
   sent_dest_.clear();
   got_ = Gathered{};
 }
 
 // NetMoE Alg. 1 line 14 for one chunk: every row goes straight to its sample's new rank,
-// tagged with its backward chunk; the new rank sums the rows into y.
-void SampleMovingMoe::gather_chunk(const std::vector<int>& rows, const Tensor& z, int seq_len,
-                                   Tensor& y) {
-  const int ranks = exchange_.ranks(), nb = chunks_bwd_;
-  std::vector<std::vector<int>> by(static_cast<size_t>(ranks)), dest(static_cast<size_t>(ranks));
+// tagged with its backward chunk.
+SampleMovingMoe::Rows SampleMovingMoe::gather_send(int i) {
+  if (place_.empty()) throw Error("sample moving moe", "the gather needs the placement first");
+  const std::vector<int>& rows = rows_.at(static_cast<size_t>(i));
+  const int nb = chunks_bwd_;
+  std::vector<std::vector<int>> by(static_cast<size_t>(ranks_)), dest(static_cast<size_t>(ranks_));
   for (size_t k = 0; k < rows.size(); ++k) {
-    const int g = in_.token[static_cast<size_t>(rows[k])], sample = g / seq_len;
+    const int g = in_.token[static_cast<size_t>(rows[k])], sample = g / seq_len_;
     const auto d = static_cast<size_t>(place_.at(static_cast<size_t>(sample)));
     by[d].push_back(static_cast<int>(k));
-    dest[d].push_back((slot_[static_cast<size_t>(sample)] * seq_len + g % seq_len) * nb +
+    dest[d].push_back((slot_[static_cast<size_t>(sample)] * seq_len_ + g % seq_len_) * nb +
                       bwd_chunk_[static_cast<size_t>(rows[k])]);
   }
   std::vector<int> order, flat, send;
-  for (int d = 0; d < ranks; ++d) {
+  for (int d = 0; d < ranks_; ++d) {
     for (int k : by[static_cast<size_t>(d)]) {
       sent_row_.push_back(rows[static_cast<size_t>(k)]);
       sent_dest_.push_back(d);
@@ -299,59 +345,102 @@ void SampleMovingMoe::gather_chunk(const std::vector<int>& rows, const Tensor& z
     flat.insert(flat.end(), dest[static_cast<size_t>(d)].begin(),
                 dest[static_cast<size_t>(d)].end());
   }
-  std::vector<int> recv;
+  Rows out{with_ints(gather_rows(z_[static_cast<size_t>(i)], order), flat, kGatherMeta),
+           send,
+           {},
+           kGatherMeta};
+  z_[static_cast<size_t>(i)] = {};
+  return out;
+}
+
+// The new rank sums the arriving rows (recv[src] from each member) into y.
+void SampleMovingMoe::gather_received(const Tensor& rows, const std::vector<int>& recv) {
+  const int nb = chunks_bwd_;
   std::vector<int> where;  // per arriving row: its token's row and chunk tag
-  const Tensor got = split_ints(
-      exchange_.rows(with_ints(gather_rows(z, order), flat, 1), send, recv, "netmoe.gather", 1), 1,
-      where);
+  const Tensor got = split_ints(rows, kGatherMeta, where);
   size_t i = 0;
-  for (int src = 0; src < ranks; ++src)
-    for (int c = 0; c < recv[static_cast<size_t>(src)]; ++c, ++i) {
-      float* out = y.row(where[i] / nb);
+  for (int src = 0; src < ranks_; ++src)
+    for (int c = 0; c < recv.at(static_cast<size_t>(src)); ++c, ++i) {
+      float* out = y_.row(where[i] / nb);
       const float* row = got.row(static_cast<int64_t>(i));
-      for (int64_t col = 0; col < y.cols(); ++col) out[col] += row[col];
+      for (int64_t col = 0; col < y_.cols(); ++col) out[col] += row[col];
       got_.src.push_back(src);
       got_.dest.push_back(where[i] / nb);
       got_.tag.push_back(where[i] % nb);
     }
+  if (i != static_cast<size_t>(got.rows()))
+    throw Error("sample moving moe", "the gather's counts do not match its rows");
 }
 
-Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
+Tensor SampleMovingMoe::forward_end(std::vector<int>& samples) {
+  if (place_.empty()) throw Error("sample moving moe", "the forward needs the placement");
+  samples = moved_;
+  has_forward_ = true;
+  return std::move(y_);
+}
+
+void SampleMovingMoe::backward_begin(const Tensor& dy) {
   if (!has_forward_) throw Error("sample moving moe", "backward needs a forward first");
-  const int n = chunks_bwd_;
-  Tensor dsend({plan_.rows(), dy.cols()});
-  std::vector<float> dw_send(static_cast<size_t>(plan_.rows()), 0.0f);
-  std::vector<Tensor> dz(static_cast<size_t>(n)), dh(static_cast<size_t>(n));
-  std::vector<std::vector<float>> dw(static_cast<size_t>(n));
-  const std::vector<DyRoute> routes = dy_routes();
-  exchange_.pipeline(
-      n, [&](int j) { dz[static_cast<size_t>(j)] = dy_chunk(routes[static_cast<size_t>(j)], dy); },
-      [&](int j) {
-        const auto k = static_cast<size_t>(j);
-        dh[k] = backward_expert_chunk(routes[k].rows, dz[k], dw[k]);
-        dz[k] = {};
-      },
-      [&](int j) {  // the scatter's backward: dh rows and dw back to the token side
-        const auto k = static_cast<size_t>(j);
-        const std::vector<int> members = chunk_member_rows(layout_, j, n, true);
-        std::vector<int> counts = chunk_member_rows(layout_, j, n, false), bits, back;
-        for (float w : dw[k]) bits.push_back(std::bit_cast<int>(w));
-        const Tensor got = split_ints(exchange_.rows(with_ints(dh[k], bits, 1), members, counts,
-                                                     "netmoe.scatter.backward", 1),
-                                      1, back);
-        const std::vector<int> index = send_chunk_rows(layout_, j, n);
-        scatter_rows(dsend, got, index);
-        for (size_t r = 0; r < index.size(); ++r)
-          dw_send[static_cast<size_t>(index[r])] = std::bit_cast<float>(back[r]);
-        dh[k] = {};
-      });
+  dy_ = dy;
+  dsend_ = Tensor({plan_.rows(), dy.cols()});
+  dw_send_.assign(static_cast<size_t>(plan_.rows()), 0.0f);
+  routes_ = dy_routes();
+  dz_.assign(static_cast<size_t>(chunks_bwd_), {});
+  dh_.assign(static_cast<size_t>(chunks_bwd_), {});
+  dw_.assign(static_cast<size_t>(chunks_bwd_), {});
+}
+
+// The gather's backward, per backward chunk j: the new ranks send dy of the rows tagged j
+// (source-major, in the order they got them); they arrive, new-rank-major, in the order the
+// expert side sent them, which places them among the canonical rows of chunk j.
+SampleMovingMoe::Rows SampleMovingMoe::dy_send(int j) const {
+  const DyRoute& route = routes_.at(static_cast<size_t>(j));
+  return {gather_rows(dy_, route.dy_rows), route.send, route.recv, 0};
+}
+
+void SampleMovingMoe::dy_received(int j, const Tensor& rows) {
+  const DyRoute& route = routes_.at(static_cast<size_t>(j));
+  Tensor dz({static_cast<int64_t>(route.rows.size()), rows.cols()});
+  scatter_rows(dz, rows, route.arrival);
+  dz_[static_cast<size_t>(j)] = std::move(dz);
+}
+
+void SampleMovingMoe::backward_expert(int j) {
+  const auto k = static_cast<size_t>(j);
+  dh_[k] = backward_expert_chunk(routes_.at(k).rows, dz_[k], dw_[k]);
+  dz_[k] = {};
+}
+
+// The scatter's backward: dh rows and dw (one trailing column) back to the token side.
+SampleMovingMoe::Rows SampleMovingMoe::dh_send(int j) {
+  const auto k = static_cast<size_t>(j);
+  std::vector<int> bits;
+  for (float w : dw_.at(k)) bits.push_back(std::bit_cast<int>(w));
+  Rows out{with_ints(dh_[k], bits, kScatterBackwardMeta),
+           chunk_member_rows(layout_, j, chunks_bwd_, true),
+           chunk_member_rows(layout_, j, chunks_bwd_, false), kScatterBackwardMeta};
+  dh_[k] = {};
+  return out;
+}
+
+void SampleMovingMoe::dh_received(int j, const Tensor& rows) {
+  std::vector<int> back;
+  const Tensor got = split_ints(rows, kScatterBackwardMeta, back);
+  const std::vector<int> index = send_chunk_rows(layout_, j, chunks_bwd_);
+  scatter_rows(dsend_, got, index);
+  for (size_t r = 0; r < index.size(); ++r)
+    dw_send_[static_cast<size_t>(index[r])] = std::bit_cast<float>(back[r]);
+}
+
+Tensor SampleMovingMoe::backward_end(float aux_grad) {
   std::vector<float> grad_weight(static_cast<size_t>(routing_.slots()), 0.0f);
   for (int r = 0; r < plan_.rows(); ++r)
     grad_weight[static_cast<size_t>(plan_.row_slot[static_cast<size_t>(r)])] =
-        dw_send[static_cast<size_t>(r)];
-  Tensor out = order_rows_backward(plan_, dsend);
+        dw_send_[static_cast<size_t>(r)];
+  Tensor out = order_rows_backward(plan_, dsend_);
   moe_.gate().regroup_aux(aux_home_, aux_stats_);  // d aux of each token's home
   out.add(ln2_.backward(moe_.gate().backward(grad_weight, aux_grad)));
+  dy_ = dsend_ = {};
   return out;
 }
 
@@ -359,7 +448,7 @@ Tensor SampleMovingMoe::backward(const Tensor& dy, float aux_grad) {
 // (source-major, in the order they got them); they arrive, new-rank-major, in the order the
 // expert side sent them, which places them among the canonical rows of chunk j.
 std::vector<SampleMovingMoe::DyRoute> SampleMovingMoe::dy_routes() const {
-  const int ranks = exchange_.ranks(), n = chunks_bwd_;
+  const int ranks = ranks_, n = chunks_bwd_;
   std::vector<DyRoute> routes(static_cast<size_t>(n));
   std::vector<std::vector<int>> send(static_cast<size_t>(n * ranks)), sent(send.size());
   for (size_t i = 0; i < got_.src.size(); ++i)  // token side: rows of y per (chunk, source)
@@ -385,15 +474,6 @@ std::vector<SampleMovingMoe::DyRoute> SampleMovingMoe::dy_routes() const {
     }
   }
   return routes;
-}
-
-Tensor SampleMovingMoe::dy_chunk(const DyRoute& route, const Tensor& dy) {
-  std::vector<int> recv = route.recv;
-  const Tensor got =
-      exchange_.rows(gather_rows(dy, route.dy_rows), route.send, recv, "netmoe.gather.backward", 0);
-  Tensor dz({static_cast<int64_t>(route.rows.size()), dy.cols()});
-  scatter_rows(dz, got, route.arrival);
-  return dz;
 }
 
 // Expert side of the backward for the canonical `rows`: dz -> dw (per row), and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "nn/exchange_chunks.h"
@@ -95,14 +96,17 @@ const std::map<std::string, int>& roles() {
                                                {"grad.expert.allreduce", 7},
                                                {"moe.hybrid.expert_allgather", 8},
                                                {"moe.hybrid.grad_reducescatter", 9},
-                                               {"moe.hybrid.shared_allreduce", 10}};
+                                               {"moe.hybrid.shared_allreduce", 10},
+                                               {"moe.netmoe.counts_allgather", 11},
+                                               {"moe.netmoe.aux_allgather", 12},
+                                               {"moe.netmoe.targets_allgather", 13}};
   return r;
 }
 
 }  // namespace
 
 ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
-                           HybridBinding hybrid)
+                           HybridBinding hybrid, int ranks_per_node)
     : s_(schedule),
       rank_(rank),
       model_(model),
@@ -113,6 +117,25 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
   attn_tp_.assign(layers_.size(), {sched::kNone, sched::kNone});
   register_kernels();
   scan_ops();
+  if (has_netmoe_) bind_netmoe(ranks_per_node);
+}
+
+// NetMoE's ops drive the layers' sample-moving stages (netmoe_binding.h), with the chunk
+// counts the schedule has.
+void ModelBinding::bind_netmoe(int ranks_per_node) {
+  if (hybrid_.codec) throw Error("schedule runtime", "placement=netmoe moves no experts");
+  std::vector<std::array<int, 2>> chunks;
+  for (const auto& phases : moe_) chunks.push_back({phases[0].chunks, phases[1].chunks});
+  const core::RankGroup group = a2a_group_.empty() ? core::RankGroup{rank_} : a2a_group_;
+  netmoe_ = std::make_unique<NetMoeBinding>(model_, s_.world_size(), group, a2a_member_,
+                                            ranks_per_node, std::move(chunks));
+}
+
+std::vector<int64_t> ModelBinding::meta_bytes() const {
+  std::vector<int64_t> out = header_bytes_;
+  if (netmoe_)
+    for (size_t r = 0; r < out.size(); ++r) out[r] += netmoe_->meta_bytes().at(r);
+  return out;
 }
 
 void ModelBinding::register_kernels() {
@@ -120,6 +143,7 @@ void ModelBinding::register_kernels() {
   kernels_["gate"] = [this](const sched::Label& l) { gate(l); };
   kernels_["moe.expert"] = [this](const sched::Label& l) { expert(l); };
   kernels_["head"] = [this](const sched::Label& l) { head(l); };
+  kernels_["moe.netmoe.solve"] = [this](const sched::Label& l) { netmoe_->solve(l.layer); };
   kernels_["moe.dispatch.esp_allgather.copy"] = [this](const sched::Label& l) {
     place(l.layer, phase_index(l.phase), l.chunk);
   };
@@ -151,21 +175,24 @@ void ModelBinding::scan_ops() {
         parts_ = s_.collective(op.collective).size();
         part_ = op.member;
       }
-      if (label.name == "moe.dispatch.a2a" && a2a_size_ == 0)
+      if (label.name == "moe.dispatch.a2a" && a2a_size_ == 0) {
         map_members(s_.collective(op.collective), op.member);
-      if (slots_[id].role >= Role::kExpertGather && !hybrid_.codec)
+        a2a_member_ = op.member;
+      }
+      if (hybrid_role(slots_[id].role) && !hybrid_.codec)
         throw Error("schedule runtime", s_.describe(id) + ": HybridEP's ops need its codec");
     } else {
       throw Error("schedule runtime",
                   s_.describe(id) + ": no buffer is registered for '" + label.name + "'");
     }
     if (label.name.rfind("moe.", 0) == 0) scan_moe_op(label);
+    has_netmoe_ |= label.name.rfind("moe.netmoe.", 0) == 0;
   }
   for (auto& [id, slot] : slots_) {
     if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad)
       slot.parts = parts[{std::string(s_.label(id).name), slot.layer}];
     if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad ||
-        slot.role == Role::kAttnTp || slot.role >= Role::kExpertGather)
+        slot.role == Role::kAttnTp || hybrid_role(slot.role))
       own_buffers_[id];
   }
   for (auto& phases : moe_)
@@ -204,6 +231,7 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   seq_len_ = seq_len;
   grad_bytes_ = 0;
   header_bytes_.assign(size_t(s_.world_size()), 0);
+  if (netmoe_) netmoe_->start_step(targets, seq_len);
   if (hybrid_.codec)  // from the last backward's AllReduced sum, before any expert is encoded
     for (int l = 0; l < hybrid_.codec->layers(); ++l) hybrid_.codec->refresh_shared(l);
   for (auto& phases : moe_)
@@ -244,6 +272,7 @@ void ModelBinding::attn_done(int l, int phase, const nn::Tensor& summed) {
 void ModelBinding::gate(const sched::Label& label) {
   const int l = label.layer;
   if (label.phase == sched::Phase::kForward) return pack(l, 0);
+  if (netmoe_) return netmoe_->gate_backward(l);
   const nn::Tensor dx = moe(l).backward_end(state(l, 1).combined, model_.config().aux_loss_weight);
   model_.moe_backward_done(l, dx);
 }
@@ -261,6 +290,7 @@ void ModelBinding::head(const sched::Label& label) {
 
 void ModelBinding::expert(const sched::Label& label) {
   const int l = label.layer, phase = phase_index(label.phase);
+  if (netmoe_) return netmoe_->expert(l, phase, label.chunk);
   nn::MoeLayer& layer = moe(l);
   MoeState& st = state(l, phase);
   auto run = [&](int i, int n, const nn::Tensor& rows) {
@@ -289,6 +319,7 @@ void ModelBinding::expert(const sched::Label& label) {
 // The rows to dispatch, in every chunk's buffer: this member's part of it (forward: behind
 // the full counts for each destination).
 void ModelBinding::pack(int l, int phase) {
+  if (netmoe_) return phase == 0 ? netmoe_->gate_forward(l) : netmoe_->backward_begin(l);
   nn::MoeLayer& layer = moe(l);
   MoeState& st = state(l, phase);
   const int local = layer.local_experts(), ep = layer.num_experts() / local;
@@ -330,6 +361,7 @@ void ModelBinding::pack(int l, int phase) {
 }
 
 void ModelBinding::finish_forward(int l) {
+  if (netmoe_) return netmoe_->forward_done(l);
   model_.moe_forward_done(l, moe(l).forward_end(state(l, 0).combined));
 }
 
@@ -477,6 +509,8 @@ OpBuffer* ModelBinding::buffer(OpId id) {
   const auto it = slots_.find(id);
   if (it == slots_.end()) return nullptr;
   const Slot& slot = it->second;
+  if (const auto op = netmoe_ ? netmoe_op(slot) : std::nullopt)
+    return netmoe_->buffer(*op, slot.layer, slot.phase, slot.chunk);
   const size_t i = size_t(std::max(slot.chunk, 0));
   switch (slot.role) {
     case Role::kDispatch:
@@ -506,6 +540,8 @@ void ModelBinding::after(OpId id) {
   const auto it = slots_.find(id);
   if (it == slots_.end()) return;
   const Slot& s = it->second;
+  if (const auto op = netmoe_ ? netmoe_op(s) : std::nullopt)
+    return netmoe_->after(*op, s.layer, s.phase, s.chunk);
   const int i = std::max(s.chunk, 0);
   switch (s.role) {
     case Role::kAttnTp:
@@ -527,6 +563,25 @@ void ModelBinding::after(OpId id) {
       return unpack_grads(s, own_buffers_.at(id));
     default:
       return hybrid_after(s, own_buffers_.at(id));
+  }
+}
+
+// NetMoE's part of a collective, if it has one.
+std::optional<NetMoeBinding::Op> ModelBinding::netmoe_op(const Slot& slot) const {
+  using Op = NetMoeBinding::Op;
+  switch (slot.role) {
+    case Role::kDispatch:
+      return Op::kDispatch;
+    case Role::kCombine:
+      return Op::kCombine;
+    case Role::kNetMoeCounts:
+      return Op::kCounts;
+    case Role::kNetMoeAux:
+      return Op::kAux;
+    case Role::kNetMoeTargets:
+      return Op::kTargets;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -40,6 +40,8 @@
 #include <array>
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +49,7 @@
 #include "nn/moe_transformer.h"
 #include "rt/executor.h"
 #include "rt/hybrid_codec.h"
+#include "rt/netmoe_binding.h"
 #include "sched/schedule.h"
 
 namespace moecomm::rt {
@@ -64,8 +67,9 @@ class ModelBinding {
  public:
   // Throws moecomm::Error naming the op when this rank's part of the schedule has an op that no
   // kernel or buffer is registered for, or a layer the model does not have.
+  // ranks_per_node: NetMoE's placement problem places samples on nodes and their devices.
   ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
-               HybridBinding hybrid = {});
+               HybridBinding hybrid = {}, int ranks_per_node = 1);
   ModelBinding(const ModelBinding&) = delete;
   ModelBinding& operator=(const ModelBinding&) = delete;
 
@@ -78,9 +82,11 @@ class ModelBinding {
   // Since construction: the rows this rank's forward dispatches sent to each EP member (before
   // MoNTA's drop), and how many dispatches (layers x runs) they add up.
   const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
-  // The last run's forward dispatch headers (the layout's counts riding ahead of the rows), in
-  // bytes per destination world rank: metadata, counted apart from the token rows.
-  const std::vector<int64_t>& header_bytes() const { return header_bytes_; }
+  // The last run's metadata riding with the token rows (the layout's counts ahead of them,
+  // NetMoE's metadata columns), in bytes per destination world rank, counted apart from them.
+  std::vector<int64_t> meta_bytes() const;
+  // placement=netmoe: its part of the binding (nullptr without it).
+  const NetMoeBinding* netmoe() const { return netmoe_.get(); }
   int64_t dispatches() const { return dispatches_; }
 
  private:
@@ -95,8 +101,14 @@ class ModelBinding {
     kExpertGrad,
     kExpertGather,
     kExpertGradReturn,
-    kSharedSum
+    kSharedSum,
+    kNetMoeCounts,
+    kNetMoeAux,
+    kNetMoeTargets
   };
+  static bool hybrid_role(Role r) {
+    return r == Role::kExpertGather || r == Role::kExpertGradReturn || r == Role::kSharedSum;
+  }
   struct Slot {
     Role role;
     int layer, phase, chunk, parts;  // phase: 0 forward, 1 backward; parts: AllReduce pieces
@@ -127,6 +139,8 @@ class ModelBinding {
 
   void register_kernels();
   void scan_ops();
+  void bind_netmoe(int ranks_per_node);
+  std::optional<NetMoeBinding::Op> netmoe_op(const Slot& slot) const;
   void scan_moe_op(const sched::Label& label);
   MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
   nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
@@ -172,6 +186,9 @@ class ModelBinding {
   std::vector<int> member_of_;
   int a2a_size_ = 0;
   core::RankGroup a2a_group_;  // the EP-wide A2A's members (world ranks)
+  int a2a_member_ = 0;         // this rank's member there
+  bool has_netmoe_ = false;    // the schedule has NetMoE's ops
+  std::unique_ptr<NetMoeBinding> netmoe_;
   std::vector<int64_t> header_bytes_;
   std::unordered_map<std::string, Kernel> kernels_;        // by label name
   std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives

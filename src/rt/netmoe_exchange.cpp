@@ -52,35 +52,12 @@ StreamOrder overlapped_order(int chunks) {
 
 }  // namespace
 
-place::DeviceGrid ep_device_grid(const core::RankGroup& ep, int ranks_per_node) {
-  const int rpn = std::max(ranks_per_node, 1);
-  std::vector<int> per_node;  // members per node, in member order
-  for (size_t i = 0; i < ep.size(); ++i) {
-    if (i > 0 && ep[i] / rpn < ep[i - 1] / rpn)
-      throw Error("placement=netmoe", "the EP group " + group_text(ep) + " is not node-major");
-    if (i == 0 || ep[i] / rpn != ep[i - 1] / rpn) per_node.push_back(0);
-    ++per_node.back();
-  }
-  for (int n : per_node)
-    if (n != per_node.front())
-      throw Error("placement=netmoe", "the EP group " + group_text(ep) +
-                                          " must hold the same number of ranks on every node "
-                                          "(ranks_per_node " +
-                                          std::to_string(ranks_per_node) + ")");
-  return {static_cast<int>(per_node.size()), per_node.front()};
-}
-
 NetMoeExchange::NetMoeExchange(const Comm& ep, CallOptions options, int layers, int experts,
                                A2AActivity* activity)
     : ep_(ep),
       options_(std::move(options)),
       activity_(activity),
-      layers_(layers),
-      experts_(experts),
-      grid_(ep_device_grid(ep.group(), options_.ranks_per_node)),
-      expert_device_(place::expert_blocks(experts, ep.size())),
-      predictor_(layers, experts),
-      counts_(static_cast<size_t>(layers)) {}
+      planner_(ep.group(), options_.ranks_per_node, layers, experts) {}
 
 nn::Tensor NetMoeExchange::rows(const nn::Tensor& send, const std::vector<int>& send_rows,
                                 std::vector<int>& recv_rows, const char* label, int meta_cols) {
@@ -133,33 +110,14 @@ std::vector<int> NetMoeExchange::all_gather(const std::vector<int>& mine) {
   return rt::all_gather(ep_, std::span<const int>(mine), o);
 }
 
-// NetMoE Alg. 1 line 9. The l+1 term of Eq. 5 uses the routing predictor (Sec. 3.3); before
-// it has statistics for this layer, layer l's own counts stand in for layer l+1's. The last
-// layer has no next scatter: its gather alone.
+// NetMoE Alg. 1 line 9: the group's counts gathered, the problem solved in background.
 void NetMoeExchange::submit_placement(int layer, const std::vector<int>& samples,
                                       const std::vector<int>& counts) {
-  if (layer < 0 || layer >= layers_) throw Error("netmoe", "layer out of range");
   ++scatters_;
-  const size_t b = samples.size();
   std::vector<int> mine(samples);
   mine.insert(mine.end(), counts.begin(), counts.end());
-  const std::vector<int> all = all_gather(mine);
-  const size_t per = mine.size();
-  place::RoutingCounts num(static_cast<int>(b) * ranks(), experts_);
-  for (int m = 0; m < ranks(); ++m)
-    for (size_t i = 0; i < b; ++i) {
-      const int gid = all[m * per + i];
-      for (int e = 0; e < experts_; ++e)
-        num.at(gid, e) = all[m * per + b + i * static_cast<size_t>(experts_) + e];
-    }
-  if (layer > 0 && counts_[static_cast<size_t>(layer - 1)].samples == num.samples)
-    predictor_.observe(layer - 1, counts_[static_cast<size_t>(layer - 1)], num);
-  counts_[static_cast<size_t>(layer)] = num;
-  place::RoutingCounts total = num;
-  if (layer + 1 < layers_)
-    total = place::add_counts(
-        num, predictor_.has_statistics(layer) ? predictor_.predict(layer, num) : num);
-  placer_.submit(std::move(total), expert_device_, grid_);
+  placer_.submit(planner_.problem(layer, all_gather(mine), static_cast<int>(samples.size())),
+                 planner_.expert_device(), planner_.grid());
   pending_layer_ = layer;
 }
 

@@ -14,11 +14,10 @@
 
 #include "nn/sample_moving_moe.h"
 #include "place/async_sample_placer.h"
-#include "place/routing_predictor.h"
-#include "place/traffic.h"
 #include "rt/a2a_activity.h"
 #include "rt/comm.h"
 #include "rt/link_bytes.h"
+#include "rt/netmoe_planner.h"
 #include "rt/wait.h"
 
 namespace moecomm::rt {
@@ -28,10 +27,6 @@ struct NetMoeStats {
   double wait_us = 0;   // time collect() blocked: the part of the solve not hidden
   int solves = 0;
 };
-
-// Nodes of the EP group's members (node = global rank / ranks_per_node): consecutive
-// members, the same count per node. Throws Error otherwise.
-place::DeviceGrid ep_device_grid(const core::RankGroup& ep, int ranks_per_node);
 
 class NetMoeExchange final : public nn::SampleExchange {
  public:
@@ -73,11 +68,7 @@ class NetMoeExchange final : public nn::SampleExchange {
   const Comm& ep_;
   CallOptions options_;
   A2AActivity* activity_;
-  int layers_, experts_;
-  place::DeviceGrid grid_;
-  std::vector<int> expert_device_;
-  place::RoutingPredictor predictor_;
-  std::vector<place::RoutingCounts> counts_;  // per layer: this iteration's true counts
+  NetMoePlanner planner_;
   LinkBytes rows_, meta_;
   NetMoeStats stats_;
   std::vector<int64_t> scatter_rows_, gather_rows_;

@@ -48,6 +48,12 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
   s.strategy = c.strategy;
   s.layers = c.model.layers;
   s.lm_head = true;
+  if (c.strategy.placement == sched::Placement::kNetMoe)  // the simulator's sizes: the runtime
+    for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep) {  // moves the rows
+      const double n = double(ep.size());                                       // it has
+      const double bytes = double(c.batch) * c.seq_len * c.model.moe.top_k * c.model.hidden * 4;
+      s.a2a_pair_bytes.emplace_back(ep.size() * ep.size(), bytes / n);
+    }
   for (int b = 0; b < c.model.layers; ++b) {
     double bytes = 0;
     for (const nn::Param* p : model.block_dense_params(b)) bytes += 4.0 * p->value->size();
@@ -161,7 +167,7 @@ std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroup
 // path (the MoE A2As and the ESP/TP collectives beside them), the gradients, the attention's
 // TP AllReduces and HybridEP's expert transfers.
 struct OpBytes {
-  LinkBytes token, grad, tp_attention, expert;
+  LinkBytes token, grad, tp_attention, expert, meta;
 };
 
 OpBytes op_bytes(const sched::Schedule& s, const ExecResult& run, int me) {
@@ -175,6 +181,8 @@ OpBytes op_bytes(const sched::Schedule& s, const ExecResult& run, int me) {
       out.tp_attention += b;
     else if (name.rfind("moe.hybrid.", 0) == 0)
       out.expert += b;
+    else if (name.rfind("moe.netmoe.", 0) == 0)  // NetMoE's counts, aux sums and targets
+      out.meta += b;
     else if (name.rfind("moe.", 0) == 0)
       out.token += b;
   }
@@ -184,6 +192,28 @@ OpBytes op_bytes(const sched::Schedule& s, const ExecResult& run, int me) {
 void sum_over_ranks(const LinkBytes& mine, LinkBytes& total) {
   MPI_Allreduce(mine.bytes.data(), total.bytes.data(), kNumLinkLevels, MPI_INT64_T, MPI_SUM,
                 MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+namespace {
+
+// NetMoE moves whole samples with their residual inlined (nn/sample_moving_moe.h).
+void check_netmoe(const TrainConfig& c) {
+  auto refuse = [](const std::string& what, const std::string& why) {
+    throw Error(what, "placement=netmoe " + why);
+  };
+  if (c.tp != 1) refuse("strategy: tp", "runs with tp=1 only, got tp=" + std::to_string(c.tp));
+  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid)
+    refuse("strategy: expert_transfer", "moves samples, not experts");
+  if (c.model.moe.capacity_factor > 0.0f)
+    refuse("strategy: placement",
+           "inlines the expert residual, which needs the dropless layout (capacity_factor 0, "
+           "got " +
+               std::to_string(c.model.moe.capacity_factor) + ")");
+  if (c.model.moe.gate == nn::GateKind::kExpertChoice)
+    refuse("strategy: placement", "needs a token-choice gate, not expert choice");
+  if (c.record_routing) refuse("--record-routing", "does not record routing yet");
 }
 
 }  // namespace
@@ -211,8 +241,8 @@ void check_scheduled(const TrainConfig& c) {
   auto refuse = [](const std::string& what, const std::string& why) {
     throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
   };
-  if (s.placement != sched::Placement::kNone) refuse("strategy: placement", "placement=netmoe");
   if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
+  if (s.placement == sched::Placement::kNetMoe) check_netmoe(c);
 }
 
 namespace {
@@ -233,6 +263,7 @@ class ScheduledTraining {
   void keep(int step, const ExecResult& run, TrainResult& result);
   StepReport report(int step, const ExecResult& run, double ms);
   void record_routing(TrainResult& result);
+  void add_placement(StepReport& r) const;
 
   const TrainConfig& c_;
   int world_ = 0, me_ = 0;
@@ -264,7 +295,8 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       schedule_(std::make_shared<const sched::Schedule>(
           sched::build_training_step(setup_of(c, g_, model_)))),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
-      binding_(*schedule_, me_, model_, {c.hybrid_order, hybrid_.domain_size, codec_.get()}),
+      binding_(*schedule_, me_, model_, {c.hybrid_order, hybrid_.domain_size, codec_.get()},
+               c.ranks_per_node),
       adam_(model_.params(), nn::AdamConfig{.lr = c.lr}),
       text_(nn::SyntheticTextConfig{
           .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order}) {
@@ -316,7 +348,7 @@ void ScheduledTraining::keep(int step, const ExecResult& run, TrainResult& resul
   nn::scale_grad(model_.params(), 1.0f / static_cast<float>(g_.data_ranks));
   if (c_.keep_gradients && last) {
     for (nn::Param* p : model_.params()) result.gradients.emplace_back(p->name, *p->grad);
-    gather_samples(model_, g_, false, c_.batch, world_, result);
+    gather_samples(model_, g_, binding_.netmoe() != nullptr, c_.batch, world_, result);
   }
 }
 
@@ -329,9 +361,11 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
   add_op_phases(r, *schedule_, run, me_, world_, grads);
   const OpBytes bytes = op_bytes(*schedule_, run, me_);
   LinkBytes headers, token = bytes.token;  // the layout's counts are metadata, not rows
+  const std::vector<int64_t> meta = binding_.meta_bytes();
   for (int rank = 0; rank < world_; ++rank)
-    headers.add(me_, rank, binding_.header_bytes()[size_t(rank)], c_.ranks_per_node);
+    headers.add(me_, rank, meta[size_t(rank)], c_.ranks_per_node);
   for (int l = 0; l < kNumLinkLevels; ++l) token.bytes[size_t(l)] -= headers.bytes[size_t(l)];
+  headers += bytes.meta;
   const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms, token,
                                         bytes.grad, grads, world_);
   r.step = totals.step;
@@ -344,9 +378,20 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
   sum_over_ranks(headers, r.a2a_meta);
   sum_over_ranks(bytes.tp_attention, r.tp_attention);
   sum_over_ranks(bytes.expert, r.expert);
+  add_placement(r);
   const double synced_ms = run.wall_s * 1e3;
   MPI_Allreduce(&synced_ms, &r.synced_ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return r;
+}
+
+// placement=netmoe's solver times (zero without it), maxed over ranks.
+void ScheduledTraining::add_placement(StepReport& r) const {
+  const NetMoeBinding* netmoe = binding_.netmoe();
+  double ms[2] = {netmoe ? netmoe->stats().solve_us / 1e3 : 0,
+                  netmoe ? netmoe->stats().wait_us / 1e3 : 0};
+  MPI_Allreduce(MPI_IN_PLACE, ms, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  r.placement_solve_ms = ms[0];
+  r.placement_wait_ms = ms[1];
 }
 
 void ScheduledTraining::record_routing(TrainResult& result) {
@@ -360,14 +405,21 @@ void ScheduledTraining::record_routing(TrainResult& result) {
 
 void ScheduledTraining::finish(TrainResult& result) {
   result.block_dense_grad_bytes = setup_of(c_, g_, model_).dense_grad_bytes;
-  result.dispatch_bytes = ep_matrices(binding_.dispatch_rows(), binding_.dispatches(),
-                                      4.0 * c_.model.hidden, g_, world_);
+  const double row = 4.0 * c_.model.hidden;
+  if (const NetMoeBinding* netmoe = binding_.netmoe()) {
+    result.dispatch_bytes =
+        ep_matrices(netmoe->scatter_rows(), netmoe->scatters(), row, g_, world_);
+    result.combine_bytes = ep_matrices(netmoe->gather_rows(), netmoe->scatters(), row, g_, world_);
+    return;
+  }
+  result.dispatch_bytes =
+      ep_matrices(binding_.dispatch_rows(), binding_.dispatches(), row, g_, world_);
 }
 
 }  // namespace
 
 bool scheduled_runs(const TrainConfig& c) {
-  return c.strategy.placement == sched::Placement::kNone && !c.bf16_a2a;
+  return !c.bf16_a2a;
 }
 
 TrainResult train_scheduled(const TrainConfig& c,

@@ -84,7 +84,6 @@ void check_hand_built(const TrainConfig& c) {
 
 void check(const TrainConfig& c) {
   check_strategy(c);
-  if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
   if (c.seq_len < 2 || c.seq_len > c.model.max_seq)
     throw Error("seq_len", "must be in [2, " + std::to_string(c.model.max_seq) + "]");
   if (c.batch < 1 || c.steps < 1) throw Error("train", "batch and steps must be >= 1");
@@ -194,6 +193,7 @@ TrainResult train(const TrainConfig& config_in,
     c.runtime = scheduled_runs(c) ? Runtime::kSchedule : Runtime::kHandBuilt;
   if (c.runtime == Runtime::kSchedule) return train_scheduled(c, on_step);
   check_hand_built(c);
+  if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
   const TrainGroups g = train_groups(world, c.tp, c.ep, c.model.moe.experts, me, "--parallel");
   // Channel 0: the token path (its threads use the EP and TP communicators apart); 1: the
   // gradient AllReduce thread; 2: the attention's TP AllReduces.

@@ -11,7 +11,8 @@ BuildContext::BuildContext(const LayerSetup& s, const core::RankGroups& g)
       work(layer_workload(s.model, s.parallel)),
       schedule(s.parallel.world()),
       ready(s.parallel.world()),
-      prefetch(s.parallel.world(), kNone) {}
+      prefetch(s.parallel.world(), kNone),
+      targets_moved(s.parallel.world(), kNone) {}
 
 int BuildContext::chunks() const {
   return phase == Phase::kBackward ? strategy.chunks_bwd : strategy.chunks_fwd;

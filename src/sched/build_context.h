@@ -50,7 +50,8 @@ struct BuildContext {
   Frontier step_start;         // the forward's first frontier (HybridEP's send queue)
   // HybridEP's member order per EP group (hybrid_member_order; empty: consecutive domains).
   std::vector<std::vector<int>> hybrid_orders;
-  std::vector<LayerGrads> grads;  // per layer
+  std::vector<LayerGrads> grads;    // per layer
+  std::vector<OpId> targets_moved;  // per rank: NetMoE's targets AllGather (kNone: none)
 
   int world() const { return schedule.world_size(); }
   int chunks() const;  // of the current phase

@@ -57,6 +57,8 @@ void build_head(BuildContext& ctx) {
   const Label label{"head", -1, ctx.phase, -1, ""};
   for (const auto& pp : ctx.groups.pp) {
     const int r = pp.back();
+    if (ctx.phase == Phase::kForward && ctx.targets_moved[r] != kNone)
+      ctx.ready[r].push_back(ctx.targets_moved[r]);  // NetMoE: the targets of the samples held
     ctx.ready[r] = {ctx.schedule.add_compute(r, kComputeStream, flops, 0, label, ctx.ready[r])};
   }
 }

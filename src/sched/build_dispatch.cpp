@@ -195,7 +195,47 @@ void reduce_chunks(BuildContext& ctx, std::vector<Frontier>& c) {
   }
 }
 
+// Per EP group, an AllGather's output of `per_member` bytes from each member.
+std::vector<double> gathered_bytes(const BuildContext& ctx, double per_member) {
+  std::vector<double> out;
+  for (const auto& g : ctx.groups.ep) out.push_back(per_member * double(g.size()));
+  return out;
+}
+
+// NetMoE Alg. 1 line 9: every member all-gathers the group's per-sample expert counts (its
+// B sample ids and B x E counts, int32) and solves the same placement on its own stream,
+// beside the scatter and the experts; the gather waits for it. The simulator takes the solve
+// as hidden, as the paper's Sec. 4 has it; the runtime runs the real solve there. Beside it,
+// the baseline's aux loss with samples moved: each member's sums per home rank (P (1 + 2E)
+// doubles). Returns the solve per rank (kNone: none).
+std::vector<OpId> build_placement(BuildContext& ctx) {
+  const double samples = ctx.setup.model.micro_batch, experts = ctx.setup.model.experts;
+  const Label counts = ctx.label("moe.netmoe.counts_allgather", "netmoe");
+  const Frontier gathered = group_step(ctx, ctx.groups.ep, OpKind::kAllGather,
+                                       gathered_bytes(ctx, 4.0 * samples * (1.0 + experts)),
+                                       kTokenStream, counts, ctx.ready);
+  std::vector<double> aux;  // AllGather output: P members' P (1 + 2E) doubles
+  for (const auto& g : ctx.groups.ep)
+    aux.push_back(std::pow(double(g.size()), 2) * 8.0 * (1.0 + 2.0 * experts));
+  group_step(ctx, ctx.groups.ep, OpKind::kAllGather, aux, kTokenStream,
+             ctx.label("moe.netmoe.aux_allgather", "netmoe"), ctx.ready);
+  std::vector<OpId> solved(ctx.world(), kNone);
+  for (int r = 0; r < ctx.world(); ++r)
+    solved[r] = ctx.schedule.add_compute(r, kPlacementStream, 0, 0,
+                                         ctx.label("moe.netmoe.solve", "netmoe"), gathered[r]);
+  return solved;
+}
+
 }  // namespace
+
+std::vector<OpId> build_targets_gather(BuildContext& ctx) {
+  std::vector<OpId> out(ctx.world(), kNone);
+  if (ctx.strategy.placement != Placement::kNetMoe || !ctx.setup.lm_head) return out;
+  const Frontier f =
+      group_step(ctx, ctx.groups.ep, OpKind::kAllGather, gathered_bytes(ctx, 4.0 * ctx.work.tokens),
+                 kTokenStream, ctx.label("moe.netmoe.targets_allgather", "netmoe"), ctx.ready);
+  return last_of(f);
+}
 
 std::vector<double> uniform_pairs(int n, double bytes) {
   return std::vector<double>(size_t(n) * n, bytes / n);
@@ -259,6 +299,10 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
 void build_moe(BuildContext& ctx) {
   const int n = ctx.chunks();
   const bool pipelined = ctx.strategy.pipeline_experts || n == 1;
+  const bool netmoe = ctx.strategy.placement == Placement::kNetMoe;
+  const std::vector<OpId> solved = netmoe && ctx.phase == Phase::kForward
+                                       ? build_placement(ctx)
+                                       : std::vector<OpId>(ctx.world(), kNone);
   std::vector<Frontier> c(n, ctx.ready);
   a2a_chunks(ctx, c, false);
   const std::vector<OpId> window = last_of(c.back());
@@ -274,6 +318,8 @@ void build_moe(BuildContext& ctx) {
                          : last_of(merge(c));
   }
   reduce_chunks(ctx, c);
+  for (int r = 0; r < ctx.world(); ++r)  // NetMoE Alg. 1 line 13: the gather needs the placement
+    if (solved[r] != kNone) c.front()[r].push_back(solved[r]);
   a2a_chunks(ctx, c, true);
   if (ctx.path.tp_gather)  // the TP ranks' slices back to the full (replicated) tokens
     gather_chunks(ctx, c, ctx.groups.tp, per_group(ctx.groups.tp, per_rank_a2a(ctx, false), true),

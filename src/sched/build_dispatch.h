@@ -19,6 +19,11 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
 std::vector<double> uniform_pairs(int n, double bytes);
 std::vector<double> transposed(const std::vector<double>& pairs, int n);
 
+// NetMoE with the LM head: every EP member all-gathers the group's targets (B S int32 each)
+// at the forward's start, off the critical path, for the samples it will hold at the head.
+// Per rank the op (kNone: none).
+std::vector<OpId> build_targets_gather(BuildContext& ctx);
+
 // The MoE part of the current layer and phase. Backward mirrors the forward with the
 // gradients (the first A2A carries the combine's gradient in the dispatch direction) and
 // twice the expert flops; it records the layer's expert gradients and FSMoE's window.

@@ -93,6 +93,7 @@ Schedule build_training_step(const LayerSetup& setup) {
 
   ctx.phase = Phase::kForward;
   build_stage_receive(ctx);
+  ctx.targets_moved = build_targets_gather(ctx);
   for (int l = 0; l < setup.layers; ++l) forward_layer(ctx, l);
   build_head(ctx);
   build_stage_send(ctx);

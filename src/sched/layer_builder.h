@@ -6,7 +6,8 @@
 // Streams: 0 compute; 1 token communication (A2A, TP AllReduce, pipeline-stage hand-off);
 // 2 gradient synchronization; 3 copies and prefetch (MoNTA O3 D2D, HybridEP expert
 // AllGather); 4 intra-node token collectives pipelined against the A2A (ESP AllGather /
-// ReduceScatter / AllReduce, TP AllGather; MoNTA O2, FSMoE).
+// ReduceScatter / AllReduce, TP AllGather; MoNTA O2, FSMoE); 5 NetMoE's placement solve,
+// beside the scatter and the experts (Alg. 1 lines 9-13).
 #include <vector>
 
 #include "core/cluster.h"
@@ -22,6 +23,7 @@ inline constexpr int kTokenStream = 1;
 inline constexpr int kGradStream = 2;
 inline constexpr int kCopyStream = 3;
 inline constexpr int kIntraStream = 4;
+inline constexpr int kPlacementStream = 5;
 
 struct LayerSetup {
   core::ModelConfig model;

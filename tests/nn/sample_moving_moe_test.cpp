@@ -169,17 +169,17 @@ void check_layer(int chunks_fwd, int chunks_bwd) {
     ThreadedSampleExchange ex(board, r);
     auto moe = make_moe_layer(spec(), token);
     LayerNorm ln(kHidden);
-    SampleMovingMoe moving(*moe, ln, 0, true, ex);
+    SampleMovingMoe moving(*moe, ln, 0, true, ex.ranks(), ex.rank());
     std::vector<int>& ids = samples[static_cast<size_t>(r)];
     for (int b = 0; b < kBatch; ++b) ids.push_back(r * kBatch + b);
-    y[static_cast<size_t>(r)] = moving.forward(h[static_cast<size_t>(r)], kSeq, ids);
+    y[static_cast<size_t>(r)] = moving.forward(h[static_cast<size_t>(r)], kSeq, ids, ex);
     Tensor dy({kBatch * kSeq, kHidden});  // each new sample's gradient, from its home rank
     for (int b = 0; b < kBatch; ++b) {
       const int i = ids[static_cast<size_t>(b)];
       dy.set_rows(b * kSeq,
                   dy_home[static_cast<size_t>(i / kBatch)].slice_rows(i % kBatch * kSeq, kSeq));
     }
-    dh[static_cast<size_t>(r)] = moving.backward(dy, 0.01f);
+    dh[static_cast<size_t>(r)] = moving.backward(dy, 0.01f, ex);
     for (Param& p : moe->params()) grads[static_cast<size_t>(r)][p.name] = *p.grad;
     for (Param& p : ln.params()) grads[static_cast<size_t>(r)]["ln2." + p.name] = *p.grad;
   });
@@ -222,7 +222,7 @@ TEST(SampleMovingMoe, NeedsTheDroplessLayout) {
   ThreadedSampleExchange ex(board, 0);
   auto moe = make_moe_layer(spec(1.0f), token);
   LayerNorm ln(kHidden);
-  EXPECT_ERROR_HAS(SampleMovingMoe(*moe, ln, 0, false, ex), "dropless");
+  EXPECT_ERROR_HAS(SampleMovingMoe(*moe, ln, 0, false, ex.ranks(), ex.rank()), "dropless");
   MoeTransformerConfig c;
   c.moe.capacity_factor = 1.0f;
   MoeTransformer model(c, token);

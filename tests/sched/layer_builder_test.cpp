@@ -543,6 +543,53 @@ TEST(LayerBuilder, NetMoeCombineMatricesGoToTheNewPositions) {
   EXPECT_ERROR_HAS(build_training_step(s), "a2a_pair_bytes");
 }
 
+// NetMoE Alg. 1 line 9: after each forward gate the EP group all-gathers its samples' ids and
+// expert counts (B (1 + E) int32 each) and its aux sums per home rank (P (1 + 2E) doubles
+// each); the solve runs on the placement stream after the counts, and the first gather chunk
+// waits for it. With the LM head the targets (B S int32 each) are all-gathered at the start
+// and the head waits for them.
+TEST(LayerBuilder, NetMoeGathersCountsAndSolvesBesideTheScatter) {
+  LayerSetup s = setup("ep=4", "base=netmoe,chunks=2");
+  s.a2a_pair_bytes = skewed_pairs(s);
+  s.lm_head = true;
+  s.model.vocab_size = 64;
+  const Schedule sched = build_training_step(s);
+  const double b = 2, e = 8, p = 4, seq = 32;
+  const auto counts = collectives(sched, "moe.netmoe.counts_allgather");
+  const auto aux = collectives(sched, "moe.netmoe.aux_allgather");
+  const auto targets = collectives(sched, "moe.netmoe.targets_allgather");
+  ASSERT_EQ(counts.size(), 2u * 2);  // 2 EP groups x 2 layers, forward only
+  ASSERT_EQ(aux.size(), 2u * 2);
+  ASSERT_EQ(targets.size(), 2u);
+  for (const Collective* c : counts) EXPECT_DOUBLE_EQ(c->bytes, p * b * (1 + e) * 4);
+  for (const Collective* c : aux) EXPECT_DOUBLE_EQ(c->bytes, p * p * (1 + 2 * e) * 8);
+  for (const Collective* c : targets) EXPECT_DOUBLE_EQ(c->bytes, p * b * seq * 4);
+  for (int layer = 0; layer < 2; ++layer) {
+    OpId solve = kNone, gathered = kNone, first_gather = kNone, head = kNone, moved = kNone;
+    for (OpId id : sched.ops_of(3)) {
+      const Label& l = sched.label(id);
+      if (l.layer != layer && l.name != "head") continue;
+      if (l.name == "moe.netmoe.solve") solve = id;
+      if (l.name == "moe.netmoe.counts_allgather") gathered = id;
+      if (l.name == "moe.netmoe.targets_allgather") moved = id;
+      if (l.name == "moe.combine.a2a" && l.phase == Phase::kForward && l.chunk == 0)
+        first_gather = id;
+      if (l.name == "head" && l.phase == Phase::kForward) head = id;
+    }
+    ASSERT_NE(solve, kNone);
+    EXPECT_EQ(sched.op(solve).stream, kPlacementStream);
+    const auto has = [&](OpId op, OpId dep) {
+      const auto d = sched.deps(op);
+      return std::find(d.begin(), d.end(), dep) != d.end();
+    };
+    EXPECT_TRUE(has(solve, gathered));
+    EXPECT_TRUE(has(first_gather, solve));
+    if (layer == 0) {
+      EXPECT_TRUE(has(head, moved));
+    }
+  }
+}
+
 TEST(LayerBuilder, ComputeIsTheSameUnderCommunicationKnobs) {
   const double base = total_flops(build_training_step(setup("tp=4,esp=4,ep=2", "baseline")));
   for (const char* name : {"hier-a2a", "monta-o1", "monta-o2", "monta-o3", "lina", "fsmoe",

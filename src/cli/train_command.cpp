@@ -82,7 +82,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "for it; without it they keep the named strategy's defaults");
   sub_->add_option("--runtime", runtime_,
                    "what runs the step: schedule (the step's schedule, as `moecomm sim` builds "
-                   "it, executed op by op; not yet --bf16-a2a), hand-built "
+                   "it, executed op by op), hand-built "
                    "(each knob's own token path), or auto (schedule where it runs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "schedule", "hand-built"}));

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "nn/bf16.h"
 #include "nn/exchange_chunks.h"
 #include "nn/exchange_permute.h"
 
@@ -106,18 +107,31 @@ const std::map<std::string, int>& roles() {
 }  // namespace
 
 ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
-                           HybridBinding hybrid, int ranks_per_node)
+                           BindingOptions options)
     : s_(schedule),
       rank_(rank),
       model_(model),
       layers_(model.moe_layers()),
       cols_(model.config().hidden),
-      hybrid_(std::move(hybrid)) {
+      hybrid_(std::move(options.hybrid)),
+      bf16_rows_(options.bf16_rows) {
   moe_.resize(layers_.size());
   attn_tp_.assign(layers_.size(), {sched::kNone, sched::kNone});
   register_kernels();
   scan_ops();
-  if (has_netmoe_) bind_netmoe(ranks_per_node);
+  if (has_netmoe_) bind_netmoe(options.ranks_per_node);
+  if (bf16_rows_ && (parts_ > 1 || hybrid_.codec || netmoe_ || moe_ops_beside_a2a()))
+    throw Error("--bf16-a2a",
+                "bf16 token rows run on the plain EP A2A only (no ESP/TP "
+                "collectives, HybridEP or NetMoE)");
+}
+
+// Whether any layer has token collectives other than its A2As (ESP/TP gathers, reductions).
+bool ModelBinding::moe_ops_beside_a2a() const {
+  for (const auto& phases : moe_)
+    for (const MoeState& st : phases)
+      if (st.ops.gather || st.ops.reduce || st.ops.tp_gather) return true;
+  return false;
 }
 
 // NetMoE's ops drive the layers' sample-moving stages (netmoe_binding.h), with the chunk
@@ -514,13 +528,14 @@ OpBuffer* ModelBinding::buffer(OpId id) {
   const size_t i = size_t(std::max(slot.chunk, 0));
   switch (slot.role) {
     case Role::kDispatch:
-      return to_members(state(slot.layer, slot.phase).chunk[i].dispatch);
+      return to_wire(to_members(state(slot.layer, slot.phase).chunk[i].dispatch),
+                     header_bytes(slot));
     case Role::kGather:
       return &state(slot.layer, slot.phase).chunk[i].gather;
     case Role::kReduce:
       return &state(slot.layer, slot.phase).chunk[i].reduce;
     case Role::kCombine:
-      return to_members(state(slot.layer, slot.phase).chunk[i].combine);
+      return to_wire(to_members(state(slot.layer, slot.phase).chunk[i].combine), 0);
     case Role::kTpGather:
       return &state(slot.layer, slot.phase).chunk[i].tp_gather;
     case Role::kAttnTp:
@@ -547,6 +562,7 @@ void ModelBinding::after(OpId id) {
     case Role::kAttnTp:
       return attn_done(s.layer, s.phase, tensor_of(own_buffers_.at(id).data, cols_));
     case Role::kDispatch:
+      from_wire(state(s.layer, s.phase).chunk[size_t(i)].dispatch, header_bytes(s));
       from_members(state(s.layer, s.phase).chunk[size_t(i)].dispatch);
       return on_dispatched(s.layer, s.phase, i);
     case Role::kGather:
@@ -554,6 +570,7 @@ void ModelBinding::after(OpId id) {
     case Role::kReduce:
       return on_reduced(s.layer, s.phase, i);
     case Role::kCombine:
+      from_wire(state(s.layer, s.phase).chunk[size_t(i)].combine, 0);
       from_members(state(s.layer, s.phase).chunk[size_t(i)].combine);
       return on_combined(s.layer, s.phase, i);
     case Role::kTpGather:
@@ -583,6 +600,50 @@ std::optional<NetMoeBinding::Op> ModelBinding::netmoe_op(const Slot& slot) const
     default:
       return std::nullopt;
   }
+}
+
+// --- bf16 rows on the wire
+
+size_t ModelBinding::header_bytes(const Slot& slot) {
+  return slot.phase == 0 ? size_t(moe(slot.layer).local_experts()) * sizeof(int32_t) : 0;
+}
+
+// Each block's fp32 rows as bf16 behind its `header` bytes (kept as they are).
+OpBuffer* ModelBinding::to_wire(OpBuffer* buf, size_t header) const {
+  if (!bf16_rows_) return buf;
+  std::vector<std::byte> out;
+  size_t at = 0;
+  for (int64_t& c : buf->counts) {
+    const size_t before = out.size(), n = (size_t(c) - header) / sizeof(float);
+    append(out, buf->data.data() + at, header);
+    nn::Tensor rows({int64_t(n), 1});
+    if (n) std::memcpy(rows.data(), buf->data.data() + at + header, n * sizeof(float));
+    const std::vector<uint16_t> half = nn::to_bf16(rows);
+    append(out, half.data(), half.size() * sizeof(uint16_t));
+    at += size_t(c);
+    c = int64_t(out.size() - before);
+  }
+  for (int64_t& c : buf->recv_counts) c = int64_t(header) + (c - int64_t(header)) / 2;
+  buf->data = std::move(out);
+  return buf;
+}
+
+void ModelBinding::from_wire(OpBuffer& buf, size_t header) const {
+  if (!bf16_rows_) return;
+  std::vector<std::byte> out;
+  size_t at = 0;
+  for (int64_t& c : buf.counts) {
+    const size_t before = out.size(), n = (size_t(c) - header) / sizeof(uint16_t);
+    append(out, buf.data.data() + at, header);
+    std::vector<uint16_t> half(n);
+    if (n) std::memcpy(half.data(), buf.data.data() + at + header, n * sizeof(uint16_t));
+    nn::Tensor rows({int64_t(n), 1});
+    nn::from_bf16(half, rows);
+    append(out, rows.data(), n * sizeof(float));
+    at += size_t(c);
+    c = int64_t(out.size() - before);
+  }
+  buf.data = std::move(out);
 }
 
 // --- HybridEP

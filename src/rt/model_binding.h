@@ -63,13 +63,22 @@ struct HybridBinding {
   HybridCodec* codec = nullptr;
 };
 
+struct BindingOptions {
+  HybridBinding hybrid = {};
+  int ranks_per_node = 1;  // NetMoE's placement places samples on nodes and their devices
+  // The MoE A2As carry their token rows as bfloat16 (nn/bf16.h: rounded to nearest even),
+  // the layout counts as int32; compute stays fp32. Plain EP only (no ESP/TP collectives,
+  // HybridEP or NetMoE).
+  bool bf16_rows = false;
+};
+
 class ModelBinding {
  public:
   // Throws moecomm::Error naming the op when this rank's part of the schedule has an op that no
-  // kernel or buffer is registered for, or a layer the model does not have.
-  // ranks_per_node: NetMoE's placement problem places samples on nodes and their devices.
+  // kernel or buffer is registered for, or a layer the model does not have, or bf16 rows
+  // beside collectives that sum or move other data.
   ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
-               HybridBinding hybrid = {}, int ranks_per_node = 1);
+               BindingOptions options = {});
   ModelBinding(const ModelBinding&) = delete;
   ModelBinding& operator=(const ModelBinding&) = delete;
 
@@ -169,6 +178,10 @@ class ModelBinding {
   void from_members(OpBuffer& buf) const;     // and back
   void count_dispatch(const std::vector<int>& send_counts);
   OpBuffer* hybrid_buffer(const Slot& slot, OpBuffer& buf);
+  size_t header_bytes(const Slot& slot);                  // ahead of each block of a token A2A
+  OpBuffer* to_wire(OpBuffer* buf, size_t header) const;  // bf16_rows: fp32 rows -> bf16
+  void from_wire(OpBuffer& buf, size_t header) const;     // and back
+  bool moe_ops_beside_a2a() const;
   void hybrid_after(const Slot& slot, const OpBuffer& buf);
   OpBuffer* buffer(sched::OpId op);
   void pack_grads(const Slot& slot, OpBuffer& buf);
@@ -182,6 +195,7 @@ class ModelBinding {
   int parts_ = 1;  // TP members that split each chunk (MoNTA's drop); 1: none
   int part_ = 0;   // this rank's part
   HybridBinding hybrid_;
+  bool bf16_rows_ = false;
   // HybridEP: the A2A's member of each exchange rank, and the A2A's size (empty: the same).
   std::vector<int> member_of_;
   int a2a_size_ = 0;

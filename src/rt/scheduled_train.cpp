@@ -237,12 +237,12 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
 }
 
 void check_scheduled(const TrainConfig& c) {
-  const sched::Strategy& s = c.strategy;
-  auto refuse = [](const std::string& what, const std::string& why) {
-    throw Error(what, why + ": the schedule runtime does not run it yet (--runtime hand-built)");
-  };
-  if (c.bf16_a2a) refuse("--bf16-a2a", "bf16 token rows");
-  if (s.placement == sched::Placement::kNetMoe) check_netmoe(c);
+  if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
+  if (c.bf16_a2a && (c.tp > 1 || c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid ||
+                     c.strategy.placement == sched::Placement::kNetMoe))
+    throw Error("--bf16-a2a",
+                "bf16 token rows run on the plain EP A2A only (tp=1, no HybridEP "
+                "or NetMoE)");
 }
 
 namespace {
@@ -295,8 +295,8 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       schedule_(std::make_shared<const sched::Schedule>(
           sched::build_training_step(setup_of(c, g_, model_)))),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
-      binding_(*schedule_, me_, model_, {c.hybrid_order, hybrid_.domain_size, codec_.get()},
-               c.ranks_per_node),
+      binding_(*schedule_, me_, model_,
+               {{c.hybrid_order, hybrid_.domain_size, codec_.get()}, c.ranks_per_node, c.bf16_a2a}),
       adam_(model_.params(), nn::AdamConfig{.lr = c.lr}),
       text_(nn::SyntheticTextConfig{
           .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order}) {
@@ -418,8 +418,8 @@ void ScheduledTraining::finish(TrainResult& result) {
 
 }  // namespace
 
-bool scheduled_runs(const TrainConfig& c) {
-  return !c.bf16_a2a;
+bool scheduled_runs(const TrainConfig&) {
+  return true;
 }
 
 TrainResult train_scheduled(const TrainConfig& c,

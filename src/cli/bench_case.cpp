@@ -32,8 +32,7 @@ BenchPhases measured_phases(const std::vector<rt::StepReport>& steps, int warmup
 
 // The same step in the simulator: the planner's model of the run's batch, its parallel
 // folding, the strategy with the same knobs, the LM head and the dispatch matrices the run
-// measured. With `trace`, also the schedule's Chrome trace events; with the schedule runtime,
-// the per-op comparison.
+// measured. With `trace`, also the schedule's Chrome trace events; and the per-op comparison.
 BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
                              const rt::TrainResult& result, int world, BenchCase& out) {
   sched::LayerSetup layer;
@@ -71,7 +70,7 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   out.name = strategy;
   out.notes =
       resolve_strategy(c, strategy, "flat", false, setup.cluster_path, setup.model_name, world);
-  c.keep_op_times = runtime_name(c) == "schedule";
+  c.keep_op_times = true;
   out.strategy = sched::to_string(c.strategy);
   const rt::TrainResult result = rt::train(c);
   out.measured = measured_phases(result.steps, setup.warmup, 0.5);

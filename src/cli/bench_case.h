@@ -39,8 +39,7 @@ struct BenchCase {
   // (cli/bench_trace.h), measured and as the simulator schedules it.
   nlohmann::json measured_trace = nlohmann::json::array();
   nlohmann::json simulated_trace = nlohmann::json::array();
-  // With the schedule runtime (BenchSetup::train.runtime): per op label, measured beside
-  // simulated (bench_ops.h); empty with the hand-built runtime.
+  // Per op label, measured beside simulated (bench_ops.h).
   std::vector<OpComparison> ops;
 };
 

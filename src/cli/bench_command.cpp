@@ -95,12 +95,6 @@ BenchCommand::BenchCommand(CLI::App& app) {
                    "max-min over flows, as TCP connections share a queue) or per-collective")
       ->capture_default_str()
       ->check(CLI::IsMember({"per-flow", "per-collective"}));
-  sub_->add_option("--runtime", runtime_,
-                   "what runs each step, as in `moecomm train` (auto, schedule, hand-built): "
-                   "the schedule runtime also reports every op label's measured and simulated "
-                   "mean time, side by side")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "schedule", "hand-built"}));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
   sub_->add_option("--svg", svg_, "write a bar chart of measured and simulated phases here");
   sub_->add_option("--trace", trace_,
@@ -142,7 +136,6 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
     throw Error("--ranks-per-node", std::to_string(c.ranks_per_node) + " does not divide the " +
                                         std::to_string(world) + " ranks");
   c.timeout_s = timeout_s_;
-  c.runtime = runtime_of(runtime_);
   c.data_seed = seed_;
   c.topics = topics_;
   if (c.model.vocab % topics_ != 0 || c.model.vocab / topics_ < 4)

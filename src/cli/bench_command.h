@@ -22,7 +22,7 @@ class BenchCommand {
 
   CLI::App* sub_;
   std::string model_ = "testbed-moe-s", parallel_, cluster_, svg_, trace_,
-              fairness_ = "per-collective", runtime_ = "auto";
+              fairness_ = "per-collective";
   std::vector<std::string> strategies_;
   int warmup_ = 2, steps_ = 5, batch_ = 0, seq_len_ = 0, ranks_per_node_ = 0, topics_ = 1;
   double timeout_s_ = 300;

@@ -1,5 +1,5 @@
 #pragma once
-// `moecomm bench --runtime schedule`: the run executed the very schedule the simulator prices,
+// `moecomm bench`: the run executed the very schedule the simulator prices,
 // so measured and simulated times line up op by op. Per label (name and phase), the mean
 // duration of one op, measured and simulated: a prediction's miss names its op.
 #include <string>

@@ -66,7 +66,7 @@ void print_op_table(const BenchRun& run, std::ostream& out) {
   char line[256];
   for (const BenchCase& b : run.cases) {
     if (b.ops.empty()) continue;
-    out << b.name << ": per op label, the mean time of one op (schedule runtime):\n";
+    out << b.name << ": per op label, the mean time of one op:\n";
     std::snprintf(line, sizeof line, "  %-28s %-9s %8s %12s %12s %8s\n", "label", "phase",
                   "per_step", "measured_ms", "simulated_ms", "error");
     out << line;

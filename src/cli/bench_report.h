@@ -22,7 +22,7 @@ struct BenchRun {
 double prediction_error(double measured, double simulated);
 
 void print_bench_table(const BenchRun& run, std::ostream& out);
-// Per strategy run by the schedule runtime: each op label's measured and simulated mean time.
+// Per strategy: each op label's measured and simulated mean time.
 void print_op_table(const BenchRun& run, std::ostream& out);
 nlohmann::json bench_json(const BenchRun& run);
 // Grouped bars: per strategy and phase, measured beside simulated. Throws Error naming

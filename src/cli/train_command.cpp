@@ -80,12 +80,6 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "the machine the ranks run on (a cluster preset or JSON file with as many "
                    "devices as ranks): the planner chooses the knobs --strategy leaves unset "
                    "for it; without it they keep the named strategy's defaults");
-  sub_->add_option("--runtime", runtime_,
-                   "what runs the step: schedule (the step's schedule, as `moecomm sim` builds "
-                   "it, executed op by op), hand-built "
-                   "(each knob's own token path), or auto (schedule where it runs)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "schedule", "hand-built"}));
   sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
@@ -197,7 +191,6 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.bf16_a2a = bf16_;
-  c.runtime = runtime_of(runtime_);
   const std::vector<std::string> notes =
       resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
   c.record_routing = !routing_trace_.empty();
@@ -223,8 +216,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
         << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
         << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n"
-        << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << "), "
-        << runtime_name(c) << " runtime\n";
+        << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << ")\n";
     for (const std::string& n : notes) out << "  planned: " << n << "\n";
     out.flush();
   }
@@ -265,7 +257,6 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     }
     out << nlohmann::json{{"ranks", world},
                           {"strategy", sched::to_string(c.strategy)},
-                          {"runtime", runtime_name(c)},
                           {"strategy_notes", notes},
                           {"steps", steps},
                           {"entropy_floor", result.entropy_floor},

@@ -36,18 +36,6 @@ std::string lina_packing(rt::TrainConfig& c, const plan::PlanInput& in, int worl
 
 }  // namespace
 
-rt::Runtime runtime_of(const std::string& name) {
-  if (name == "schedule") return rt::Runtime::kSchedule;
-  if (name == "hand-built") return rt::Runtime::kHandBuilt;
-  return rt::Runtime::kAuto;
-}
-
-std::string runtime_name(const rt::TrainConfig& c) {
-  const bool schedule = c.runtime == rt::Runtime::kSchedule ||
-                        (c.runtime == rt::Runtime::kAuto && rt::scheduled_runs(c));
-  return schedule ? "schedule" : "hand-built";
-}
-
 core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name) {
   core::ModelConfig m = rt::schedule_model(c);
   m.name = name;

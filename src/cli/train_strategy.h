@@ -1,5 +1,5 @@
 #pragma once
-// The strategy `moecomm train` runs (issue 6): --strategy's knobs, --a2a's shortcut, and the
+// The strategy `moecomm train` runs: --strategy's knobs, --a2a's shortcut, and the
 // knobs left unset chosen by the planner for --cluster (plan/planned_strategy.h), with
 // Lina's expert packing setting the EP size when --parallel leaves it open.
 #include <string>
@@ -10,11 +10,6 @@
 #include "sched/strategy.h"
 
 namespace moecomm::cli {
-
-// --runtime's value ("auto", "schedule", "hand-built") and the runtime a configuration runs on
-// ("schedule" or "hand-built": auto resolved as rt::train resolves it).
-rt::Runtime runtime_of(const std::string& name);
-std::string runtime_name(const rt::TrainConfig& c);
 
 // The model as the planner and the simulator see it (core::ModelConfig) for one rank's batch.
 core::ModelConfig planner_model(const rt::TrainConfig& c, const std::string& name);

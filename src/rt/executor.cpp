@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "rt/collectives.h"
+#include "rt/thread_priority.h"
 #include "sched/policy.h"
 
 namespace moecomm::rt {
@@ -131,7 +132,19 @@ ExecResult Executor::run() {
   return result;
 }
 
+// On CPU ranks a communication thread waits a scheduler slice behind another rank's GEMM; a
+// stream whose ops only communicate asks for the standing a GPU's copy engines and NIC have
+// (thread_priority.h).
+bool Executor::communicates_only(int stream) const {
+  const auto& ops = s_.stream_ops(me_, stream);
+  return !ops.empty() && std::all_of(ops.begin(), ops.end(), [this](OpId id) {
+    const OpKind k = s_.op(id).kind;
+    return k != OpKind::kCompute && k != OpKind::kCopy;
+  });
+}
+
 void Executor::run_stream(int stream) {
+  if (communicates_only(stream)) prioritize_comm_thread();
   try {
     for (OpId id : s_.stream_ops(me_, stream)) {
       for (OpId dep : s_.deps(id)) wait_for(dep);

@@ -97,6 +97,7 @@ class Executor {
 
   void build_comms();
   void run_stream(int stream);
+  bool communicates_only(int stream) const;
   void wait_for(sched::OpId dep);
   void run_op(sched::OpId id);
   void run_collective(sched::OpId id);

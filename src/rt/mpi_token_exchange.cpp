@@ -7,8 +7,6 @@
 #include "nn/bf16.h"
 #include "nn/exchange_permute.h"
 #include "rt/collectives.h"
-#include "rt/tp_chunk_pipeline.h"
-#include "rt/tp_exchange_rows.h"
 
 namespace moecomm::rt {
 
@@ -19,6 +17,11 @@ std::vector<int64_t> rows_per_member(const std::vector<int>& counts, int members
   const size_t per = counts.size() / static_cast<size_t>(members);
   std::vector<int64_t> rows(static_cast<size_t>(members), 0);
   for (size_t i = 0; i < counts.size(); ++i) rows[i / per] += counts[i];
+  return rows;
+}
+
+std::vector<int64_t> times(std::vector<int64_t> rows, int64_t cols) {
+  for (int64_t& r : rows) r *= cols;
   return rows;
 }
 
@@ -53,14 +56,13 @@ nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& sen
 }
 
 nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                                           const std::vector<int64_t>& recv_rows, const char* label,
-                                           const StreamContext& ctx) {
+                                           const std::vector<int64_t>& recv_rows,
+                                           const char* label) {
   const int64_t cols = send.cols();
   const std::vector<int64_t> floats = times(rows, cols), recv_floats = times(recv_rows, cols);
   CallOptions o = options_;
   o.label = label;
-  o.bytes = ctx.bytes;
-  o.cancel = ctx.cancel;
+  o.bytes = &bytes_;
   if (bf16_) {
     const std::vector<uint16_t> half = nn::to_bf16(send);
     const Received<uint16_t> got =
@@ -78,40 +80,19 @@ nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::ve
 }
 
 nn::Tensor MpiTokenExchange::dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) {
-  return dispatch_in(send, layout, {&bytes_, options_.cancel});
+  if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
+  const nn::Tensor source_major =
+      exchange_rows(send, rows_per_member(layout.send_counts, ranks()),
+                    rows_per_member(layout.recv_counts, ranks()), "moe.dispatch.a2a");
+  return nn::source_to_expert_major(source_major, layout);
 }
 
 nn::Tensor MpiTokenExchange::combine(const nn::Tensor& expert_rows,
                                      const nn::ExchangeLayout& layout) {
-  return combine_in(expert_rows, layout, {&bytes_, options_.cancel});
-}
-
-nn::Tensor MpiTokenExchange::dispatch_in(const nn::Tensor& send, const nn::ExchangeLayout& layout,
-                                         const StreamContext& ctx) {
-  if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
-  const nn::Tensor source_major =
-      exchange_rows(send, rows_per_member(layout.send_counts, ranks()),
-                    rows_per_member(layout.recv_counts, ranks()), "moe.dispatch.a2a", ctx);
-  return nn::source_to_expert_major(source_major, layout);
-}
-
-nn::Tensor MpiTokenExchange::combine_in(const nn::Tensor& expert_rows,
-                                        const nn::ExchangeLayout& layout,
-                                        const StreamContext& ctx) {
   if (expert_rows.rows() != layout.recv_rows()) throw Error("combine", "rows differ from counts");
   return exchange_rows(nn::expert_to_source_major(expert_rows, layout),
                        rows_per_member(layout.recv_counts, ranks()),
-                       rows_per_member(layout.send_counts, ranks()), "moe.combine.a2a", ctx);
-}
-
-nn::Tensor MpiTokenExchange::pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout,
-                                      int chunks, const ChunkExperts& experts) {
-  const auto dispatch = [this](const nn::Tensor& rows, const nn::ExchangeLayout& cl,
-                               const StreamContext& ctx) { return dispatch_in(rows, cl, ctx); };
-  const auto combine = [this](const nn::Tensor& rows, const nn::ExchangeLayout& cl,
-                              const StreamContext& ctx) { return combine_in(rows, cl, ctx); };
-  return pipeline_chunks(send, layout, chunks, experts, dispatch, combine,
-                         {&bytes_, options_.cancel});
+                       rows_per_member(layout.send_counts, ranks()), "moe.combine.a2a");
 }
 
 }  // namespace moecomm::rt

@@ -1,11 +1,12 @@
 #pragma once
 // nn::TokenExchange over MPI (the runtime's Dispatch and Combine, FSMoE Sec. 3.1): the
 // counts, then the rows, by A2A-v over the EP group's communicator, flat or hierarchical.
-// Keeps the A2A bytes it sent by link level for the training loop's report.
+// Keeps the A2A bytes it sent by link level. Chunks (TokenExchange::pipeline) run one after
+// another; `moecomm train` runs the MoE layers' exchanges as schedule ops instead
+// (model_binding.h).
 #include "nn/token_exchange.h"
 #include "rt/comm.h"
 #include "rt/link_bytes.h"
-#include "rt/tp_streams.h"
 #include "rt/wait.h"
 #include "sched/op.h"
 
@@ -25,24 +26,15 @@ class MpiTokenExchange final : public nn::TokenExchange {
   nn::ExchangeLayout exchange_counts(const std::vector<int>& send_counts) override;
   nn::Tensor dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) override;
   nn::Tensor combine(const nn::Tensor& expert_rows, const nn::ExchangeLayout& layout) override;
-  // FSMoE Fig. 3d, Lina: chunk i's experts (the calling thread) overlap the other chunks' A2As
-  // (one communication thread; tp_chunk_pipeline.h).
-  nn::Tensor pipeline(const nn::Tensor& send, const nn::ExchangeLayout& layout, int chunks,
-                      const ChunkExperts& experts) override;
 
   const LinkBytes& bytes() const { return bytes_; }  // rows this rank sent, by link level
   void reset_bytes() { bytes_ = {}; }
 
  private:
-  nn::Tensor dispatch_in(const nn::Tensor& send, const nn::ExchangeLayout& layout,
-                         const StreamContext& ctx);
-  nn::Tensor combine_in(const nn::Tensor& expert_rows, const nn::ExchangeLayout& layout,
-                        const StreamContext& ctx);
   // A2A-v of fp32 rows: rows[j] rows of `cols` floats to member j, recv_rows[i] from member i
   // (known from the layout: no counts exchange).
   nn::Tensor exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                           const std::vector<int64_t>& recv_rows, const char* label,
-                           const StreamContext& ctx);
+                           const std::vector<int64_t>& recv_rows, const char* label);
 
   const Comm& ep_;
   CallOptions options_;

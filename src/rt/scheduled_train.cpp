@@ -13,7 +13,7 @@
 #include "rt/comm_pool.h"
 #include "rt/executor.h"
 #include "rt/hybrid_codec.h"
-#include "rt/hybrid_experts.h"
+#include "rt/hybrid_layout.h"
 #include "rt/model_binding.h"
 #include "rt/mpi_base.h"
 #include "rt/train_groups.h"
@@ -80,10 +80,34 @@ double union_seconds(std::vector<OpTime> ops) {
   return total;
 }
 
+// Seconds during which an op of `a` and an op of `b` ran at once.
+double overlap_seconds(std::vector<OpTime> a, std::vector<OpTime> b) {
+  auto merged = [](std::vector<OpTime> ops) {
+    std::sort(ops.begin(), ops.end(),
+              [](const OpTime& x, const OpTime& y) { return x.start < y.start; });
+    std::vector<OpTime> out;
+    for (const OpTime& t : ops) {
+      if (t.start < 0) continue;
+      if (!out.empty() && t.start <= out.back().end)
+        out.back().end = std::max(out.back().end, t.end);
+      else
+        out.push_back(t);
+    }
+    return out;
+  };
+  const std::vector<OpTime> x = merged(std::move(a)), y = merged(std::move(b));
+  double total = 0;
+  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
+    total += std::max(0.0, std::min(x[i].end, y[j].end) - std::max(x[i].start, y[j].start));
+    (x[i].end < y[j].end ? i : j) += 1;
+  }
+  return total;
+}
+
 // The token path's collectives in each phase and the gradients' AllReduces, from the op times.
 void add_op_phases(StepReport& r, const sched::Schedule& s, const ExecResult& run, int me,
                    int world, GradSyncStats& grads) {
-  std::vector<OpTime> token[2], grad;
+  std::vector<OpTime> token[2], grad, a2a;
   for (sched::OpId id : s.ops_of(me)) {
     const sched::Op& op = s.op(id);
     if (!sched::is_collective(op.kind)) continue;
@@ -95,8 +119,10 @@ void add_op_phases(StepReport& r, const sched::Schedule& s, const ExecResult& ru
       grads.allreduce_s += t.end - t.start;
     } else if (label.name.rfind("moe.", 0) == 0) {
       token[label.phase == sched::Phase::kBackward ? 1 : 0].push_back(t);
+      if (op.kind == sched::OpKind::kAllToAll) a2a.push_back(t);
     }
   }
+  grads.overlap_s = overlap_seconds(grad, a2a);
   add_phase_times(r, union_seconds(token[0]), union_seconds(token[1]), union_seconds(grad), world);
 }
 
@@ -417,10 +443,6 @@ void ScheduledTraining::finish(TrainResult& result) {
 }
 
 }  // namespace
-
-bool scheduled_runs(const TrainConfig&) {
-  return true;
-}
 
 TrainResult train_scheduled(const TrainConfig& c,
                             const std::function<void(const StepReport&)>& on_step) {

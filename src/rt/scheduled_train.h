@@ -1,14 +1,12 @@
 #pragma once
-// `moecomm train --runtime schedule`: each step runs the schedule that sched::
-// build_training_step emits for the strategy and the parallel layout (the one the simulator
-// runs), op by op on rt::Executor, with the model's kernels and buffers bound by
-// rt::ModelBinding: no per-knob code. It runs a2a (flat / 1dh / 2dh), chunks_fwd / chunks_bwd
-// with or without pipeline_experts, copy_pipelining, grad_sync (bucketed / lina / fsmoe) with
-// grad_partitions, under tp > 1 both tp_dispatch values, and expert_transfer=hybrid;
-// placement=netmoe still runs on the hand-built token path (train_loop.h) and is refused
-// here by name. With
-// keep_op_times the result holds the schedule and every step's op times; with trace_last_step, the
-// last step's ops as calls.
+// `moecomm train`: each step runs the schedule that sched::build_training_step emits for
+// the strategy and the parallel layout (the one the simulator runs), op by op on rt::Executor,
+// with the model's kernels and buffers bound by rt::ModelBinding: no per-knob code. It runs
+// a2a (flat / 1dh / 2dh), chunks_fwd / chunks_bwd with or without pipeline_experts,
+// copy_pipelining, grad_sync (bucketed / lina / fsmoe) with grad_partitions, under tp > 1 both
+// tp_dispatch values, expert_transfer=hybrid and placement=netmoe (rt/netmoe_binding.h).
+// With keep_op_times the result holds the schedule and every step's op times; with
+// trace_last_step, the last step's ops as calls.
 #include <functional>
 
 #include "core/model_config.h"
@@ -20,11 +18,10 @@ namespace moecomm::rt {
 // The model as the schedule builders (and the planner) describe it: sizes, dtype, layout.
 core::ModelConfig schedule_model(const TrainConfig& config);
 
-// Throws moecomm::Error naming the knob or flag the schedule runtime does not run yet.
+// Throws moecomm::Error naming the knob or flag that cannot run as asked.
 void check_scheduled(const TrainConfig& config);
-bool scheduled_runs(const TrainConfig& config);  // check_scheduled would pass
 
-// train() with config.runtime == Runtime::kSchedule, after its checks and defaults.
+// train() after its checks and defaults.
 TrainResult train_scheduled(const TrainConfig& config,
                             const std::function<void(const StepReport&)>& on_step);
 

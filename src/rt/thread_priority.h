@@ -2,8 +2,8 @@
 // On a GPU, collectives run on copy engines and the NIC and never wait for the SMs. CPU ranks
 // share cores with compute instead: on the testbed (8 ranks on 2 cores) a ring's relay step or
 // a gradient bucket waited a scheduler slice behind another rank's GEMM. The threads that only
-// communicate (HybridEP's transfer stream, the gradient thread, the pipelined paths' extra
-// streams) ask for a higher priority, to stand nearer to the hardware the simulator models.
+// communicate (the executor's streams whose ops are all collectives: the token path's, the
+// gradients') ask for a higher priority, to stand nearer to the hardware the simulator models.
 // A hint: where the process may not raise a priority (no CAP_SYS_NICE), nothing changes.
 namespace moecomm::rt {
 

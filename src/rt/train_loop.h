@@ -1,10 +1,11 @@
 #pragma once
 // The training loop of `moecomm train`: a small MoE transformer LM (nn) trained
 // on every rank of MPI_COMM_WORLD with expert parallelism over EP groups of consecutive ranks
-// and data parallelism for everything else. Per step: forward and backward (the MoE layers
-// exchange tokens by A2A-v), dense gradients averaged over the world, expert gradients over
-// the expert-data-parallel group, one Adam step; the loss, the step time and the A2A bytes
-// by link level are reported, and the routing can be recorded as a trace for `moecomm place`.
+// and data parallelism for everything else. Per step the step's schedule runs op by op
+// (scheduled_train.h): forward and backward (the MoE layers exchange tokens by A2A-v), dense
+// gradients averaged over the world, expert gradients over the expert-data-parallel group,
+// then one Adam step; the loss, the step time and the A2A bytes by link level are reported,
+// and the routing can be recorded as a trace for `moecomm place`.
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,7 +16,6 @@
 #include "place/routing_trace.h"
 #include "rt/call_trace.h"
 #include "rt/executor.h"
-#include "rt/grad_sync.h"
 #include "rt/link_bytes.h"
 #include "sched/op.h"
 #include "sched/schedule.h"
@@ -23,21 +23,13 @@
 
 namespace moecomm::rt {
 
-// Which runtime runs the step: the step's schedule op by op (scheduled_train.h), or the
-// hand-built token paths of each knob (this file); auto: the schedule wherever it runs the
-// configuration (scheduled_runs), the hand-built paths otherwise (placement=netmoe, bf16 rows).
-enum class Runtime { kAuto, kHandBuilt, kSchedule };
-
 struct TrainConfig {
-  Runtime runtime = Runtime::kAuto;
   nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts
-  // The knobs the runtime runs: a2a, tp_dispatch, chunks_fwd/bwd, pipeline_experts,
-  // copy_pipelining, grad_sync, grad_partitions, placement (netmoe: tp = 1, flat A2A, chunks
-  // with pipeline_experts only (no copy pipelining), dropless token-choice layers;
-  // rt/netmoe_exchange.h), expert_transfer (hybrid: tp = 1, no placement; the token A2A
-  // runs over the peers at this rank's domain offset, rt/hybrid_experts.h).
+  // Every knob runs as its schedule's ops; placement=netmoe needs tp = 1 and dropless
+  // token-choice layers (rt/netmoe_binding.h); expert_transfer=hybrid needs tp = 1 and no
+  // placement (the token A2A reaches the peers at this rank's domain offset).
   sched::Strategy strategy;
   // HybridEP with hybrid_levels: the EP members' order (sched::hybrid_member_order on the
   // cluster; the same relative order in every EP group). Empty: consecutive domains.
@@ -55,12 +47,21 @@ struct TrainConfig {
   int text_order = 1;            // synthetic text: Markov order, 1 or 2
   int ranks_per_node = 0;        // node = rank / ranks_per_node for byte levels; 0: one node
   double timeout_s = 60;         // any collective that stalls longer fails the job
-  bool bf16_a2a = false;         // token rows travel as bfloat16
+  bool bf16_a2a = false;         // token rows travel as bfloat16 (plain EP only)
   bool record_routing = false;   // token-choice gates only
   bool keep_gradients = false;   // return the last step's reduced gradients (for tests)
   bool trace_last_step = false;  // return the last step's calls (TrainResult::last_step_calls)
-  // Runtime::kSchedule: return the schedule and every step's op times (TrainResult::op_times).
+  // Return the schedule and every step's op times (TrainResult::op_times).
   bool keep_op_times = false;
+};
+
+struct GradSyncStats {
+  int64_t micro_ops = 0;   // AllReduces of gradients run
+  int64_t bytes = 0;       // gradient bytes this rank AllReduced
+  double allreduce_s = 0;  // time inside those AllReduces
+  double overlap_s = 0;    // of which an A2A was running on this rank (lina: ~0)
+  double held_s = 0;       // micro-ops held back by Lina's gate (sched/policy.h)
+  int64_t votes = 0;       // lina: the gate's agreement votes
 };
 
 struct StepReport {
@@ -75,7 +76,7 @@ struct StepReport {
   LinkBytes grad;
   LinkBytes tp_attention;  // Megatron's attention AllReduces over the TP groups (tp > 1)
   // HybridEP: the experts' AllGathers, their gradients' ReduceScatters and the shared
-  // expert's AllReduces (rt/hybrid_experts.h).
+  // expert's AllReduces (rt/hybrid_codec.h).
   LinkBytes expert;
   GradSyncStats grad_sync;  // summed over ranks (seconds are rank-seconds)
   // placement=netmoe, all ranks, this step: the rows' metadata (scatter: token, first slot,
@@ -83,11 +84,11 @@ struct StepReport {
   // layout's and per-sample counts and moved targets; a2a above holds the token rows only.
   LinkBytes a2a_meta;
   double placement_solve_ms = 0;  // slowest rank, summed over layers: solver time
-  double placement_wait_ms = 0;   // slowest rank: time collect() blocked (not hidden)
+  double placement_wait_ms = 0;   // slowest rank: the solve's time past the first expert chunk
   // Mean over ranks, this step: wall time with a token-path collective (A2A, ESP/TP
   // AllGather, ReduceScatter, AllReduce; NetMoE's scatter and gather) in flight on the
   // rank, in the forward and in the backward; and with a gradient AllReduce in flight.
-  // Chunks in flight together count once (rt/busy_time.h), as the simulator's op union.
+  // Chunks in flight together count once, as the simulator's op union.
   double token_fwd_ms = 0, token_bwd_ms = 0, grad_sync_ms = 0;
   // Slowest rank: the forward's start to the gradients synced, the optimizer step left out
   // (what the simulator's step holds).
@@ -116,17 +117,17 @@ struct TrainResult {
   // dense_grad_bytes): the block's, plus the LM head and final norm with the last, the
   // embeddings with the first.
   std::vector<double> block_dense_grad_bytes;
-  // With trace_last_step, on rank 0: every rank's waits on its collectives in the last step,
-  // and its phases "forward", "backward" and "grad sync finish" (rt/call_trace.h).
+  // With trace_last_step, on rank 0: every rank's ops of the last step (rt/call_trace.h:
+  // thread = stream, label = the op's label).
   std::vector<CallEvent> last_step_calls;
-  // Runtime::kSchedule with keep_op_times, on rank 0: the schedule every step ran and, per
-  // step, every rank's op times (indexed by OpId; seconds from the step's common start).
+  // With keep_op_times, on rank 0: the schedule every step ran and, per step, every rank's op
+  // times (indexed by OpId; seconds from the step's common start).
   std::shared_ptr<const sched::Schedule> schedule;
   std::vector<std::vector<OpTime>> op_times;
 };
 
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE
-// (the gradient AllReduces and the chunked token path run on threads of their own). Throws Error on
+// (each of the schedule's streams runs on a thread of its own). Throws Error on
 // a configuration that does not fit the world; a stalled collective throws CommTimeout naming the
 // op and rank. on_step runs on rank 0 after every step.
 TrainResult train(const TrainConfig& config,

@@ -1,14 +1,12 @@
 #pragma once
-// What both of `moecomm train`'s runtimes do around a step (train_loop.h runs the hand-built
-// token paths, scheduled_train.h the schedule): draw the batch, add up the step's report over
-// the ranks, record the routing and the samples' losses.
+// What `moecomm train` does around a step (scheduled_train.h runs the step): draw the batch,
+// add up the step's report over the ranks, record the routing and the samples' losses.
 #include <cstdint>
 #include <vector>
 
 #include "nn/moe_transformer.h"
 #include "nn/synthetic_text.h"
 #include "place/routing_trace.h"
-#include "rt/grad_sync.h"
 #include "rt/link_bytes.h"
 #include "rt/train_groups.h"
 #include "rt/train_loop.h"

@@ -9,19 +9,14 @@ namespace moecomm::rt {
 void wait_all(std::span<MPI_Request> requests, const Comm& comm, const std::string& what,
               const CallOptions& options) {
   using Clock = std::chrono::steady_clock;
-  const BusyScope busy(options.busy);
-  const auto begin = Clock::now();
-  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options.timeout_s));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options.timeout_s));
   for (int polls = 0;; ++polls) {
     int done = 0;
     check_mpi(
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         "MPI_Testall");
-    if (done) {
-      if (options.trace) options.trace->record(options.label, what, begin, Clock::now());
-      return;
-    }
+    if (done) return;
     if (options.cancel && options.cancel->load()) {
       throw Cancelled(options.label + ": " + what + " cancelled: another stream failed");
     }

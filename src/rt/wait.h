@@ -1,5 +1,5 @@
 #pragma once
-// A hang is an error, not a freeze (issue 5): every MPI operation is issued non-blocking and
+// A hang is an error, not a freeze: every MPI operation is issued non-blocking and
 // polled against a deadline; past it, CommTimeout names the op, this rank and the group.
 #include "rt/mpi_base.h"
 
@@ -8,8 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "rt/busy_time.h"
-#include "rt/call_trace.h"
 #include "rt/comm.h"
 #include "rt/link_bytes.h"
 
@@ -32,8 +30,6 @@ struct CallOptions {
   int ranks_per_node = 1;      // node = global rank / ranks_per_node (byte levels, 1DH and 2DH)
   LinkBytes* bytes = nullptr;  // bytes this rank sends, added by level (collectives.h)
   const std::atomic<bool>* cancel = nullptr;
-  BusyTime* busy = nullptr;    // time spent waiting for the call's requests, added
-  CallTrace* trace = nullptr;  // the wait, as one interval, while the trace is armed
 };
 
 // Polls `requests` until all are complete. `what` says what they are ("all_reduce",

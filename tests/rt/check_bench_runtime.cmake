@@ -1,11 +1,11 @@
-# `moecomm bench --runtime schedule` on 4 ranks (2 logical nodes): the run executes the schedule
+# `moecomm bench` on 4 ranks (2 logical nodes): the run executes the schedule
 # the simulator prices, so the JSON sets every op label's measured time beside its simulated
 # one: the MoE A2As of both phases, the experts, the head and the gradient AllReduces, each
 # with both times positive and the op counts per step of the schedule (2 layers, 4 ranks,
 # 2 chunks). Arguments: MPIEXEC, MOECOMM, CLUSTER.
 execute_process(
   COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} bench --cluster ${CLUSTER} --model tiny
-          --ranks-per-node 2 --warmup 0 --steps 2 --strategy base=lina,chunks=2 --runtime schedule
+          --ranks-per-node 2 --warmup 0 --steps 2 --strategy base=lina,chunks=2
           --json
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
 if(NOT status EQUAL 0)

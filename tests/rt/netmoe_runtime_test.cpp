@@ -22,9 +22,7 @@ namespace {
 // tiny_train (tiny_train.h) at tp = 1, dropless, with the default aux loss weight: the
 // load-balancing loss is computed per home rank wherever the samples sit, as the baseline's.
 TrainConfig tiny(const std::string& strategy) {
-  TrainConfig c = test::tiny_train(1, strategy);
-  c.runtime = Runtime::kSchedule;
-  return c;
+  return test::tiny_train(1, strategy);
 }
 
 // Text in blocks of 64 tokens, each block drawn from one band of 4 token ids: a window of

@@ -1,5 +1,5 @@
-// The schedule runtime (rt/scheduled_train.h) runs the step's schedule op by op: every
-// expert-parallel strategy it runs must train like the hand-built baseline (losses at every
+// The runtime (rt/scheduled_train.h) runs the step's schedule op by op: every expert-parallel
+// strategy must train like the baseline (losses at every
 // step and every gradient after 3 steps within 1e-5 in fp32), over 2 logical nodes.
 #include <gtest/gtest.h>
 
@@ -18,14 +18,9 @@
 namespace moecomm::rt {
 namespace {
 
-TrainConfig scheduled(TrainConfig c) {
-  c.runtime = Runtime::kSchedule;
-  return c;
-}
-
 using test::expect_same_training;
 
-TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheHandBuiltBaseline) {
+TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheBaseline) {
   const TrainResult base = train(test::tiny_train(1, "baseline"));
   for (const std::string s : {
            "baseline",
@@ -40,7 +35,7 @@ TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheHandBuiltBaseline) {
            "base=baseline,chunks_fwd=2,chunks_bwd=4,pipeline_experts=false",
        }) {
     SCOPED_TRACE(s);
-    const TrainResult run = train(scheduled(test::tiny_train(1, s)));
+    const TrainResult run = train((test::tiny_train(1, s)));
     expect_same_training(base, run);
     const StepReport& r = run.steps.back();
     EXPECT_GT(r.a2a.total(), 0);
@@ -53,7 +48,7 @@ TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheHandBuiltBaseline) {
 // Under tensor parallelism (tp = 2, one TP group per node): every token path the schedule
 // builds, against the replicated baseline (DeepSpeed's: every TP member sends all its rows).
 TEST(ScheduledTrain, TensorParallelStrategiesTrainLikeTheReplicatedBaseline) {
-  const TrainResult base = train(scheduled(test::tiny_train(2, "baseline")));
+  const TrainResult base = train((test::tiny_train(2, "baseline")));
   for (const std::string s : {
            "baseline",                        // DeepSpeed: replicate, ESP AllReduce
            "monta-o1",                        // Drop + A2A + AllGather
@@ -66,21 +61,20 @@ TEST(ScheduledTrain, TensorParallelStrategiesTrainLikeTheReplicatedBaseline) {
            "base=baseline,chunks=2",  // replicate, pipelined
        }) {
     SCOPED_TRACE(s);
-    expect_same_training(base, train(scheduled(test::tiny_train(2, s))));
+    expect_same_training(base, train((test::tiny_train(2, s))));
   }
   // MoNTA's drop (Eq. 8 at t = 2): the TP members' A2As carry half the rows; the layout's
   // counts ride apart as metadata.
-  const TrainResult replicate = train(scheduled(test::tiny_train(2, "baseline")));
-  const TrainResult drop = train(scheduled(test::tiny_train(2, "monta-o1")));
+  const TrainResult replicate = train((test::tiny_train(2, "baseline")));
+  const TrainResult drop = train((test::tiny_train(2, "monta-o1")));
   EXPECT_EQ(2 * drop.steps.back().a2a[LinkLevel::kInterNode],
             replicate.steps.back().a2a[LinkLevel::kInterNode]);
   EXPECT_GT(drop.steps.back().a2a_meta.total(), 0);
 }
 
 // HybridEP with experts sent as they are: every domain size that divides the EP group trains
-// like plain EP; compressed (SR against the shared expert, with and without feedback), like
-// the hand-built runtime.
-TEST(ScheduledTrain, HybridEpTrainsLikeTheHandBuiltRuntime) {
+// like plain EP (domain = world gathers every expert and moves no token).
+TEST(ScheduledTrain, HybridEpTrainsLikeTheBaseline) {
   const TrainResult base = train(test::tiny_train(1, "baseline"));
   std::vector<std::string> exact;
   for (int domain = 2; domain <= test::world_size(); domain *= 2)
@@ -88,45 +82,40 @@ TEST(ScheduledTrain, HybridEpTrainsLikeTheHandBuiltRuntime) {
   exact.push_back("base=hybridep,hybrid_domain=2,compression=1,grad_sync=lina,chunks=2");
   for (const std::string& s : exact) {
     SCOPED_TRACE(s);
-    expect_same_training(base, train(scheduled(test::tiny_train(1, s))));
-  }
-  for (const std::string s :
-       {"base=hybridep,hybrid_domain=2,compression=0.25",
-        "base=hybridep,hybrid_domain=4,compression=0.25,sr_feedback=true",
-        "base=hybridep,hybrid_domain=2,compression=0.25,shared_expert=false"}) {
-    SCOPED_TRACE(s);
-    const TrainConfig c = test::tiny_train(1, s);
-    expect_same_training(train(c), train(scheduled(c)));
+    expect_same_training(base, train(test::tiny_train(1, s)));
   }
 }
 
-// The layouts and gates the hand-built runtime runs, each against itself on that runtime.
-TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheHandBuiltRuntime) {
+// Under the capacity layout and every gate: the strategies train like the baseline with the
+// same layout and gate.
+TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheBaseline) {
   struct Case {
     float capacity;
     nn::GateKind gate;
     const char* strategy;
   };
-  for (const Case& k : {Case{1.25f, nn::GateKind::kGShard, "baseline"},
+  for (const Case& k : {Case{1.25f, nn::GateKind::kGShard, "hier-a2a"},
                         Case{1.0f, nn::GateKind::kGShard, "base=lina,chunks=2"},
                         Case{1.0f, nn::GateKind::kExpertChoice, "base=fsmoe,tp_dispatch=replicate"},
-                        Case{0.0f, nn::GateKind::kSigmoid, "hier-a2a"}}) {
+                        Case{0.0f, nn::GateKind::kSigmoid, "hier-a2a"},
+                        Case{0.0f, nn::GateKind::kXMoE, "base=baseline,chunks=2"}}) {
     SCOPED_TRACE(k.strategy);
-    TrainConfig c = test::tiny_train(1, k.strategy);
-    c.model.moe.capacity_factor = k.capacity;
-    c.model.moe.gate = k.gate;
-    const TrainResult base = train(c);
-    expect_same_training(base, train(scheduled(c)));
+    TrainConfig base = test::tiny_train(1, "baseline");
+    base.model.moe.capacity_factor = k.capacity;
+    base.model.moe.gate = k.gate;
+    TrainConfig c = base;
+    c.strategy = sched::parse_strategy(k.strategy, "test");
+    expect_same_training(train(base), train(c));
   }
 }
 
 // --bf16-a2a: the A2As carry the token rows as bf16 (the layout counts as int32), so the token
 // bytes are exactly half of fp32's; the rows are rounded on the wire, so the losses move, but
-// by little; and the same rounding as the hand-built runtime's bf16 exchange.
+// by little.
 TEST(ScheduledTrain, Bf16RowsHalveTheTokenBytes) {
   for (const std::string s : {"baseline", "base=lina,chunks=2", "hier-a2a"}) {
     SCOPED_TRACE(s);
-    const TrainConfig fp32 = scheduled(test::tiny_train(1, s));
+    const TrainConfig fp32 = (test::tiny_train(1, s));
     TrainConfig bf16 = fp32;
     bf16.bf16_a2a = true;
     const TrainResult a = train(fp32), b = train(bf16);
@@ -137,14 +126,11 @@ TEST(ScheduledTrain, Bf16RowsHalveTheTokenBytes) {
     EXPECT_EQ(b.steps[0].a2a_meta.total(), a.steps[0].a2a_meta.total());
     EXPECT_NE(b.steps.back().loss, a.steps.back().loss);
     EXPECT_NEAR(b.steps.back().loss, a.steps.back().loss, 1e-2);
-    TrainConfig hand = bf16;
-    hand.runtime = Runtime::kHandBuilt;
-    expect_same_training(train(hand), b);
   }
-  TrainConfig c = scheduled(test::tiny_train(2, "monta-o1"));
+  TrainConfig c = (test::tiny_train(2, "monta-o1"));
   c.bf16_a2a = true;
   EXPECT_ERROR_HAS(train(c), "--bf16-a2a", "plain EP");
-  c = scheduled(test::tiny_train(1, "netmoe"));
+  c = (test::tiny_train(1, "netmoe"));
   c.bf16_a2a = true;
   EXPECT_ERROR_HAS(train(c), "--bf16-a2a", "plain EP");
 }

@@ -33,8 +33,6 @@ inline TrainConfig tiny_train(int tp, const std::string& strategy) {
   c.timeout_s = kTimeout;
   c.strategy = sched::parse_strategy(strategy, "test");
   c.keep_gradients = true;
-  c.runtime =
-      Runtime::kHandBuilt;  // the schedule runtime's tests ask for it (scheduled_train_test)
   return c;
 }
 

@@ -74,7 +74,6 @@ TEST(TrainPhases, NetMoeScatterAndGatherMatricesAccountForItsRows) {
 TEST(TrainPhases, TensorParallelGroupsRecordTheSameReplicatedDispatch) {
   if (test::world_size() % 4 != 0) GTEST_SKIP() << "needs 2 logical nodes of TP pairs";
   TrainConfig c = test::tiny_train(2, "monta-o1");
-  c.runtime = Runtime::kSchedule;
   c.keep_gradients = false;
   const TrainResult r = train(c);
   expect_phase_times(r);
@@ -83,11 +82,10 @@ TEST(TrainPhases, TensorParallelGroupsRecordTheSameReplicatedDispatch) {
   EXPECT_GT(total(r.dispatch_bytes), 0);
 }
 
-// `bench --trace`: the last step's calls, every rank's, on rank 0. Each rank's training loop
-// marks forward, backward and the gradient finish in order, and every wait it recorded lies
-// inside the step; the baseline waits on both A2As of every layer in the forward and on the
-// dense gradients' AllReduce; the other steps record nothing.
-TEST(TrainPhases, LastStepCallsCoverEveryRanksWaitsInsideItsPhases) {
+// `bench --trace`: the last step's ops, every rank's, on rank 0 (thread = stream): every op
+// lies inside the step, the baseline's A2As appear once per layer and phase, and the gradient
+// AllReduces are there; the other ranks get nothing.
+TEST(TrainPhases, LastStepCallsCoverEveryRanksOps) {
   TrainConfig c = test::tiny_train(1, "baseline");
   c.keep_gradients = false;
   c.trace_last_step = true;
@@ -98,29 +96,19 @@ TEST(TrainPhases, LastStepCallsCoverEveryRanksWaitsInsideItsPhases) {
   }
   const int n = test::world_size();
   for (int rank = 0; rank < n; ++rank) {
-    std::map<std::string, CallEvent> phase;
-    int dispatch = 0, combine = 0, grad = 0;
-    double last_end = 0;
+    int dispatch = 0, combine = 0, grad = 0, gates = 0;
     for (const CallEvent& e : r.last_step_calls) {
       if (e.rank != rank) continue;
       EXPECT_LE(e.begin_s, e.end_s) << e.label;
       EXPECT_GE(e.begin_s, 0) << e.label;
-      last_end = std::max(last_end, e.end_s);
-      if (e.what.empty()) {
-        EXPECT_EQ(e.thread, 0) << e.label;
-        phase[e.label] = e;
-      }
       dispatch += e.label.starts_with("moe.dispatch.a2a");
       combine += e.label.starts_with("moe.combine.a2a");
-      grad += e.label.starts_with("grad");
+      grad += e.label.starts_with("grad.");
+      gates += e.label.starts_with("gate");
     }
-    ASSERT_EQ(phase.size(), 3u) << "rank " << rank;
-    EXPECT_LE(phase["forward"].end_s, phase["backward"].begin_s);
-    EXPECT_LE(phase["backward"].end_s, phase["grad sync finish"].begin_s);
-    EXPECT_DOUBLE_EQ(last_end, phase["grad sync finish"].end_s) << "rank " << rank;
-    // Forward and backward: one wait per A2A, per layer.
     EXPECT_EQ(dispatch, 2 * c.model.layers) << "rank " << rank;
     EXPECT_EQ(combine, 2 * c.model.layers) << "rank " << rank;
+    EXPECT_EQ(gates, 2 * c.model.layers) << "rank " << rank;
     EXPECT_GE(grad, 1) << "rank " << rank;
   }
 }

@@ -1,7 +1,9 @@
-// HybridEP's expert transfers (rt/hybrid_experts.h) on every rank of the world as one EP
-// group: the copies a rank receives are exactly the owners' experts (compression 1) or the
-// owners' SR encoding decoded against the shared expert, the mean of all experts (Sec. IV-B);
-// the copies' gradients return to their owners summed over the domain.
+// HybridEP's experts on the wire (rt/hybrid_codec.h), moved by the collectives the schedule
+// runs them with (the domain AllGather, the gradients' ReduceScatter over the domain, the
+// shared expert's AllReduce over the EP group), on every rank of the world as one EP group:
+// the copies a rank receives are exactly the owners' experts (compression 1) or the owners' SR
+// encoding decoded against the shared expert, the mean of all experts (Sec. IV-B); the copies'
+// gradients return to their owners summed over the domain.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +11,10 @@
 #include "mpi_test_util.h"
 #include "nn/moe_layer_factory.h"
 #include "nn/sr_codec.h"
+#include "rt/collectives.h"
 #include "rt/comm_pool.h"
-#include "rt/hybrid_experts.h"
+#include "rt/hybrid_codec.h"
+#include "rt/hybrid_layout.h"
 #include "rt/mpi_token_exchange.h"
 #include "rt/train_groups.h"
 
@@ -78,14 +82,37 @@ std::vector<float> flat(const std::vector<nn::Param>& params) {
   return out;
 }
 
-HybridExperts make_experts(Setup& s, double compression, bool shared, bool feedback = false) {
-  HybridConfig c{compression,
-                 shared,
-                 kOwn * test::world_size(),
-                 {.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2},
-                 feedback};
-  return HybridExperts({s.layer.get()}, s.layout.offset * kOwn, kOwn,
-                       s.pool.at({s.layout.domain, 3}), s.pool.at({test::all_ranks(), 3}), c);
+CallOptions call() {
+  return {.label = "test", .timeout_s = test::kTimeout, .ranks_per_node = 2};
+}
+
+// The codec, with the shared expert initialised from the EP group's AllReduced sum.
+std::unique_ptr<HybridCodec> make_codec(Setup& s, double compression, bool shared,
+                                        bool feedback = false) {
+  auto codec = std::make_unique<HybridCodec>(
+      std::vector<nn::MoeLayer*>{s.layer.get()}, s.layout.offset * kOwn, kOwn, s.layout.domain_size,
+      s.layout.offset, HybridCodecConfig{compression, shared, kOwn * test::world_size(), feedback});
+  if (codec->shares()) {
+    std::vector<float> sum = codec->own_sum(0);
+    all_reduce_sum(s.pool.at({test::all_ranks(), 3}), sum, call());
+    codec->set_shared_sum(0, sum);
+  }
+  return codec;
+}
+
+// One step's expert transfer: the own experts encoded, gathered over the domain, decoded.
+void receive(Setup& s, HybridCodec& codec) {
+  codec.refresh_shared(0);
+  const std::vector<std::byte>& mine = codec.encode(0);
+  std::vector<std::byte> all(mine.size() * size_t(s.layout.domain_size));
+  all_gather(s.pool.at({s.layout.domain, 3}), mine, all, call());
+  codec.decode(0, all);
+}
+
+// The copies' gradients home: every slot's gradient reduce-scattered over the domain.
+void return_grads(Setup& s, HybridCodec& codec) {
+  const std::vector<float> slots = codec.slot_grads(0);
+  codec.take_grads(0, reduce_scatter_sum(s.pool.at({s.layout.domain, 3}), slots, call()));
 }
 
 // What a copy of global expert e must hold: the owner's weights through SR with k per tensor.
@@ -107,16 +134,15 @@ std::vector<float> expected_copy(const std::vector<nn::Param>& shape, int e, dou
   return out;
 }
 
-TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
+TEST(HybridCodec, CopiesAreTheOwnersExpertsThroughSr) {
   const int n = test::world_size();
   for (int domain : {2, n}) {
     for (auto [compression, shared] : {std::pair{1.0, true}, {0.1, true}, {0.1, false}}) {
       SCOPED_TRACE(::testing::Message() << "domain " << domain << " compression " << compression
                                         << " shared " << shared);
       auto s = make_setup(domain);
-      HybridExperts experts = make_experts(*s, compression, shared);
-      experts.start_iteration();
-      experts.receive(0);
+      auto codec = make_codec(*s, compression, shared);
+      receive(*s, *codec);
       const std::vector<nn::Param> shape = s->layer->expert(0).params();
       std::vector<float> mean;  // the shared expert: the mean of all E experts
       if (compression < 1 && shared) {
@@ -139,7 +165,7 @@ TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
         EXPECT_EQ(worst, 0.0f) << "expert " << e;
       }
       if (compression < 1) {
-        EXPECT_EQ(experts.encoded_bytes_per_expert(),
+        EXPECT_EQ(codec->wire_bytes_per_expert(),
                   8 * (nn::sr_kept(8 * 12, 0.1) * 2 + nn::sr_kept(12, 0.1) + nn::sr_kept(8, 0.1)));
       }
     }
@@ -150,19 +176,18 @@ TEST(HybridExperts, CopiesAreTheOwnersExpertsThroughSr) {
 // top-k of what the copies still miss, so with the owners' weights fixed every copy is the
 // owner's expert bit for bit once every entry has had its turn (numel / k steps per tensor),
 // while plain SR's copies keep missing the same tail.
-TEST(HybridExperts, FeedbackCopiesConvergeToTheOwnersExperts) {
+TEST(HybridCodec, FeedbackCopiesConvergeToTheOwnersExperts) {
   const int n = test::world_size();
   const int rounds = 8 * 12 / static_cast<int>(nn::sr_kept(8 * 12, 0.1));  // the slowest tensor
   for (bool shared : {true, false}) {
     for (bool feedback : {true, false}) {
       SCOPED_TRACE(::testing::Message() << "shared " << shared << " feedback " << feedback);
       auto s = make_setup(n);
-      HybridExperts experts = make_experts(*s, 0.1, shared, feedback);
+      auto codec = make_codec(*s, 0.1, shared, feedback);
       const std::vector<nn::Param> shape = s->layer->expert(0).params();
       float first_gap = 0;  // the largest copy error after the first step
       for (int round = 1; round <= rounds; ++round) {
-        experts.start_iteration();
-        experts.receive(0);
+        receive(*s, *codec);
         float worst = 0;
         for (int j = 0; j < s->layer->local_experts(); ++j) {
           const std::vector<float> want = owner_weights(shape, s->layer->first_expert() + j);
@@ -183,12 +208,12 @@ TEST(HybridExperts, FeedbackCopiesConvergeToTheOwnersExperts) {
   }
 }
 
-TEST(HybridExperts, CopiesGradientsReturnSummedToTheirOwners) {
+TEST(HybridCodec, CopiesGradientsReturnSummedToTheirOwners) {
   const int n = test::world_size(), me = test::world_rank();
   for (int domain : {2, n}) {
     SCOPED_TRACE("domain " + std::to_string(domain));
     auto s = make_setup(domain);
-    HybridExperts experts = make_experts(*s, 1.0, true);
+    auto codec = make_codec(*s, 1.0, true);
     const int first_member = me - s->layout.offset;  // the domain's first global rank
     auto grad_of = [](int rank, int slot, size_t i) {
       return float(rank * 1000 + slot * 10) + 0.5f * float(i % 7);
@@ -198,8 +223,7 @@ TEST(HybridExperts, CopiesGradientsReturnSummedToTheirOwners) {
       for (nn::Param& p : s->layer->expert(j).params())
         for (int64_t i = 0; i < p.grad->size(); ++i) p.grad->data()[i] = grad_of(me, j, at++);
     }
-    experts.return_grads(0);
-    experts.finish();
+    return_grads(*s, *codec);
     for (int j = 0; j < s->layer->local_experts(); ++j) {
       const bool own = j / kOwn == s->layout.offset;
       size_t at = 0;

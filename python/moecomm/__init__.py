@@ -23,6 +23,8 @@ from . import _moecomm  # noqa: E402
 from ._moecomm import Error, Plan, PlanRow, SearchStats, SimResult  # noqa: E402
 from . import infer, place  # noqa: E402
 
+Error.__module__ = "moecomm"  # raised as moecomm.Error, where users catch it
+
 __all__ = ["Error", "Plan", "PlanRow", "SearchStats", "SimResult", "plan", "simulate",
            "place", "infer", "presets"]
 __version__ = "0.1.0"

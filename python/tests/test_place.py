@@ -50,9 +50,9 @@ def test_async_placer_equals_one_shot(netmoe_instance):
 
 
 def test_async_solve_overlaps_python(netmoe_instance):
-    """While the placer solves (without the GIL), a Python thread keeps running."""
+    """collect() waits without the GIL: a Python thread keeps running meanwhile."""
     num, expert_device, g = netmoe_instance
-    placer = place.AsyncSamplePlacer(expert_device, g, solver="km")
+    placer = place.AsyncSamplePlacer(expert_device, g, solver="km")  # O(I^3): milliseconds
     ticks = []
     stop = threading.Event()
 
@@ -62,11 +62,16 @@ def test_async_solve_overlaps_python(netmoe_instance):
 
     t = threading.Thread(target=spin)
     t.start()
-    placer.submit(np.tile(num, (2, 1)))
+    placer.submit(np.tile(num, (3, 1)))
+    start = time.perf_counter()
     got = placer.collect()
+    end = time.perf_counter()
     stop.set()
     t.join()
-    assert got.solve_us > 0 and len(ticks) > 10
+    assert got.wait_us > 0
+    # Python's switch interval is 5 ms: a collect() holding the GIL would leave no tick
+    # inside its wait.
+    assert sum(start < x < end for x in ticks) > 10
 
 
 def test_sync_placer_and_stage_pieces(netmoe_instance):
@@ -83,8 +88,15 @@ def test_sync_placer_and_stage_pieces(netmoe_instance):
 def test_torch_tensors_are_read_without_copies(netmoe_instance):
     torch = pytest.importorskip("torch")
     num, expert_device, g = netmoe_instance
-    p = place.solve(torch.from_numpy(num), torch.from_numpy(expert_device), g)
+    counts = torch.from_numpy(num)
+    p = place.solve(counts, torch.from_numpy(expert_device), g)
     assert p.inter_node_tokens == place.solve(num, expert_device, g).inter_node_tokens
+    # The array the extension reads is the tensor's own memory.
+    from moecomm._arrays import as_array
+    assert as_array(counts).__array_interface__["data"][0] == counts.data_ptr()
+    placer = place.AsyncSamplePlacer(torch.arange(64) // 2, g)
+    placer.submit(counts)
+    assert placer.collect().inter_node_tokens == p.inter_node_tokens
 
 
 def test_bad_num_shape_and_dtype(netmoe_instance):

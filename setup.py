@@ -3,8 +3,13 @@
 presets of data/ as package data.
 
 CMake builds in build-pip/cmake, kept between installs so a second install only relinks.
-MOECOMM_CMAKE_BUILD_DIR names another build tree to reuse (e.g. `build`, after `make build`);
-MOECOMM_BUILD_JOBS sets the parallel jobs (default 2).
+Environment:
+  MOECOMM_CMAKE_BUILD_DIR  another build tree to reuse (e.g. `build`, after `make build`)
+  MOECOMM_BUILD_JOBS       parallel build jobs (default 2)
+  MOECOMM_EXTENSION        an extension already built for this Python (build/python/moecomm/
+                           _moecomm*.so): packaged as it is, CMake is not run (the ctest
+                           python_pip_install checks the packaging this way, in seconds)
+  MOECOMM_PIP_BUILD_DIR    where setuptools stages the package (default build-pip)
 """
 from __future__ import annotations
 
@@ -19,6 +24,21 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+STAGING = Path(os.environ.get("MOECOMM_PIP_BUILD_DIR", ROOT / "build-pip"))
+
+
+def cached_python(build_dir: Path) -> str:
+    """The interpreter a configured build tree compiles for (resolved), or "" if none.
+
+    A venv's python resolves to the interpreter it was made from: a tree configured for
+    /usr/bin/python3 (`make build`) is reused as it is, not re-pointed at the venv."""
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.exists():
+        return ""
+    for line in cache.read_text().splitlines():
+        if line.startswith("Python3_EXECUTABLE:"):
+            return os.path.realpath(line.split("=", 1)[1])
+    return ""
 
 
 class CMakeExtension(Extension):
@@ -30,17 +50,22 @@ class CMakeBuild(build_ext):
     """Configures and builds the extension with CMake, then copies it into the package."""
 
     def build_extension(self, ext: Extension) -> None:
+        target = Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        prebuilt = os.environ.get("MOECOMM_EXTENSION")
+        if prebuilt:
+            shutil.copyfile(prebuilt, target)
+            return
         build_dir = Path(os.environ.get("MOECOMM_CMAKE_BUILD_DIR", ROOT / "build-pip" / "cmake"))
         build_dir = build_dir if build_dir.is_absolute() else ROOT / build_dir
         jobs = os.environ.get("MOECOMM_BUILD_JOBS", "2")
-        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir),
-                        f"-DPython3_EXECUTABLE={sys.executable}", "-DMOECOMM_PYTHON=ON"],
-                       check=True)
+        configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DMOECOMM_PYTHON=ON"]
+        if cached_python(build_dir) != os.path.realpath(sys.executable):
+            configure.append(f"-DPython3_EXECUTABLE={sys.executable}")
+        subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "moecomm_python",
                         "-j", jobs], check=True)
         built = build_dir / "python" / "moecomm" / Path(self.get_ext_filename(ext.name)).name
-        target = Path(self.get_ext_fullpath(ext.name))
-        target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, target)
 
 
@@ -62,7 +87,7 @@ setup(
     package_dir={"moecomm": "python/moecomm"},
     ext_modules=[CMakeExtension("moecomm._moecomm")],
     cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithPresets},
-    options={"build": {"build_base": "build-pip/setuptools"},
-             "egg_info": {"egg_base": "build-pip"}},
+    options={"build": {"build_base": str(STAGING / "setuptools")},
+             "egg_info": {"egg_base": str(STAGING)}},
     zip_safe=False,
 )

@@ -1,6 +1,8 @@
 #include "inputs.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/presets.h"
@@ -60,25 +62,13 @@ cli::ModelSetup resolve_setup(const py::object& model, const py::object& cluster
     throw Error("seq_len", "must be in [1, " + std::to_string(core::kMaxSeqLen) + "]");
   if (micro_batch < 0 || micro_batch > core::kMaxMicroBatch)
     throw Error("micro_batch", "must be in [1, " + std::to_string(core::kMaxMicroBatch) + "]");
-  cli::ModelSetup s;
-  s.model = model_of(model);
-  if (seq_len > 0) s.model.seq_len = seq_len;
-  if (micro_batch > 0) s.model.micro_batch = micro_batch;
-  s.cluster = cluster_of(cluster, s.model);
-  // As resolve_model_setup: the model file's own sizes apply only on its own testbed.
-  core::ParallelSpec spec;
-  std::string where = "derived parallel configuration (give parallel)";
-  if (!parallel.is_none()) {
-    spec = parallel_spec(parallel);
-    where = "parallel";
-  } else if (s.model.parallel && s.model.cluster == s.cluster.name) {
-    spec = *s.model.parallel;
-    where = s.model.source + ": parallel";
-  }
-  s.parallel = core::resolve_parallel(spec, s.cluster.world_size(),
-                                      static_cast<int>(s.model.experts), where);
-  core::check_parallel_fits_model(s.parallel, s.model, where);
-  return s;
+  core::ModelConfig m = model_of(model);
+  if (seq_len > 0) m.seq_len = seq_len;
+  if (micro_batch > 0) m.micro_batch = micro_batch;
+  core::Cluster c = cluster_of(cluster, m);
+  std::optional<core::ParallelSpec> spec;
+  if (!parallel.is_none()) spec = parallel_spec(parallel);
+  return cli::resolve_model_setup(std::move(m), std::move(c), spec, "parallel");
 }
 
 }  // namespace moecomm::python

@@ -1,7 +1,7 @@
 #pragma once
 // The model, cluster and parallel configuration of a Python call, each given as a preset
 // name, a JSON file path or a dict in the file's format (None: the CLI's default), resolved
-// with the CLI's rules (cli/model_setup.h).
+// by the CLI's own rules (cli/model_setup.h).
 #include <cstdint>
 
 #include <pybind11/pybind11.h>

@@ -6,16 +6,15 @@
 
 #include <chrono>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
+#include "cli/planned_knobs.h"
 #include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/topology.h"
 #include "inputs.h"
-#include "plan/planned_strategy.h"
 #include "py_json.h"
 #include "sched/layer_builder.h"
 #include "sim/sim_report.h"
@@ -49,34 +48,6 @@ struct SimArgs {
   bool trace = false;
 };
 
-// The knobs --strategy leaves open, chosen by the planner as `moecomm sim` does
-// (cli/sim_command.cpp planned_knobs): Lina packs its experts unless parallel gives ep.
-std::vector<std::string> planned_knobs(const cli::ModelSetup& setup, const SimArgs& args,
-                                       bool ep_given, sched::LayerSetup& layer) {
-  plan::PlanInput in;
-  in.model = setup.model;
-  in.cluster = setup.cluster;
-  in.parallel = setup.parallel;
-  const sched::ParsedStrategy parsed = sched::parse_strategy_knobs(args.strategy, "strategy");
-  std::string notes;
-  if (parsed.method == "lina" && !ep_given) {
-    const plan::ModelEstimates estimates = plan::estimate_strategies(in);
-    std::string packing;
-    if (auto packed = plan::lina_packed_parallel(in, estimates, &packing)) {
-      notes = packing + "\n";
-      in.parallel = *packed;
-    }
-    layer.strategy = plan::planned_strategy(parsed, in, estimates, &notes);
-  } else {
-    layer.strategy = plan::planned_strategy(parsed, in, &notes);
-  }
-  layer.parallel = in.parallel;
-  std::vector<std::string> lines;
-  std::istringstream in_lines(notes);
-  for (std::string line; std::getline(in_lines, line);) lines.push_back(line);
-  return lines;
-}
-
 void check_args(const SimArgs& a) {
   if (a.layers < 1 || a.layers > 1024)
     throw Error("layers", "must be in [1, 1024], got " + std::to_string(a.layers));
@@ -97,7 +68,7 @@ SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_gi
   sched::LayerSetup layer;
   layer.model = setup.model;
   layer.cluster = setup.cluster;
-  out.strategy_notes = planned_knobs(setup, args, ep_given, layer);
+  out.strategy_notes = cli::planned_knobs(setup, args.strategy, ep_given, "strategy", layer);
   layer.layers = args.layers;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && args.routing == "uniform")

@@ -48,3 +48,22 @@ def test_bad_inputs():
         moecomm.simulate(layers=0)
     with pytest.raises(moecomm.Error, match="cluster"):
         moecomm.simulate(cluster={"name": "c", "levels": []})
+
+
+def test_same_step_as_the_command_line():
+    import json
+    import os
+    import subprocess
+    binary = os.environ.get("MOECOMM_BINARY", "")
+    if not os.path.exists(binary):
+        pytest.skip("the moecomm binary is not built")
+    for strategy in ("monta-o2", "lina"):
+        out = subprocess.run([binary, "sim", "--model", "netmoe-moe-gpt-s", "--strategy",
+                              strategy, "--json"], capture_output=True, text=True,
+                             check=True).stdout
+        cli = json.loads(out)
+        r = moecomm.simulate("netmoe-moe-gpt-s", strategy=strategy)
+        assert r.strategy == cli["strategy"]
+        assert r.strategy_notes == cli["strategy_notes"]
+        assert r.iteration_ms == pytest.approx(cli["iteration_ms"], rel=1e-12)
+        assert r.bytes_by_level == pytest.approx(cli["bytes_by_level"], rel=1e-12)

@@ -85,6 +85,7 @@ class BuildPyWithPresets(build_py):
 setup(
     packages=["moecomm"],
     package_dir={"moecomm": "python/moecomm"},
+    package_data={"moecomm": ["py.typed", "*.pyi"]},
     ext_modules=[CMakeExtension("moecomm._moecomm")],
     cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithPresets},
     options={"build": {"build_base": str(STAGING / "setuptools")},

@@ -9,8 +9,8 @@ python=$1 source=$2 work=$3 extension=$4
 rm -rf "$work" && mkdir -p "$work"
 "$python" -m venv --system-site-packages "$work/venv"
 cd "$source"
-MOECOMM_EXTENSION="$extension" MOECOMM_PIP_BUILD_DIR="$work/staging" PIP_DISABLE_PIP_VERSION_CHECK=1 \
-  "$work/venv/bin/pip" install -q --no-index --no-build-isolation .
+MOECOMM_EXTENSION="$extension" MOECOMM_PIP_BUILD_DIR="$work/staging" \
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$work/venv/bin/pip" install -q --no-index --no-build-isolation .
 cd "$work"
 out=$(env -u PYTHONPATH -u MOECOMM_DATA_DIR "$work/venv/bin/python" -c \
   "import moecomm; print(moecomm.plan().recommended)")

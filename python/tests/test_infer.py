@@ -12,7 +12,8 @@ def skewed_routing(iterations: int, seed: int = 0) -> np.ndarray:
     three times in four, so paths predict the next layer."""
     rng = np.random.default_rng(seed)
     r = np.zeros((iterations, LAYERS, SAMPLES, TOKENS, 1), dtype=np.int64)
-    r[:, 0] = rng.choice(E, size=(iterations, SAMPLES, TOKENS, 1), p=[.4, .2, .1, .1, .1, .05, .03, .02])
+    popularity = [.4, .2, .1, .1, .1, .05, .03, .02]
+    r[:, 0] = rng.choice(E, size=(iterations, SAMPLES, TOKENS, 1), p=popularity)
     for layer in range(1, LAYERS):
         follow = rng.random((iterations, SAMPLES, TOKENS, 1)) < 0.75
         r[:, layer] = np.where(follow, (r[:, layer - 1] + 1) % E,

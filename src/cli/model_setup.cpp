@@ -1,23 +1,35 @@
 #include "cli/model_setup.h"
 
+#include <utility>
+
 #include "core/presets.h"
 
 namespace moecomm::cli {
 
 ModelSetup resolve_model_setup(const std::string& model, const std::string& cluster,
                                const std::string& parallel, int64_t seq_len, int64_t micro_batch) {
+  core::ModelConfig m = core::load_model(model.empty() ? core::kDefaultModel : model);
+  if (seq_len > 0) m.seq_len = seq_len;
+  if (micro_batch > 0) m.micro_batch = micro_batch;
+  core::Cluster c =
+      core::load_cluster(cluster.empty() ? m.cluster.value_or(core::kDefaultCluster) : cluster);
+  std::optional<core::ParallelSpec> spec;
+  if (!parallel.empty()) spec = core::parse_parallel_spec(parallel, "--parallel");
+  return resolve_model_setup(std::move(m), std::move(c), spec, "--parallel");
+}
+
+ModelSetup resolve_model_setup(core::ModelConfig model, core::Cluster cluster,
+                               const std::optional<core::ParallelSpec>& parallel,
+                               const std::string& flag) {
   ModelSetup s;
-  s.model = core::load_model(model.empty() ? core::kDefaultModel : model);
-  if (seq_len > 0) s.model.seq_len = seq_len;
-  if (micro_batch > 0) s.model.micro_batch = micro_batch;
-  s.cluster = core::load_cluster(cluster.empty() ? s.model.cluster.value_or(core::kDefaultCluster)
-                                                 : cluster);
+  s.model = std::move(model);
+  s.cluster = std::move(cluster);
   // Which parallel sizes apply, and the name errors about them use.
   core::ParallelSpec spec;
-  std::string where = "derived parallel configuration (give --parallel)";
-  if (!parallel.empty()) {
-    spec = core::parse_parallel_spec(parallel, "--parallel");
-    where = "--parallel";
+  std::string where = "derived parallel configuration (give " + flag + ")";
+  if (parallel) {
+    spec = *parallel;
+    where = flag;
   } else if (s.model.parallel && s.model.cluster == s.cluster.name) {
     spec = *s.model.parallel;
     where = s.model.source + ": parallel";

@@ -1,6 +1,7 @@
 #pragma once
 // The model, cluster and parallel configuration a command runs on, from its --model,
 // --cluster and --parallel flags (shared by `plan` and `sim`).
+#include <optional>
 #include <string>
 
 #include "core/cluster.h"
@@ -21,5 +22,13 @@ struct ModelSetup {
 ModelSetup resolve_model_setup(const std::string& model, const std::string& cluster,
                                const std::string& parallel, int64_t seq_len = 0,
                                int64_t micro_batch = 0);
+
+// The parallel sizes of a model read and a cluster read (the Python package reads them from
+// dicts too): `parallel` as the user gave it (nullopt: the model file's sizes when it runs on
+// its own testbed, else derived ones). `flag` names the user's argument in errors
+// ("--parallel"). Throws Error naming it or the model file.
+ModelSetup resolve_model_setup(core::ModelConfig model, core::Cluster cluster,
+                               const std::optional<core::ParallelSpec>& parallel,
+                               const std::string& flag);
 
 }  // namespace moecomm::cli

@@ -4,57 +4,19 @@
 #include <cstdio>
 #include <optional>
 #include <ostream>
-#include <sstream>
 #include <vector>
 
 #include "cli/model_setup.h"
+#include "cli/planned_knobs.h"
 #include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/presets.h"
 #include "core/topology.h"
-#include "plan/planned_strategy.h"
 #include "sched/layer_builder.h"
 #include "sim/sim_report.h"
 #include "sim/trace_export.h"
 
 namespace moecomm::cli {
-
-namespace {
-
-// The strategy of --strategy with the knobs it leaves open chosen by the planner for this
-// model, cluster and parallel configuration (`moecomm plan`'s defaults for the rest), so
-// `--strategy monta-o2` simulates the N that `moecomm plan` shows; Lina packs its experts
-// (the EP size of `moecomm plan`'s lina row) unless --parallel gives ep. Returns the notes,
-// one a knob.
-std::vector<std::string> planned_knobs(const ModelSetup& setup, const std::string& text,
-                                       const std::string& parallel_flag, sched::LayerSetup& layer) {
-  plan::PlanInput in;
-  in.model = setup.model;
-  in.cluster = setup.cluster;
-  in.parallel = setup.parallel;
-  const sched::ParsedStrategy parsed = sched::parse_strategy_knobs(text, "--strategy");
-  std::string notes;
-  const bool lina = parsed.method == "lina" &&
-                    !core::parse_parallel_spec(parallel_flag, "--parallel").ep.has_value();
-  if (lina) {
-    const plan::ModelEstimates estimates = plan::estimate_strategies(in);
-    std::string packing;
-    if (auto packed = plan::lina_packed_parallel(in, estimates, &packing)) {
-      notes = packing + "\n";
-      in.parallel = *packed;
-    }
-    layer.strategy = plan::planned_strategy(parsed, in, estimates, &notes);
-  } else {
-    layer.strategy = plan::planned_strategy(parsed, in, &notes);
-  }
-  layer.parallel = in.parallel;
-  std::vector<std::string> lines;
-  std::istringstream in_lines(notes);
-  for (std::string line; std::getline(in_lines, line);) lines.push_back(line);
-  return lines;
-}
-
-}  // namespace
 
 SimCommand::SimCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -115,7 +77,9 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   sched::LayerSetup layer;
   layer.model = setup.model;
   layer.cluster = setup.cluster;
-  const std::vector<std::string> notes = planned_knobs(setup, strategy_, parallel_, layer);
+  const bool ep_given = core::parse_parallel_spec(parallel_, "--parallel").ep.has_value();
+  const std::vector<std::string> notes =
+      planned_knobs(setup, strategy_, ep_given, "--strategy", layer);
   layer.layers = layers_;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && routing_ == "uniform") {

@@ -1,0 +1,77 @@
+"""Type stubs of the extension module (python/src): the classes the package's functions
+return. The functions themselves are called through moecomm, moecomm.place and
+moecomm.infer, which carry their signatures and docstrings."""
+from typing import Any, Optional
+
+import numpy as np
+
+class Error(ValueError):
+    """Bad input: the message the command line prints after "error: "."""
+
+DEFAULT_COMPLETION_TOLERANCE: float
+
+class PlanRow:
+    name: str
+    forward_ms: float
+    backward_ms: float
+    total_ms: float
+    memory_GB: float
+    strategy: str
+    parallel: str
+    params: dict[str, Any]
+    source: str
+    model_estimate: Optional[dict[str, float]]
+    notes: list[str]
+
+class SearchStats:
+    candidates: int
+    refused: int
+    wall_s: float
+    converged: bool
+
+class Plan:
+    rows: list[PlanRow]
+    recommended: str
+    best: PlanRow
+    skipped: dict[str, str]
+    model_fastest: str
+    search: SearchStats
+    layers: int
+    model: str
+    cluster: str
+    world: int
+    parallel: dict[str, Any]
+    workload: dict[str, Any]
+    def row(self, name: str) -> PlanRow: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+class SimResult:
+    iteration_ms: float
+    forward_ms: float
+    backward_ms: float
+    level_names: list[str]
+    bytes_by_level: list[float]
+    bytes_by_level_name: dict[str, float]
+    flows: int
+    ranks: int
+    schedule_ops: int
+    wall_s: float
+    strategy: str
+    strategy_notes: list[str]
+    ops: dict[str, dict[str, float]]
+    busiest_links: list[dict[str, Any]]
+    routing: Optional[dict[str, Any]]
+    trace: Optional[dict[str, Any]]
+
+class Placement:
+    sample_device: np.ndarray
+    inter_node_tokens: int
+    intra_node_tokens: int
+    solve_us: float
+    wait_us: float
+
+class ReplicationPlan:
+    devices_of_expert: list[list[int]]
+    def experts_of_device(self, devices: int) -> list[list[int]]: ...
+
+def __getattr__(name: str) -> Any: ...  # the functions the package wraps

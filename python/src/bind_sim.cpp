@@ -1,0 +1,193 @@
+// moecomm.simulate: one training step of a strategy in the flow-level simulator, as
+// `moecomm sim` runs it (cli/sim_command.cpp), with its times, bytes by level and, on
+// request, the Chrome trace.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "cli/planned_knobs.h"
+#include "cli/routed_dispatch.h"
+#include "core/error.h"
+#include "core/topology.h"
+#include "inputs.h"
+#include "py_json.h"
+#include "sched/layer_builder.h"
+#include "sim/sim_report.h"
+#include "sim/simulator.h"
+#include "sim/trace_export.h"
+
+namespace py = pybind11;
+
+namespace moecomm::python {
+
+namespace {
+
+struct SimOutcome {
+  double iteration_ms = 0, forward_ms = 0, backward_ms = 0;
+  std::vector<std::string> level_names;  // outermost first
+  std::vector<double> bytes_by_level;    // egress bytes over each level's links
+  int64_t flows = 0;
+  int ranks = 0, schedule_ops = 0;
+  double wall_s = 0;  // building and simulating the schedule
+  std::string strategy;
+  std::vector<std::string> strategy_notes;
+  nlohmann::json report;                  // sim::report_to_json: ops by kind, busiest links
+  std::optional<nlohmann::json> routing;  // routed steps: locality, placement, bytes
+  std::optional<nlohmann::json> trace;    // Chrome trace, when asked for
+};
+
+struct SimArgs {
+  std::string strategy, fairness, routing;
+  int layers = 1;
+  double compute_efficiency = 0, completion_tolerance = 0, locality = 0;
+  bool trace = false;
+};
+
+void check_args(const SimArgs& a) {
+  if (a.layers < 1 || a.layers > 1024)
+    throw Error("layers", "must be in [1, 1024], got " + std::to_string(a.layers));
+  if (a.compute_efficiency != 0 && !(a.compute_efficiency >= 0.01 && a.compute_efficiency <= 1))
+    throw Error("compute_efficiency", "must be in [0.01, 1] (or None: the device's)");
+  if (!(a.completion_tolerance >= 0 && a.completion_tolerance <= 0.1))
+    throw Error("completion_tolerance", "must be in [0, 0.1]");
+  if (a.fairness != "per-collective" && a.fairness != "per-flow")
+    throw Error("fairness", "must be per-collective or per-flow, got \"" + a.fairness + "\"");
+  if (a.routing != "auto" && a.routing != "uniform" && a.routing != "synthetic")
+    throw Error("routing", "must be auto, uniform or synthetic, got \"" + a.routing + "\"");
+  if (!(a.locality >= 0 && a.locality <= 1)) throw Error("locality", "must be in [0, 1]");
+}
+
+// Everything after the Python inputs are read: runs without the GIL.
+SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_given) {
+  SimOutcome out;
+  sched::LayerSetup layer;
+  layer.model = setup.model;
+  layer.cluster = setup.cluster;
+  out.strategy_notes = cli::planned_knobs(setup, args.strategy, ep_given, "strategy", layer);
+  layer.layers = args.layers;
+  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
+  if (netmoe && args.routing == "uniform")
+    throw Error("routing",
+                "placement=netmoe moves samples by their routing: use routing=\"synthetic\" (the "
+                "default for netmoe), not uniform");
+  if (args.routing == "synthetic" || (args.routing == "auto" && netmoe)) {
+    place::SyntheticRoutingSpec spec;
+    spec.locality = args.locality;
+    spec.layer_correlation = 0.9;    // as `moecomm sim`
+    cli::ModelSetup packed = setup;  // Lina's packing may have moved the EP size
+    packed.parallel = layer.parallel;
+    const cli::RoutedDispatch routed = cli::routed_dispatch(packed, spec, netmoe, "flow");
+    layer.a2a_pair_bytes = routed.matrices;
+    out.routing = nlohmann::json{{"source", "synthetic"},
+                                 {"locality", args.locality},
+                                 {"placement", netmoe ? "netmoe" : "home"},
+                                 {"dispatch_inter_node_MB", routed.inter_node_bytes / 1e6},
+                                 {"placement_solve_us", routed.placement_solve_us}};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const sched::Schedule schedule = sched::build_training_step(layer);
+  const core::Topology topology(setup.cluster);
+  sim::SimOptions options;
+  if (args.compute_efficiency > 0) options.compute_efficiency = args.compute_efficiency;
+  options.completion_tolerance = args.completion_tolerance;
+  options.fairness =
+      args.fairness == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
+  const sim::SimResult result = sim::simulate(schedule, topology, options);
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const sim::SimReport report = sim::make_report(schedule, result);
+  out.iteration_ms = report.iteration_s * 1e3;
+  out.forward_ms = report.forward_s * 1e3;
+  out.backward_ms = report.backward_s * 1e3;
+  for (const auto& level : setup.cluster.levels) out.level_names.push_back(level.name);
+  out.bytes_by_level = result.bytes_by_level;
+  out.flows = result.flows;
+  out.ranks = schedule.world_size();
+  out.schedule_ops = schedule.num_ops();
+  out.strategy = sched::to_string(layer.strategy);
+  out.report = sim::report_to_json(report, result);
+  if (args.trace) out.trace = sim::chrome_trace(schedule, result);
+  return out;
+}
+
+SimOutcome simulate(const py::object& model, const py::object& cluster, const py::object& parallel,
+                    const SimArgs& args) {
+  check_args(args);
+  const cli::ModelSetup setup = resolve_setup(model, cluster, parallel);
+  const bool ep_given = parallel_spec(parallel).ep.has_value();
+  py::gil_scoped_release release;  // building and simulating take milliseconds to seconds
+  return run_sim(setup, args, ep_given);
+}
+
+}  // namespace
+
+void bind_sim(py::module_& m) {
+  py::class_<SimOutcome>(m, "SimResult",
+                         "One simulated training step (`moecomm sim --json` as an object).")
+      .def_readonly("iteration_ms", &SimOutcome::iteration_ms, "makespan of the step, ms")
+      .def_readonly("forward_ms", &SimOutcome::forward_ms,
+                    "first forward op's start to the last forward op's end, ms")
+      .def_readonly("backward_ms", &SimOutcome::backward_ms,
+                    "last forward op's end to the last backward op's end, ms")
+      .def_readonly("level_names", &SimOutcome::level_names,
+                    "the cluster's levels, outermost first")
+      .def_readonly("bytes_by_level", &SimOutcome::bytes_by_level,
+                    "bytes sent over each level's links (egress), outermost first")
+      .def_property_readonly(
+          "bytes_by_level_name",
+          [](const SimOutcome& s) {
+            py::dict d;
+            for (size_t i = 0; i < s.level_names.size() && i < s.bytes_by_level.size(); ++i)
+              d[py::str(s.level_names[i])] = s.bytes_by_level[i];
+            return d;
+          },
+          "{level name: bytes}")
+      .def_readonly("flows", &SimOutcome::flows, "flows the network carried")
+      .def_readonly("ranks", &SimOutcome::ranks, "ranks of the schedule")
+      .def_readonly("schedule_ops", &SimOutcome::schedule_ops, "ops of the schedule")
+      .def_readonly("wall_s", &SimOutcome::wall_s, "seconds spent building and simulating")
+      .def_readonly("strategy", &SimOutcome::strategy, "the full strategy string simulated")
+      .def_readonly("strategy_notes", &SimOutcome::strategy_notes,
+                    "where the planner chose the knobs the strategy left open")
+      .def_property_readonly(
+          "ops", [](const SimOutcome& s) { return from_json(s.report.at("ops")); },
+          "{op kind: {count, flops, bytes, busy_ms_per_rank}}")
+      .def_property_readonly(
+          "busiest_links",
+          [](const SimOutcome& s) { return from_json(s.report.at("busiest_links")); },
+          "[{name, bytes, busy_ms}], most bytes first")
+      .def_property_readonly(
+          "routing",
+          [](const SimOutcome& s) { return s.routing ? from_json(*s.routing) : py::none(); },
+          "routed steps: {source, locality, placement, dispatch_inter_node_MB, "
+          "placement_solve_us}; None for uniform routing")
+      .def_property_readonly(
+          "trace", [](const SimOutcome& s) { return s.trace ? from_json(*s.trace) : py::none(); },
+          "the Chrome trace (Trace Event Format dict) when simulate(trace=True), else None")
+      .def("__repr__", [](const SimOutcome& s) {
+        return "SimResult(iteration_ms=" + std::to_string(s.iteration_ms) + ", strategy='" +
+               s.strategy + "')";
+      });
+
+  m.def(
+      "simulate",
+      [](const py::object& model, const py::object& cluster, const py::object& parallel,
+         const std::string& strategy, int layers, double compute_efficiency,
+         double completion_tolerance, const std::string& fairness, const std::string& routing,
+         double locality, bool trace) {
+        SimArgs a{strategy, fairness, routing, layers, compute_efficiency, completion_tolerance,
+                  locality, trace};
+        return simulate(model, cluster, parallel, a);
+      },
+      py::arg("model"), py::arg("cluster"), py::arg("parallel"), py::arg("strategy"),
+      py::arg("layers"), py::arg("compute_efficiency"), py::arg("completion_tolerance"),
+      py::arg("fairness"), py::arg("routing"), py::arg("locality"), py::arg("trace"),
+      "build and simulate one training step");
+  m.attr("DEFAULT_COMPLETION_TOLERANCE") = sim::SimOptions{}.completion_tolerance;
+}
+
+}  // namespace moecomm::python

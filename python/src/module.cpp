@@ -1,0 +1,23 @@
+// The extension module: one Python exception type for every moecomm::Error (what the CLI
+// prints after "error: "), then the layers' bindings.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "core/error.h"
+#include "core/presets.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_moecomm, m) {
+  m.doc() = "moecomm's C++ core: planner, simulator, NetMoE placement, Lina's estimator";
+  // A subclass of ValueError: every moecomm::Error is bad user input, with the message the
+  // command line prints after "error: ".
+  py::register_exception<moecomm::Error>(m, "Error", PyExc_ValueError);
+  m.def("presets", &moecomm::core::list_presets, py::arg("kind"),
+        "preset names of a kind (\"models\" or \"clusters\"), sorted");
+  moecomm::python::bind_plan(m);
+  moecomm::python::bind_sim(m);
+  moecomm::python::bind_place(m);
+  moecomm::python::bind_infer(m);
+}

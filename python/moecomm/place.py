@@ -30,7 +30,28 @@ def solvers() -> list[str]:
     return _moecomm.assignment_solvers()
 
 
-class SamplePlacer:
+class _GridPlacer:
+    """What both placers share: the device grid and the solver (``self._impl``)."""
+
+    _impl: Any
+
+    @property
+    def nodes(self) -> int:
+        """Nodes N of the device grid."""
+        return self._impl.nodes
+
+    @property
+    def devices_per_node(self) -> int:
+        """Devices per node."""
+        return self._impl.devices_per_node
+
+    @property
+    def solver(self) -> str:
+        """The assignment solver's name."""
+        return self._impl.solver
+
+
+class SamplePlacer(_GridPlacer):
     """Two-stage placement for a fixed expert layout, solved when called.
 
     Args:
@@ -50,24 +71,9 @@ class SamplePlacer:
                                            solver)
 
     @property
-    def nodes(self) -> int:
-        """Nodes N of the device grid."""
-        return self._impl.nodes
-
-    @property
-    def devices_per_node(self) -> int:
-        """Devices per node."""
-        return self._impl.devices_per_node
-
-    @property
     def expert_device(self) -> np.ndarray:
         """The device of each expert."""
         return self._impl.expert_device
-
-    @property
-    def solver(self) -> str:
-        """The assignment solver's name."""
-        return self._impl.solver
 
     def place(self, num: ArrayLike) -> Placement:
         """Solve both stages for the counts ``num`` (samples x experts) and return the
@@ -80,7 +86,7 @@ class SamplePlacer:
         return self._impl.place(as_array(num))
 
 
-class AsyncSamplePlacer:
+class AsyncSamplePlacer(_GridPlacer):
     """NetMoE Algorithm 1 in a training loop: :meth:`submit` the counts right after layer
     l's gate, run the scatter and the experts, :meth:`collect` before the gather.
 
@@ -92,21 +98,6 @@ class AsyncSamplePlacer:
                  devices: Optional[int] = None, solver: str = "flow") -> None:
         self._impl = _moecomm.AsyncSamplePlacer(as_array(expert_device), devices_per_node,
                                                 devices, solver)
-
-    @property
-    def nodes(self) -> int:
-        """Nodes N of the device grid."""
-        return self._impl.nodes
-
-    @property
-    def devices_per_node(self) -> int:
-        """Devices per node."""
-        return self._impl.devices_per_node
-
-    @property
-    def solver(self) -> str:
-        """The assignment solver's name."""
-        return self._impl.solver
 
     def submit(self, num: ArrayLike) -> None:
         """Start solving for ``num`` (samples x experts) in the background.

@@ -139,6 +139,27 @@ std::vector<double> token_path_bytes(const sched::Schedule& schedule, const core
   return sim::simulate(only, core::Topology(c)).bytes_by_level;
 }
 
+// One training step of the tiny model with `strategy` at `tp`, and the simulator's token-path
+// bytes by level for the routing it had (the run's dispatch, and NetMoE's gather, matrices).
+std::pair<TrainResult, std::vector<double>> step_and_simulation(int tp,
+                                                                const std::string& strategy) {
+  const int p = test::world_size();
+  TrainConfig c = test::tiny_train(tp, strategy);
+  c.steps = 1;
+  c.keep_gradients = false;
+  TrainResult run = train(c);
+  sched::LayerSetup setup;
+  setup.model = schedule_model(c);
+  setup.parallel = train_groups(p, tp, p / tp, c.model.moe.experts, 0, "test").parallel;
+  setup.cluster = two_nodes(p);
+  setup.strategy = c.strategy;
+  setup.layers = c.model.layers;
+  setup.a2a_pair_bytes = run.dispatch_bytes;
+  setup.a2a_combine_pair_bytes = run.combine_bytes;
+  std::vector<double> sim = token_path_bytes(sched::build_training_step(setup), setup.cluster);
+  return {std::move(run), std::move(sim)};
+}
+
 // The schedule runtime (scheduled_train.h) runs the simulator's schedule itself: one step of
 // the tiny model under tp = 2, its token-path bytes by level (the MoE A2As without the layout
 // counts, the ESP AllGather / ReduceScatter / AllReduce and the TP AllGather, summed over
@@ -146,24 +167,11 @@ std::vector<double> token_path_bytes(const sched::Schedule& schedule, const core
 // A2As are flat: the layout counts are taken off at their pair's level, where a hierarchical
 // A2A carries them over other hops too.
 TEST(TrafficVsSim, ScheduleRuntimeTokenPathBytesEqualTheSimulatorsForTheSameRouting) {
-  const int p = test::world_size();
   for (const std::string s :
        {"baseline", "monta-o1", "base=monta-o2,chunks=3", "base=monta-o3,chunks=2",
         "base=fsmoe,a2a=flat", "base=lina,chunks=2"}) {
     SCOPED_TRACE(s);
-    TrainConfig c = test::tiny_train(2, s);
-    c.steps = 1;
-    c.keep_gradients = false;
-    const TrainResult run = train(c);
-    sched::LayerSetup setup;
-    setup.model = schedule_model(c);
-    setup.parallel = train_groups(p, 2, p / 2, c.model.moe.experts, 0, "test").parallel;
-    setup.cluster = two_nodes(p);
-    setup.strategy = c.strategy;
-    setup.layers = c.model.layers;
-    setup.a2a_pair_bytes = run.dispatch_bytes;
-    const std::vector<double> sim =
-        token_path_bytes(sched::build_training_step(setup), setup.cluster);
+    const auto [run, sim] = step_and_simulation(2, s);
     expect_simulated_bytes(run.steps.back().a2a.bytes.data(), sim, "schedule runtime tp 2 " + s);
   }
 }
@@ -173,23 +181,9 @@ TEST(TrafficVsSim, ScheduleRuntimeTokenPathBytesEqualTheSimulatorsForTheSameRout
 // scatter and gather matrices; its counts, aux sums, targets and metadata columns are
 // counted apart (a2a_meta).
 TEST(TrafficVsSim, NetMoeRowBytesEqualTheSimulatorsForTheSamePlacement) {
-  const int p = test::world_size();
   for (const std::string s : {"netmoe", "base=netmoe,chunks_fwd=2,chunks_bwd=3"}) {
     SCOPED_TRACE(s);
-    TrainConfig c = test::tiny_train(1, s);
-    c.steps = 1;
-    c.keep_gradients = false;
-    const TrainResult run = train(c);
-    sched::LayerSetup setup;
-    setup.model = schedule_model(c);
-    setup.parallel = train_groups(p, 1, p, c.model.moe.experts, 0, "test").parallel;
-    setup.cluster = two_nodes(p);
-    setup.strategy = c.strategy;
-    setup.layers = c.model.layers;
-    setup.a2a_pair_bytes = run.dispatch_bytes;
-    setup.a2a_combine_pair_bytes = run.combine_bytes;
-    const std::vector<double> sim =
-        token_path_bytes(sched::build_training_step(setup), setup.cluster);
+    const auto [run, sim] = step_and_simulation(1, s);
     expect_simulated_bytes(run.steps.back().a2a.bytes.data(), sim, "netmoe rows " + s);
     EXPECT_GT(run.steps.back().a2a_meta.total(), 0);
   }

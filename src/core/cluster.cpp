@@ -145,6 +145,7 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   cluster.device.memory_bandwidth =
       units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
   dev.reject_unknown();
+  if (r.has("network_priorities")) cluster.network_priorities = r.boolean("network_priorities");
   if (r.has("efficiency")) parse_efficiency(r, cluster);
   r.reject_unknown();
   return cluster;
@@ -174,6 +175,7 @@ json cluster_to_json(const Cluster& c) {
   if (c.device.compute_efficiency < 1)
     doc["device"]["compute_efficiency"] = c.device.compute_efficiency;
   if (!c.description.empty()) doc["description"] = c.description;
+  if (!c.network_priorities) doc["network_priorities"] = false;
   if (!c.efficiency.empty()) {
     json eff = json::object();
     for (const auto& [level, per] : c.efficiency)

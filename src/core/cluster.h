@@ -56,6 +56,11 @@ struct Cluster {
   std::string description;
   std::vector<Level> levels;
   Device device;
+  // Whether the network serves transfers by priority (traffic classes: MoNTA's communication
+  // priority, Lina's A2A-first links): true for the papers' clusters. false: every flow is of
+  // one class, as MPI over TCP or shared memory moves them (`moecomm profile` writes false);
+  // the runtime's own policies (Lina's gate, sched/policy.h) still hold.
+  bool network_priorities = true;
   // level name -> collective name -> measured points.
   std::map<std::string, std::map<std::string, CurvePoints>> efficiency;
 

@@ -71,6 +71,12 @@ double JsonReader::number(const std::string& key) {
   return x;
 }
 
+bool JsonReader::boolean(const std::string& key) {
+  const json& v = require(key);
+  if (!v.is_boolean()) throw Error(where(key), "must be true or false, got " + shown(v));
+  return v.get<bool>();
+}
+
 double JsonReader::positive(const std::string& key) {
   double x = number(key);
   if (!(x > 0)) throw Error(where(key), "must be positive, got " + shown(obj_.at(key)));

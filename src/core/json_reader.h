@@ -24,6 +24,7 @@ class JsonReader {
 
   std::string string(const std::string& key);
   double number(const std::string& key);
+  bool boolean(const std::string& key);                 // true or false
   double positive(const std::string& key);              // > 0
   double positive(const std::string& key, double max);  // in (0, max]
   int64_t integer(const std::string& key);

@@ -171,6 +171,7 @@ core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device
   c.name = name;
   c.device = device;
   c.efficiency = fit.efficiency;
+  c.network_priorities = false;  // MPI over TCP and shared memory has no traffic classes
   std::string fits;
   for (const LevelFit& l : fit.levels) {
     c.levels.push_back({l.name, l.count, l.bandwidth, l.latency, l.overhead});
@@ -184,7 +185,8 @@ core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device
       "the alltoall time against the bytes crossing one worker's link (" +
       fits +
       "); efficiency = the share of that bandwidth that reproduces each measured time after "
-      "the model's latencies.";
+      "the model's latencies. MPI over TCP and shared memory serves every transfer alike: no "
+      "network priorities.";
   return c;
 }
 

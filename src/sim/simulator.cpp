@@ -365,6 +365,7 @@ bool Run::release_deferred(double t) {
 // multiplicity (the pair flows of an A2A between two nodes); their bytes are averaged, which
 // keeps each path's total and is exact when the pairs carry equal bytes.
 void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id) {
+  if (!topo_.cluster().network_priorities) priority = 0;  // one traffic class for every flow
   struct Group {
     int src, dst, steps, count = 0;
     double bytes = 0, overhead = 0;

@@ -117,6 +117,19 @@ TEST(Cluster, PerMessageOverheadIsOptionalNonNegativeAndRoundTrips) {
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].overhead_us");
 }
 
+TEST(Cluster, NetworkPrioritiesAreOptionalBooleanAndRoundTrip) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_TRUE(c.network_priorities);  // not given: the network serves priorities
+  EXPECT_FALSE(cluster_to_json(c).contains("network_priorities"));
+  json j = good();
+  j["network_priorities"] = false;
+  c = parse_cluster(j, "c.json");
+  EXPECT_FALSE(c.network_priorities);
+  EXPECT_FALSE(parse_cluster(cluster_to_json(c), "again").network_priorities);
+  j["network_priorities"] = "no";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: network_priorities", "true or false");
+}
+
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;

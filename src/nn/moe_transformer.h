@@ -49,7 +49,7 @@ struct MoeTransformerConfig {
   // Tensor parallelism: this rank's shard of every attention layer's heads (attention.h);
   // with tp_shards > 1 the model needs set_tensor_parallel() before forward.
   int tp_shard = 0, tp_shards = 1;
-  // HybridEP (rt/hybrid_experts.h): each MoE layer holds its expert domain's experts, of
+  // HybridEP (rt/hybrid_codec.h): each MoE layer holds its expert domain's experts, of
   // which this rank owns owned_count from local index owned_first; the others are copies
   // that travel in before every forward and are not in expert_params(). -1: owns all.
   int owned_first = 0, owned_count = -1;

@@ -4,8 +4,8 @@
 // AllGather (as they are, or with compression < 1 as the top-k residual against the shared
 // expert, nn/sr_codec.h), the gathered bytes decoded into the copies, the copies' gradients
 // laid out for the ReduceScatter that returns them to their owners, and the sum of the own
-// experts that an AllReduce over the EP group turns into the next shared expert. The hand-built
-// runtime (hybrid_experts.h) and the schedule runtime (model_binding.h) both move these bytes.
+// experts that an AllReduce over the EP group turns into the next shared expert. The runtime
+// moves these bytes as the schedule's ops (model_binding.h).
 #include <cstdint>
 #include <memory>
 #include <span>

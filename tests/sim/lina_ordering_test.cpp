@@ -1,7 +1,7 @@
 // Lina's A2A-first scheduling (ATC '23 Sec. 4.1) in simulation. Exact times, ASTRA-sim style,
 // on one tiny schedule: a gradient micro-op runs alone on its ranks and is never preempted
 // ("subsequent operations have to wait until the running one finish"); an A2A that becomes
-// ready meanwhile waits outside the call (rt/a2a_activity.h) and then goes before the next
+// ready meanwhile waits outside the call (sched/policy.h) and then goes before the next
 // micro-op. Then Figure 7: with the AllReduce sharing links fairly with the backward A2As
 // (7a, the DDP baseline), every A2A is prolonged and the MoE layers' gradients are done later
 // than under Lina's scheduling (Fig. 8).

@@ -56,10 +56,8 @@ nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls) {
   for (const auto& [rank, thread] : threads) {
     events.push_back(
         sim::trace_metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
-    events.push_back(
-        sim::trace_metadata("thread_name", rank, thread,
-                            {{"name", thread == 0 ? std::string("training loop")
-                                                  : "thread " + std::to_string(thread)}}));
+    events.push_back(sim::trace_metadata("thread_name", rank, thread,
+                                         {{"name", "stream " + std::to_string(thread)}}));
     events.push_back(
         sim::trace_metadata("thread_sort_index", rank, thread, {{"sort_index", thread}}));
   }

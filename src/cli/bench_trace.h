@@ -1,10 +1,9 @@
 #pragma once
 // `moecomm bench --trace FILE`: the last measured step of every strategy beside the
 // simulator's schedule of it, as one Chrome trace (Trace Event Format; Perfetto,
-// chrome://tracing). Per strategy, one process per rank for the measurement (a track per
-// thread: each wait on a collective, and the training loop's phases) and one per rank for the
-// simulation (a track per stream), both from 0 at the step's start, so where a prediction
-// misses shows as the ops that moved.
+// chrome://tracing). Per strategy, one process per rank for the measurement and one per rank
+// for the simulation, each with a track per stream holding its ops, both from 0 at the step's
+// start, so where a prediction misses shows as the ops that moved.
 #include <string>
 #include <vector>
 
@@ -16,9 +15,9 @@ namespace moecomm::cli {
 
 struct BenchRun;
 
-// Trace events of a measured step: "X" events (name = the call's label, cat = its first
-// dotted part or "phase", args.what) with pid = rank and tid = thread, and the "M" events
-// naming them.
+// Trace events of a measured step: "X" events (name = the op's label, cat = its first dotted
+// part, args.what = its kind) with pid = rank and tid = stream, and the "M" events naming
+// them ("stream N", as the simulated trace).
 nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls);
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: case i's measured ranks are processes

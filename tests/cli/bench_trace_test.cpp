@@ -55,8 +55,8 @@ TEST(BenchTrace, MeasuredCallsBecomeCompleteEventsInMicroseconds) {
   EXPECT_EQ(x[2]["cat"], "grad");
   EXPECT_EQ(x[2]["pid"], 1);
   EXPECT_EQ(x[2]["tid"], 1);
-  EXPECT_EQ((thread_names[{0, 0}]), "training loop");
-  EXPECT_EQ((thread_names[{1, 1}]), "thread 1");
+  EXPECT_EQ((thread_names[{0, 0}]), "stream 0");  // as the simulated trace names them
+  EXPECT_EQ((thread_names[{1, 1}]), "stream 1");
 }
 
 TEST(BenchTrace, EachCaseGetsMeasuredThenSimulatedProcessesPerRank) {

@@ -48,12 +48,13 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
   s.strategy = c.strategy;
   s.layers = c.model.layers;
   s.lm_head = true;
-  if (c.strategy.placement == sched::Placement::kNetMoe)  // the simulator's sizes: the runtime
-    for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep) {  // moves the rows
-      const double n = double(ep.size());                                       // it has
-      const double bytes = double(c.batch) * c.seq_len * c.model.moe.top_k * c.model.hidden * 4;
-      s.a2a_pair_bytes.emplace_back(ep.size() * ep.size(), bytes / n);
-    }
+  // NetMoE's schedule needs routed matrices; uniform ones size its ops for the simulator, while
+  // the runtime moves the rows the step routes.
+  if (c.strategy.placement == sched::Placement::kNetMoe) {
+    const double bytes = double(c.batch) * c.seq_len * c.model.moe.top_k * c.model.hidden * 4;
+    for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep)
+      s.a2a_pair_bytes.emplace_back(ep.size() * ep.size(), bytes / double(ep.size()));
+  }
   for (int b = 0; b < c.model.layers; ++b) {
     double bytes = 0;
     for (const nn::Param* p : model.block_dense_params(b)) bytes += 4.0 * p->value->size();

@@ -138,8 +138,8 @@ void NetMoeBinding::fill(OpBuffer& buf, const nn::SampleMovingMoe::Rows& rows,
     at += n;
     buf.counts.push_back(int64_t(buf.data.size() - before));
   }
-  if (!rows.recv.empty())
-    for (int r : rows.recv) buf.recv_counts.push_back(int64_t(r) * width * int64_t(sizeof(float)));
+  if (forward_scatter) return;  // the headers tell the receivers what they get
+  for (int r : rows.recv) buf.recv_counts.push_back(int64_t(r) * width * int64_t(sizeof(float)));
 }
 
 OpBuffer* NetMoeBinding::buffer(Op op, int l, int phase, int chunk) {
@@ -157,7 +157,6 @@ OpBuffer* NetMoeBinding::buffer(Op op, int l, int phase, int chunk) {
       OpBuffer& buf = (phase == 0 ? s.fwd : s.bwd)[0].at(size_t(i));
       const nn::SampleMovingMoe::Rows rows = phase == 0 ? m.scatter_send(i) : m.dy_send(i);
       fill(buf, rows, m.send_counts(), phase == 0);
-      if (phase == 0) buf.recv_counts.clear();  // the headers tell the receivers the layout
       if (phase == 0)
         for (size_t j = 0; j < rows.send.size(); ++j) scatter_rows_[j] += rows.send[j];
       return &buf;

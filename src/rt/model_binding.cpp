@@ -529,7 +529,7 @@ OpBuffer* ModelBinding::buffer(OpId id) {
   switch (slot.role) {
     case Role::kDispatch:
       return to_wire(to_members(state(slot.layer, slot.phase).chunk[i].dispatch),
-                     header_bytes(slot));
+                     block_header(slot));
     case Role::kGather:
       return &state(slot.layer, slot.phase).chunk[i].gather;
     case Role::kReduce:
@@ -562,7 +562,7 @@ void ModelBinding::after(OpId id) {
     case Role::kAttnTp:
       return attn_done(s.layer, s.phase, tensor_of(own_buffers_.at(id).data, cols_));
     case Role::kDispatch:
-      from_wire(state(s.layer, s.phase).chunk[size_t(i)].dispatch, header_bytes(s));
+      from_wire(state(s.layer, s.phase).chunk[size_t(i)].dispatch, block_header(s));
       from_members(state(s.layer, s.phase).chunk[size_t(i)].dispatch);
       return on_dispatched(s.layer, s.phase, i);
     case Role::kGather:
@@ -604,7 +604,7 @@ std::optional<NetMoeBinding::Op> ModelBinding::netmoe_op(const Slot& slot) const
 
 // --- bf16 rows on the wire
 
-size_t ModelBinding::header_bytes(const Slot& slot) {
+size_t ModelBinding::block_header(const Slot& slot) {
   return slot.phase == 0 ? size_t(moe(slot.layer).local_experts()) * sizeof(int32_t) : 0;
 }
 

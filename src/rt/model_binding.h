@@ -178,7 +178,7 @@ class ModelBinding {
   void from_members(OpBuffer& buf) const;     // and back
   void count_dispatch(const std::vector<int>& send_counts);
   OpBuffer* hybrid_buffer(const Slot& slot, OpBuffer& buf);
-  size_t header_bytes(const Slot& slot);                  // ahead of each block of a token A2A
+  size_t block_header(const Slot& slot);  // bytes ahead of each block of a token A2A
   OpBuffer* to_wire(OpBuffer* buf, size_t header) const;  // bf16_rows: fp32 rows -> bf16
   void from_wire(OpBuffer& buf, size_t header) const;     // and back
   bool moe_ops_beside_a2a() const;

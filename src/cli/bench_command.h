@@ -1,5 +1,5 @@
 #pragma once
-// `moecomm bench` (issue 7): trains the same model on the same data once per strategy on the
+// `moecomm bench`: trains the same model on the same data once per strategy on the
 // ranks of mpirun (the emulated testbed: `moecomm testbed run -- moecomm bench ...`), times
 // each phase per step, and prints it beside the simulator's prediction for the profiled
 // cluster (`moecomm profile`), with an SVG chart of both.

@@ -1,6 +1,6 @@
 #pragma once
 // What `moecomm bench` prints: measured phases beside the simulator's, per strategy, as a
-// table, a JSON object and an SVG bar chart (issue 7).
+// table, a JSON object and an SVG bar chart.
 #include <iosfwd>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// How a collective becomes flows (issue 4 "Collectives become flows by their algorithm"):
+// How a collective becomes flows:
 // a sequence of phases; the flows of a phase run at once, a phase starts when the one
 // before has ended.
 //   ring AllGather / ReduceScatter: each member sends (n-1)/n S to the next member;

@@ -1,5 +1,5 @@
 #pragma once
-// Exports a simulated schedule for people to look at (issue 4 "Results"): a Chrome trace
+// Exports a simulated schedule for people to look at: a Chrome trace
 // (Trace Event Format JSON, opens in Perfetto and chrome://tracing) with one process per rank
 // and one track per stream, and a self-contained SVG timeline. Both show only the first ranks
 // of very large schedules so the files stay openable; they say so when they do.

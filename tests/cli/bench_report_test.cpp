@@ -1,4 +1,4 @@
-// `moecomm bench`'s report (issue 7): errors of the prediction, the JSON fields and the chart.
+// `moecomm bench`'s report: errors of the prediction, the JSON fields and the chart.
 #include "cli/bench_report.h"
 
 #include <gtest/gtest.h>

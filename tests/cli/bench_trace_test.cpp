@@ -1,4 +1,4 @@
-// `moecomm bench --trace` (issue 7): a measured step's calls as Chrome trace events, and every
+// `moecomm bench --trace`: a measured step's calls as Chrome trace events, and every
 // strategy's measured and simulated ranks as processes of one trace.
 #include "cli/bench_trace.h"
 

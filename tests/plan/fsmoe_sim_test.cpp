@@ -1,7 +1,7 @@
 // FSMoE Sec. 4 (Eq. 1, Q1-Q7, the four case formulas) against the flow-level simulator running
 // the fsmoe schedule (sched/build_dispatch.cpp: per chunk inter-node A2A -> ESP-AllGather ->
-// experts -> ESP-ReduceScatter -> A2A; issue 4 "Done when": where the paper's model is exact,
-// simulated time = formula within 1%).
+// experts -> ESP-ReduceScatter -> A2A): where the paper's model is exact, simulated time =
+// formula within 1%.
 //
 // Every alpha-beta line is derived from the simulator's own cost of that op, so the linear
 // models are exact (not fitted):

@@ -1,6 +1,6 @@
 // HybridEP's stream model (Sec. III, Eq. 2-12) against the simulator running the schedule that
-// the HybridEP builder emits (issue 4 "Done when": where the paper's model is exact, the
-// simulated time equals the formula within 1%; where they differ, say why).
+// the HybridEP builder emits: where the paper's model is exact, the simulated time
+// equals the formula within 1%; where they differ, the test says why.
 //
 // The paper's single-level setting ("one GPU per DC", Table I) built as a cluster:
 //  - one level of G datacenters of one GPU each, zero latency (the model has none);
@@ -59,7 +59,7 @@ namespace {
 
 constexpr int kG = 8;          // workers (datacenters of one GPU)
 constexpr double kB = 10e9;    // bytes/s: one worker's link to its peers
-constexpr double kTol = 0.01;  // issue 4: within 1%
+constexpr double kTol = 0.01;  // within 1%
 
 core::ModelConfig moe_model(int64_t ffn_hidden, int64_t experts) {
   core::ModelConfig m;

@@ -1,7 +1,7 @@
 // MoNTA's performance model (Eq. 3, 8-11, Algorithms 1 and 2) against the simulator running
-// the schedules the builder emits for baseline, monta-o1, monta-o2 and monta-o3 (issue 4
-// "Done when": where the paper's model is exact, the simulated time equals the formula
-// within 1%; where they differ, the relation is asserted and explained).
+// the schedules the builder emits for baseline, monta-o1, monta-o2 and monta-o3: where
+// the paper's model is exact, the simulated time equals the formula within 1%; where they
+// differ, the relation is asserted and explained.
 //
 // The exact setting: MoNTA's cluster shape (nodes x GPUs, tp = esp = GPUs per node, ep =
 // nodes, one EP rank per node), no latencies, no efficiency curves (r1 = r2 = r3 = 1), a
@@ -44,7 +44,7 @@ namespace moecomm::plan {
 namespace {
 
 constexpr int kGpus = 8;             // t: GPUs per node = tp = esp
-constexpr double kTolerance = 0.01;  // issue 4: within 1%
+constexpr double kTolerance = 0.01;  // within 1%
 
 // I = b s h BPE = 2 x 8000 x 8000 x 2 = 256e6 bytes, MoNTA Table 8's volume.
 constexpr std::int64_t kB = 2, kS = 8000, kH = 8000, kBpe = 2;

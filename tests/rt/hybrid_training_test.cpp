@@ -1,8 +1,8 @@
-// HybridEP's SR compression in training (Fig. 14, at 150 steps here; the 200-step curves are
-// in issue 8's note): with experts sent 50x compressed to every rank of the EP group, the
-// loss with the shared expert stays nearer the baseline's than without it. The data needs the
-// experts (order-2 text: the next token depends on the last two) and the experts share
-// structure (upcycled: one base FFN plus 0.1 x their own), SR's premise (Fig. 9a).
+// HybridEP's SR compression in training (Fig. 14, at 150 steps here): with experts sent 50x
+// compressed to every rank of the EP group, the loss with the shared expert stays nearer the
+// baseline's than without it. The data needs the experts (order-2 text: the next token depends on
+// the last two) and the experts share structure (upcycled: one base FFN plus 0.1 x their own), SR's
+// premise (Fig. 9a).
 #include <gtest/gtest.h>
 
 #include <numeric>

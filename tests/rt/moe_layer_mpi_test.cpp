@@ -1,4 +1,4 @@
-// The distributed MoE layer (issue 5 "Done when"): with EP = P ranks over MPI, every rank's
+// The distributed MoE layer: with EP = P ranks over MPI, every rank's
 // outputs and gradients equal those of one process holding all experts (max abs difference
 // 1e-5 in fp32), for every gate, both orders and both experts; and the A2A bytes the runtime
 // counts equal the placement layer's traffic accounting for the same routing.

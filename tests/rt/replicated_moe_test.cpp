@@ -1,4 +1,4 @@
-// Lina's replicated and packed inference layer (issue 9, lina.txt Sec. 5.2, 6.2): on skewed
+// Lina's replicated and packed inference layer (lina.txt Sec. 5.2, 6.2): on skewed
 // routing, for many random valid plans (1..P replicas per expert, packing up to the cap, the
 // identity plan = plain EP), the outputs equal the baseline MoE layer's within 1e-5 (fp32);
 // a replicated expert's rows are split evenly among its replicas; swaps are counted; invalid

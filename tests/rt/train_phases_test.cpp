@@ -1,4 +1,4 @@
-// What `moecomm bench` reads off a training run (issue 7): per-step phase times, and the
+// What `moecomm bench` reads off a training run: per-step phase times, and the
 // routing as the simulator takes it (TrainResult::dispatch_bytes, combine_bytes). The
 // matrices must account for every token-path byte the run sent.
 #include <gtest/gtest.h>

@@ -83,7 +83,7 @@ TEST(Strategy, ToStringRoundTrips) {
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
 }
 
-// What the text set explicitly is what a planner must leave alone (issue 6).
+// What the text set explicitly is what a planner must leave alone.
 TEST(Strategy, ParsedKnobsRecordWhatTheTextSet) {
   ParsedStrategy named = parse_strategy_knobs("monta-o2", "-");
   EXPECT_EQ(named.strategy, named_strategy("monta-o2"));

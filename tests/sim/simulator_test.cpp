@@ -1,4 +1,4 @@
-// Exact-answer tests of the simulator (issue 4 "Done when"), ASTRA-sim style: each case has
+// Exact-answer tests of the simulator, ASTRA-sim style: each case has
 // a closed-form time.
 #include "sim/simulator.h"
 

@@ -72,7 +72,7 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
              strategy: str = "baseline", *, layers: int = 1,
              compute_efficiency: Optional[float] = None,
              completion_tolerance: float = _moecomm.DEFAULT_COMPLETION_TOLERANCE,
-             fairness: str = "per-collective", routing: str = "auto", locality: float = 0.9,
+             fairness: Optional[str] = None, routing: str = "auto", locality: float = 0.9,
              trace: bool = False) -> SimResult:
     """Simulate one training step of a strategy, as ``moecomm sim --json`` does.
 
@@ -86,7 +86,8 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
         compute_efficiency: share of the device's peak flop/s compute reaches (None: the
             cluster device's).
         completion_tolerance: the flow network's completion tolerance, in [0, 0.1].
-        fairness: ``"per-collective"`` or ``"per-flow"`` link sharing.
+        fairness: ``"per-collective"`` or ``"per-flow"`` link sharing (None: the cluster's
+            ``fairness``, per-collective when it has none).
         routing: ``"uniform"``, ``"synthetic"`` (with ``locality``) or ``"auto"``
             (synthetic for ``placement=netmoe``, else uniform).
         locality: synthetic routing's share of a sample's tokens on its preferred experts.
@@ -101,7 +102,7 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
         Error: a bad input or a strategy the layout cannot run. Runs without the GIL.
     """
     return _moecomm.simulate(model, cluster, parallel, strategy, layers,
-                             compute_efficiency or 0.0, completion_tolerance, fairness, routing,
+                             compute_efficiency or 0.0, completion_tolerance, fairness or "", routing,
                              locality, trace)
 
 

@@ -55,8 +55,7 @@ void check_args(const SimArgs& a) {
     throw Error("compute_efficiency", "must be in [0.01, 1] (or None: the device's)");
   if (!(a.completion_tolerance >= 0 && a.completion_tolerance <= 0.1))
     throw Error("completion_tolerance", "must be in [0, 0.1]");
-  if (a.fairness != "per-collective" && a.fairness != "per-flow")
-    throw Error("fairness", "must be per-collective or per-flow, got \"" + a.fairness + "\"");
+  if (!a.fairness.empty()) core::parse_fairness(a.fairness, "fairness");
   if (a.routing != "auto" && a.routing != "uniform" && a.routing != "synthetic")
     throw Error("routing", "must be auto, uniform or synthetic, got \"" + a.routing + "\"");
   if (!(a.locality >= 0 && a.locality <= 1)) throw Error("locality", "must be in [0, 1]");
@@ -95,8 +94,7 @@ SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_gi
   sim::SimOptions options;
   if (args.compute_efficiency > 0) options.compute_efficiency = args.compute_efficiency;
   options.completion_tolerance = args.completion_tolerance;
-  options.fairness =
-      args.fairness == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
+  if (!args.fairness.empty()) options.fairness = core::parse_fairness(args.fairness, "fairness");
   const sim::SimResult result = sim::simulate(schedule, topology, options);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const sim::SimReport report = sim::make_report(schedule, result);

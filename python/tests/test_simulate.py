@@ -67,3 +67,21 @@ def test_same_step_as_the_command_line():
         assert r.strategy_notes == cli["strategy_notes"]
         assert r.iteration_ms == pytest.approx(cli["iteration_ms"], rel=1e-12)
         assert r.bytes_by_level == pytest.approx(cli["bytes_by_level"], rel=1e-12)
+
+
+def test_fairness_defaults_to_the_clusters():
+    import json
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "data", "clusters",
+                        "netmoe-a800-2x8.json")
+    with open(path) as f:
+        cluster = json.load(f)
+    # Two blocks: a block's gradient AllReduce shares links with the other block's A2As.
+    def step(**fairness):
+        return moecomm.simulate("netmoe-moe-gpt-s", cluster, layers=2, **fairness).iteration_ms
+    per_collective = step()
+    cluster["fairness"] = "per-flow"
+    per_flow = step()
+    assert per_flow == step(fairness="per-flow")
+    assert per_flow != per_collective
+    assert step(fairness="per-collective") == per_collective

@@ -3,6 +3,7 @@
 // its phases timed per step, and the same steps replayed in the simulator on the profiled
 // cluster with the routing the run had, so measured and predicted phases line up.
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ struct BenchSetup {
   std::string cluster_path;  // the profiled cluster (moecomm profile)
   core::Cluster cluster;
   int warmup = 2, steps = 5;
-  sim::Fairness fairness = sim::Fairness::kPerCollective;  // how the simulator shares a link
+  std::optional<sim::Fairness> fairness;  // how the simulator shares a link; nullopt: the cluster's
   bool trace = false;  // keep the last step's calls and the simulated schedule (--trace)
 };
 

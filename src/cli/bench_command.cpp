@@ -92,8 +92,8 @@ BenchCommand::BenchCommand(CLI::App& app) {
       ->check(CLI::Range(0.1, 86400.0));
   sub_->add_option("--fairness", fairness_,
                    "how the simulator shares a link between collectives: per-flow (plain "
-                   "max-min over flows, as TCP connections share a queue) or per-collective")
-      ->capture_default_str()
+                   "max-min over flows, as TCP connections share a queue) or per-collective "
+                   "(default: the cluster file's `fairness`, which `profile` writes per-flow)")
       ->check(CLI::IsMember({"per-flow", "per-collective"}));
   sub_->add_option("--seed", seed_, "data seed")->capture_default_str();
   sub_->add_option("--svg", svg_, "write a bar chart of measured and simulated phases here");
@@ -121,8 +121,7 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
   setup.cluster = core::load_cluster(cluster_);
   setup.warmup = warmup_;
   setup.steps = steps_;
-  setup.fairness =
-      fairness_ == "per-collective" ? sim::Fairness::kPerCollective : sim::Fairness::kPerFlow;
+  if (!fairness_.empty()) setup.fairness = core::parse_fairness(fairness_, "--fairness");
   setup.trace = !trace_.empty();
   if (setup.trace && me == 0 && !std::ofstream(trace_))  // before the runs, not after
     throw Error("--trace", trace_ + ": cannot be written");

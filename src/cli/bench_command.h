@@ -21,8 +21,7 @@ class BenchCommand {
   int bench(std::ostream& out, std::ostream& err) const;
 
   CLI::App* sub_;
-  std::string model_ = "testbed-moe-s", parallel_, cluster_, svg_, trace_,
-              fairness_ = "per-collective";
+  std::string model_ = "testbed-moe-s", parallel_, cluster_, svg_, trace_, fairness_;
   std::vector<std::string> strategies_;
   int warmup_ = 2, steps_ = 5, batch_ = 0, seq_len_ = 0, ranks_per_node_ = 0, topics_ = 1;
   double timeout_s_ = 300;

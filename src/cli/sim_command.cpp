@@ -52,8 +52,8 @@ SimCommand::SimCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 0.1));
   sub_->add_option("--fairness", fairness_,
                    "how concurrent collectives share a link: per-collective (each collective an "
-                   "equal share) or per-flow (plain max-min over flows)")
-      ->capture_default_str()
+                   "equal share) or per-flow (plain max-min over flows); default: the cluster "
+                   "file's `fairness`, per-collective when it has none")
       ->check(CLI::IsMember({"per-collective", "per-flow"}));
   sub_->add_option("--routing", routing_,
                    "token routing of the A2As: uniform, or synthetic with locality (as `moecomm "
@@ -103,8 +103,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   sim::SimOptions options;
   if (compute_efficiency_ > 0) options.compute_efficiency = compute_efficiency_;
   options.completion_tolerance = completion_tolerance_;
-  options.fairness =
-      fairness_ == "per-flow" ? sim::Fairness::kPerFlow : sim::Fairness::kPerCollective;
+  if (!fairness_.empty()) options.fairness = core::parse_fairness(fairness_, "--fairness");
   const sim::SimResult result = sim::simulate(schedule, topology, options);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -18,8 +18,8 @@ class SimCommand {
 
  private:
   CLI::App* sub_;
-  std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_,
-                                           fairness_ = "per-collective", routing_ = "auto";
+  std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_, fairness_,
+                                           routing_ = "auto";
   double locality_ = 0.9;
   int layers_ = 1;
   double compute_efficiency_ = 0;  // 0: the device's

@@ -110,6 +110,16 @@ std::map<Dtype, double> parse_flops_by_dtype(JsonReader& dev) {
 
 }  // namespace
 
+std::string_view to_string(Fairness fairness) {
+  return fairness == Fairness::kPerFlow ? "per-flow" : "per-collective";
+}
+
+Fairness parse_fairness(const std::string& name, const std::string& where) {
+  if (name == "per-collective") return Fairness::kPerCollective;
+  if (name == "per-flow") return Fairness::kPerFlow;
+  throw Error(where, "must be \"per-collective\" or \"per-flow\", got \"" + name + "\"");
+}
+
 double Device::peak_flops(Dtype dtype) const {
   const auto it = flops_by_dtype.find(dtype);
   return it == flops_by_dtype.end() ? flops : it->second;
@@ -146,6 +156,8 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
       units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
   dev.reject_unknown();
   if (r.has("network_priorities")) cluster.network_priorities = r.boolean("network_priorities");
+  if (r.has("fairness"))
+    cluster.fairness = parse_fairness(r.string("fairness"), r.where("fairness"));
   if (r.has("efficiency")) parse_efficiency(r, cluster);
   r.reject_unknown();
   return cluster;
@@ -176,6 +188,7 @@ json cluster_to_json(const Cluster& c) {
     doc["device"]["compute_efficiency"] = c.device.compute_efficiency;
   if (!c.description.empty()) doc["description"] = c.description;
   if (!c.network_priorities) doc["network_priorities"] = false;
+  if (c.fairness != Fairness::kPerCollective) doc["fairness"] = std::string(to_string(c.fairness));
   if (!c.efficiency.empty()) {
     json eff = json::object();
     for (const auto& [level, per] : c.efficiency)

@@ -3,6 +3,7 @@
 // description), a device, and optional measured efficiency curves per level and collective.
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,15 @@ struct Device {
   }
 };
 
+// How concurrent collectives share a link: kPerCollective gives every collective on a link an
+// equal share, split evenly among its flows (each collective one NCCL communicator, Lina Fig.
+// 7a); kPerFlow is plain max-min over flows, as TCP connections with equal windows share one
+// FIFO queue, where a collective's share grows with its flow count.
+enum class Fairness { kPerCollective, kPerFlow };
+std::string_view to_string(Fairness fairness);
+// "per-collective" or "per-flow"; throws Error naming `where` otherwise.
+Fairness parse_fairness(const std::string& name, const std::string& where);
+
 // (message bytes, efficiency in (0, 1]) points of MoNTA's r(volume).
 using CurvePoints = std::vector<std::pair<double, double>>;
 
@@ -61,6 +71,8 @@ struct Cluster {
   // one class, as MPI over TCP or shared memory moves them (`moecomm profile` writes false);
   // the runtime's own policies (Lina's gate, sched/policy.h) still hold.
   bool network_priorities = true;
+  // How the network shares a link between collectives (`moecomm profile` writes per-flow).
+  Fairness fairness = Fairness::kPerCollective;
   // level name -> collective name -> measured points.
   std::map<std::string, std::map<std::string, CurvePoints>> efficiency;
 

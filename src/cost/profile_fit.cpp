@@ -172,6 +172,9 @@ core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device
   c.device = device;
   c.efficiency = fit.efficiency;
   c.network_priorities = false;  // MPI over TCP and shared memory has no traffic classes
+  // TCP connections share a link per flow: congestion control converges there, and connections
+  // with bounded, equal windows (the testbed's) share a FIFO queue so at once.
+  c.fairness = core::Fairness::kPerFlow;
   std::string fits;
   for (const LevelFit& l : fit.levels) {
     c.levels.push_back({l.name, l.count, l.bandwidth, l.latency, l.overhead});

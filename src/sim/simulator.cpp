@@ -388,7 +388,7 @@ void Run::start_flows(const FlowPhase& phase, int priority, double t, FlowOwner 
   // an A2A with hundreds of pair flows and a ring AllReduce with one flow per link share a
   // link evenly (each collective is one NCCL communicator; Lina Fig. 7a's fair sharing).
   std::unordered_map<int, int> members_on_link;
-  if (options_.fairness == Fairness::kPerCollective) {
+  if (options_.fairness.value_or(topo_.cluster().fairness) == Fairness::kPerCollective) {
     for (const auto& [key, g] : groups) members_on_link[model_.path(g.src, g.dst)[0]] += g.count;
   }
   for (const auto& [key, g] : groups) {

@@ -40,13 +40,12 @@ struct SimResult {
   std::vector<double> bytes_by_level;
 };
 
-// How concurrent collectives share a link: kPerCollective (default) gives every collective on
-// a link an equal share, split evenly among its flows (weighted max-min); kPerFlow is plain
-// max-min over flows, where a collective's share grows with its flow count.
-enum class Fairness { kPerCollective, kPerFlow };
+using core::Fairness;
 
 struct SimOptions {
-  Fairness fairness = Fairness::kPerCollective;
+  // How concurrent collectives share a link (weighted max-min for per-collective); nullopt:
+  // the cluster's (core::Cluster::fairness).
+  std::optional<Fairness> fairness;
   // The share of its dtype's peak flop/s a compute op reaches, in place of the device's
   // compute_efficiency (core::Device); nullopt: the device's.
   std::optional<double> compute_efficiency;

@@ -19,6 +19,12 @@ namespace moecomm::testbed {
 // "10.213.0.1 slots=R" per node, in node order: mpirun fills node 0's slots first.
 std::string hostfile_text(const TestbedSpec& spec);
 
+// The TCP receive buffer each rank's connections ask for (Open MPI's btl_tcp_rcvbuf): the
+// windows of every connection crossing a node or datacenter link fit that link's queue
+// (the kernel doubles the value and advertises at most that), within [4 KiB, 16 KiB]; 16 KiB
+// carries 160 MB/s per connection over a 0.1 ms round trip, more than the host can drive.
+int tcp_receive_buffer_bytes(const TestbedSpec& spec);
+
 // The rsh agent: `agent.sh HOST WORD...` runs WORD... (joined by spaces, a shell command line,
 // as ssh would run it) in HOST's namespace with HOST's host name; HOST is a node's address or
 // host name.

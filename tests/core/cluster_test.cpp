@@ -130,6 +130,19 @@ TEST(Cluster, NetworkPrioritiesAreOptionalBooleanAndRoundTrip) {
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: network_priorities", "true or false");
 }
 
+TEST(Cluster, FairnessIsOptionalAndRoundTrips) {
+  Cluster c = parse_cluster(good(), "c.json");
+  EXPECT_EQ(c.fairness, Fairness::kPerCollective);  // not given
+  EXPECT_FALSE(cluster_to_json(c).contains("fairness"));
+  json j = good();
+  j["fairness"] = "per-flow";
+  c = parse_cluster(j, "c.json");
+  EXPECT_EQ(c.fairness, Fairness::kPerFlow);
+  EXPECT_EQ(parse_cluster(cluster_to_json(c), "again").fairness, Fairness::kPerFlow);
+  j["fairness"] = "fair";
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: fairness", "per-collective", "per-flow");
+}
+
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;

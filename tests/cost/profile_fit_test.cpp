@@ -142,7 +142,8 @@ TEST(ProfileFit, ClusterFileRoundTrips) {
   EXPECT_NEAR(back.levels[1].latency, 2e-6, 1e-12);
   EXPECT_EQ(back.curve("gpu", "allreduce").size(), 7u);
   EXPECT_NE(back.description.find("node R^2 1.0000 over"), std::string::npos) << back.description;
-  EXPECT_FALSE(back.network_priorities);  // MPI over TCP and shared memory: one class
+  EXPECT_FALSE(back.network_priorities);               // MPI over TCP and shared memory: one class
+  EXPECT_EQ(back.fairness, core::Fairness::kPerFlow);  // TCP connections share per flow
 }
 
 TEST(ProfileFit, Errors) {

@@ -22,9 +22,10 @@ Label named(const char* name) {
 
 constexpr double kNodeBw = 10e9, kNodeLat = 5e-6, kGpuBw = 100e9, kGpuLat = 1e-6;
 
-core::Topology cluster(int nodes, int gpus) {
+core::Topology cluster(int nodes, int gpus, Fairness fairness = Fairness::kPerCollective) {
   core::Cluster c;
   c.name = "test";
+  c.fairness = fairness;
   c.levels = {{"node", nodes, kNodeBw, kNodeLat}, {"gpu", gpus, kGpuBw, kGpuLat}};
   c.device.flops = 100e12;
   c.device.memory_bandwidth = 1e12;
@@ -147,6 +148,22 @@ TEST(Simulator, CollectivesShareALinkEvenlyWhateverTheirFlowCount) {
         sent >= 1e8 ? kNodeLat + 1e8 / (kNodeBw * share) : a2a_end + (1e8 - sent) / kNodeBw;
     EXPECT_NEAR(r.ops[p.recv].end, want, 1e-9) << int(fairness);
   }
+}
+
+// Without an option the cluster's fairness holds; the option overrides it.
+TEST(Simulator, TheClustersFairnessHoldsUnlessTheOptionsSayOtherwise) {
+  Schedule s(8);
+  s.add_collective(uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e8), 0);
+  const auto p = s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0, named("p2p"));
+  const core::Topology per_flow = cluster(2, 4, Fairness::kPerFlow);
+  SimOptions flow, collective;
+  flow.fairness = Fairness::kPerFlow;
+  collective.fairness = Fairness::kPerCollective;
+  EXPECT_EQ(simulate(s, per_flow).ops[p.recv].end,
+            simulate(s, cluster(2, 4), flow).ops[p.recv].end);
+  EXPECT_EQ(simulate(s, per_flow, collective).ops[p.recv].end,
+            simulate(s, cluster(2, 4)).ops[p.recv].end);
+  EXPECT_NE(simulate(s, per_flow).ops[p.recv].end, simulate(s, cluster(2, 4)).ops[p.recv].end);
 }
 
 TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {

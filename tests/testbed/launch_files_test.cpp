@@ -80,6 +80,7 @@ TEST(TestbedLaunchFiles, MpirunStartsInNodeZeroWithTheLayoutInTheEnvironment) {
   EXPECT_TRUE(follows("btl", "self,vader,tcp"));
   EXPECT_TRUE(follows("btl_tcp_if_include", "10.213.0.0/16"));
   EXPECT_TRUE(follows("mpi_yield_when_idle", "1"));
+  EXPECT_TRUE(follows("btl_tcp_rcvbuf", "16384"));
   if (!std::getenv("OPENBLAS_NUM_THREADS")) {
     EXPECT_TRUE(follows("-x", "OPENBLAS_NUM_THREADS=1"));
   }
@@ -97,6 +98,22 @@ TEST(TestbedLaunchFiles, MpirunStartsInNodeZeroWithTheLayoutInTheEnvironment) {
   }
   const std::vector<std::string> tail = {"moecomm", "train", "--steps", "3"};
   EXPECT_EQ(std::vector<std::string>(argv.end() - 4, argv.end()), tail);
+}
+
+// A 50 Mbit/s tbf queues 100 ms = 625,000 bytes; the connections crossing one node's link
+// (its ranks x the ranks elsewhere) share it, at twice their buffer each.
+TEST(TestbedLaunchFiles, TcpWindowsTogetherFitTheLinkQueue) {
+  TestbedSpec spec = spec_of(4, 4, 1);
+  spec.node_link = parse_link("50mbit", "--node-link");
+  EXPECT_EQ(tcp_receive_buffer_bytes(spec), 625000 / (2 * 4 * 12));
+  spec.nodes = 2;  // 625000 / 32 is above the cap
+  EXPECT_EQ(tcp_receive_buffer_bytes(spec), 16384);
+  spec.nodes = 16;  // below the floor
+  EXPECT_EQ(tcp_receive_buffer_bytes(spec), 4096);
+  spec.nodes = 4;
+  spec.datacenters = 2;  // 2 x 4 ranks on each side of a 6.5 MB/s link (queue 650,000 bytes)
+  spec.dc_link = parse_link("52mbit", "--dc-link");
+  EXPECT_EQ(tcp_receive_buffer_bytes(spec), 650000 / (2 * 8 * 8));
 }
 
 TEST(TestbedLaunchFiles, OneDatacenterHasNoDcLink) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <new>
 
 #include "cli/bench_command.h"
 #include "cli/infer_command.h"
@@ -63,6 +64,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (bench.selected()) return bench.run(out, err);
   } catch (const moecomm::Error& e) {
     err << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The guards estimate work before allocating; what slips past them is still the input's
+    // size, which the user can reduce.
+    err << "error: out of memory: the input is too large for this machine; reduce its sizes "
+           "(layers, experts, samples, tokens, iterations, chunks or ranks)\n";
     return 2;
   } catch (const std::exception& e) {  // a bug, not bad input; still no crash
     err << "error: internal: " << e.what() << "\n";

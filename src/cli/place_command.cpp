@@ -7,6 +7,7 @@
 #include "core/presets.h"
 #include "core/topology.h"
 #include "place/counts_file.h"
+#include "place/routing_predictor.h"
 #include "place/routing_trace.h"
 #include "place/sample_placer.h"
 #include "place/trace_evaluation.h"
@@ -297,6 +298,10 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
     if (!experts_opt_->count()) spec.experts = experts_per_device_ * grid.devices();
     if (!tokens_opt_->count()) spec.tokens = static_cast<int>(model.seq_len);
     if (!top_k_opt_->count()) spec.top_k = static_cast<int>(model.top_k);
+    // The predictor's limits, before generating what it could not learn from.
+    place::validate(spec);
+    place::check_predictor_size(spec.layers, spec.experts,
+                                int64_t{spec.layers - 1} * (spec.iterations - 1));
     trace = place::generate_routing_trace(spec);
     char buf[256];
     std::snprintf(buf, sizeof buf,

@@ -43,20 +43,10 @@ Level parse_level(const json& item, const std::string& where) {
   Level level;
   level.name = r.string("name");
   if (level.name.empty()) throw Error(r.where("name"), "must not be empty");
-  int64_t count = r.positive_int("count");
-  if (count > 1'000'000) throw Error(r.where("count"), "too large (at most 1000000)");
-  level.count = static_cast<int>(count);
-  level.bandwidth = units::gbps_to_bytes_per_s(r.positive("bandwidth_GBps", 1e9));
-  double latency_us = r.number("latency_us");
-  if (latency_us < 0) throw Error(r.where("latency_us"), "must not be negative");
-  if (latency_us > 1e9) throw Error(r.where("latency_us"), "too large (at most 1e9 us)");
-  level.latency = latency_us * units::kUs;
-  if (r.has("overhead_us")) {
-    const double overhead_us = r.number("overhead_us");
-    if (!(overhead_us >= 0)) throw Error(r.where("overhead_us"), "must not be negative");
-    if (overhead_us > 1e6) throw Error(r.where("overhead_us"), "too large (at most 1e6 us)");
-    level.overhead = overhead_us * units::kUs;
-  }
+  level.count = static_cast<int>(r.positive_int("count", kMaxLevelCount));
+  level.bandwidth = units::gbps_to_bytes_per_s(r.in_range("bandwidth_GBps", kBandwidthGBps));
+  level.latency = r.in_range("latency_us", kLatencyUs) * units::kUs;
+  if (r.has("overhead_us")) level.overhead = r.in_range("overhead_us", kOverheadUs) * units::kUs;
   r.reject_unknown();
   return level;
 }
@@ -70,9 +60,13 @@ CurvePoints parse_curve(const json& points, const std::string& where) {
     std::string at = where + "[" + std::to_string(i) + "]";
     if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
       throw Error(at, "must be a pair [bytes, efficiency]");
-    double bytes = p[0].get<double>(), eff = p[1].get<double>();
-    if (!(bytes > 0)) throw Error(at, "message size must be positive");
-    if (!(eff > 0 && eff <= 1)) throw Error(at, "efficiency must be in (0, 1]");
+    const double bytes = p[0].get<double>(), eff = p[1].get<double>();
+    if (!(bytes >= kMessageBytes.min && bytes <= kMessageBytes.max))
+      throw Error(at, "message size must be in [1, 1e15] bytes (" +
+                          std::string(kMessageBytes.meaning) + "), got " + p[0].dump());
+    if (!(eff >= kShare.min && eff <= kShare.max))
+      throw Error(at, "efficiency must be in [0.001, 1] (" + std::string(kShare.meaning) +
+                          "), got " + p[1].dump());
     curve.emplace_back(bytes, eff);
   }
   std::sort(curve.begin(), curve.end());
@@ -104,7 +98,7 @@ std::map<Dtype, double> parse_flops_by_dtype(JsonReader& dev) {
   std::map<Dtype, double> out;
   JsonReader table = dev.object("tflops_by_dtype");
   for (const auto& [key, _] : dev.value("tflops_by_dtype").items())
-    out[parse_dtype(key, table.where(key))] = table.positive(key, 1e9) * units::kTflops;
+    out[parse_dtype(key, table.where(key))] = table.in_range(key, kTflops) * units::kTflops;
   return out;
 }
 
@@ -141,19 +135,21 @@ Cluster parse_cluster(const json& doc, const std::string& where) {
   }
   double world = 1;
   for (const Level& l : cluster.levels) world *= l.count;
-  if (world > 1'000'000) throw Error(r.where("levels"), "more than 1000000 devices in all");
+  if (world > kMaxLevelCount)
+    throw Error(r.where("levels"),
+                "more than " + std::to_string(kMaxLevelCount) + " devices in all");
   JsonReader dev = r.object("device");
-  cluster.device.flops = dev.positive("tflops", 1e9) * units::kTflops;
+  cluster.device.flops = dev.in_range("tflops", kTflops) * units::kTflops;
   if (dev.has("backward_tflops"))
-    cluster.device.backward_flops = dev.positive("backward_tflops", 1e9) * units::kTflops;
+    cluster.device.backward_flops = dev.in_range("backward_tflops", kTflops) * units::kTflops;
   if (dev.has("overlapped_compute_share"))
-    cluster.device.overlapped_compute_share = dev.positive("overlapped_compute_share", 1);
+    cluster.device.overlapped_compute_share = dev.in_range("overlapped_compute_share", kShare);
   if (dev.has("tflops_by_dtype")) cluster.device.flops_by_dtype = parse_flops_by_dtype(dev);
   if (dev.has("compute_efficiency"))
-    cluster.device.compute_efficiency = dev.positive("compute_efficiency", 1);
-  cluster.device.memory_bytes = dev.positive("memory_GB", 1e9) * units::kGB;
+    cluster.device.compute_efficiency = dev.in_range("compute_efficiency", kShare);
+  cluster.device.memory_bytes = dev.in_range("memory_GB", kMemoryGB) * units::kGB;
   cluster.device.memory_bandwidth =
-      units::gbps_to_bytes_per_s(dev.positive("memory_bandwidth_GBps", 1e9));
+      units::gbps_to_bytes_per_s(dev.in_range("memory_bandwidth_GBps", kBandwidthGBps));
   dev.reject_unknown();
   if (r.has("network_priorities")) cluster.network_priorities = r.boolean("network_priorities");
   if (r.has("fairness"))

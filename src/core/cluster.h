@@ -10,8 +10,22 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/json_reader.h"
 
 namespace moecomm::core {
+
+// The stated ranges of a cluster file's rates and sizes, in the file's units (README "Ranges
+// of user input"). Wider than any machine built or planned, narrower than what breaks the
+// arithmetic: a 1e-300 GB/s link would give 300-digit step times.
+inline constexpr int kMaxLevelCount = 1'000'000;  // also the most devices in all
+inline constexpr Range kBandwidthGBps = {1e-6, 1e6, "1 kB/s to 1 PB/s"};
+inline constexpr Range kLatencyUs = {0, 1e7, "0 to 10 s"};
+inline constexpr Range kOverheadUs = {0, 1e6, "0 to 1 s"};
+inline constexpr Range kTflops = {1e-6, 1e6, "1 Mflop/s to 1 Eflop/s"};
+inline constexpr Range kMemoryGB = {1e-3, 1e6, "1 MB to 1 PB"};
+// compute_efficiency, overlapped_compute_share and the efficiency curves' points.
+inline constexpr Range kShare = {1e-3, 1, "0.1% to 100%"};
+inline constexpr Range kMessageBytes = {1, 1e15, "1 B to 1 PB"};
 
 struct Level {
   std::string name;

@@ -1,6 +1,7 @@
 #include "core/json_reader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -27,10 +28,14 @@ json read_json_file(const std::string& path) {
   if (!in) throw Error(path, "cannot open file");
   std::stringstream text;
   text << in.rdbuf();
+  return parse_json_text(text.str(), path);
+}
+
+json parse_json_text(const std::string& text, const std::string& where) {
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::exception& e) {  // syntax, and numbers out of range (1e400)
-    throw Error(path, std::string("invalid JSON: ") + e.what());
+    throw Error(where, std::string("invalid JSON: ") + e.what());
   }
 }
 
@@ -88,6 +93,26 @@ double JsonReader::positive(const std::string& key, double max) {
   if (x > max)
     throw Error(where(key),
                 "too large (at most " + shown(json(max)) + "), got " + shown(obj_.at(key)));
+  return x;
+}
+
+double JsonReader::in_range(const std::string& key, const Range& range) {
+  const double x = number(key);
+  auto g = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
+  const std::string stated =
+      " (the range is " + g(range.min) + " to " + g(range.max) + ": " + range.meaning + ")";
+  const std::string got = shown(obj_.at(key));
+  if (x < range.min) {
+    if (range.min == 0) throw Error(where(key), "must not be negative, got " + got + stated);
+    if (x <= 0) throw Error(where(key), "must be positive, got " + got + stated);
+    throw Error(where(key), "too small: " + got + " is below " + g(range.min) + stated);
+  }
+  if (x > range.max)
+    throw Error(where(key), "too large: " + got + " is above " + g(range.max) + stated);
   return x;
 }
 

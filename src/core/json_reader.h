@@ -13,6 +13,16 @@ namespace moecomm::core {
 
 // Parses a JSON file; throws Error naming the file on I/O or syntax errors.
 nlohmann::json read_json_file(const std::string& path);
+// Parses JSON text read from `where` (a file name); throws Error naming it on syntax errors.
+nlohmann::json parse_json_text(const std::string& text, const std::string& where);
+
+// The stated range of a rate, size or count in a user file: values outside it are typos or
+// unit slips, and inside it every derived time and size stays finite and meaningful.
+struct Range {
+  double min = 0;
+  double max = 0;
+  const char* meaning = "";  // the range in words, with its unit ("1 kB/s to 1 PB/s")
+};
 
 class JsonReader {
  public:
@@ -24,9 +34,10 @@ class JsonReader {
 
   std::string string(const std::string& key);
   double number(const std::string& key);
-  bool boolean(const std::string& key);                 // true or false
-  double positive(const std::string& key);              // > 0
-  double positive(const std::string& key, double max);  // in (0, max]
+  bool boolean(const std::string& key);                         // true or false
+  double positive(const std::string& key);                      // > 0
+  double positive(const std::string& key, double max);          // in (0, max]
+  double in_range(const std::string& key, const Range& range);  // in [min, max]
   int64_t integer(const std::string& key);
   int64_t positive_int(const std::string& key);                     // >= 1
   int64_t positive_int(const std::string& key, int64_t max);        // in [1, max]

@@ -46,7 +46,7 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   m.seq_len = r.positive_int("seq_len", kMaxSeqLen);
   m.micro_batch = r.positive_int("micro_batch", kMaxMicroBatch);
   if (!r.value("capacity_factor").is_null())
-    m.capacity_factor = r.positive("capacity_factor", 1000);
+    m.capacity_factor = r.in_range("capacity_factor", kCapacityFactor);
   m.dtype_bytes = r.positive_int("dtype_bytes");
   if (r.has("compute_dtype"))
     m.compute_dtype = parse_dtype(r.string("compute_dtype"), r.where("compute_dtype"));

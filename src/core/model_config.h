@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/json_reader.h"
 #include "core/parallel_config.h"
 
 namespace moecomm::core {
@@ -18,6 +19,9 @@ inline constexpr int64_t kMaxLayers = 10'000;
 inline constexpr int64_t kMaxSeqLen = 100'000'000;
 inline constexpr int64_t kMaxMicroBatch = 1'000'000;
 inline constexpr int64_t kMaxVocab = 1'000'000'000;
+// Tokens an expert takes per routed token it would get with perfect balance: below 0.01 an
+// expert's buffer holds almost nothing and the A2A sizes vanish (dropless is null).
+inline constexpr Range kCapacityFactor = {0.01, 1000, "1% to 1000x the balanced load"};
 
 enum class FfnType { kGelu, kSwiglu };  // GPT FFN (2 GEMMs) or Mixtral FFN (3 GEMMs)
 

@@ -144,7 +144,8 @@ core::CurvePoints efficiency_points(const std::vector<ProfileRow>& rows, Collect
   for (const ProfileRow& r : rows_of(rows, {fit.name, fit.count}, op)) {
     const double rest = r.seconds - fixed_seconds(op, r.ranks, fit.latency, fit.overhead);
     const double e = rest > 0 ? link_bytes(r) / (fit.bandwidth * rest) : 1.0;
-    points.emplace_back(r.bytes, std::clamp(e, 1e-9, 1.0));  // the format needs (0, 1]
+    // The cluster file states efficiencies in [kShare.min, 1].
+    points.emplace_back(r.bytes, std::clamp(e, core::kShare.min, core::kShare.max));
   }
   return points;
 }
@@ -190,6 +191,9 @@ core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device
       "); efficiency = the share of that bandwidth that reproduces each measured time after "
       "the model's latencies. MPI over TCP and shared memory serves every transfer alike: no "
       "network priorities.";
+  // Read back as `--cluster FILE` will read it: a fit outside the file's stated ranges (a
+  // bandwidth above 1 PB/s from times that barely grow) is refused here, naming the key.
+  core::parse_cluster(core::cluster_to_json(c), "the fitted cluster \"" + name + "\"");
   return c;
 }
 

@@ -83,7 +83,8 @@ struct ProfileFit {
 ProfileFit fit_profile(const std::vector<ProfileRow>& rows, const std::vector<LevelSpec>& levels);
 
 // The cluster file: the fitted levels and curves, `device`, and a description naming the
-// fits' R^2 (parse_cluster accepts no other extra key).
+// fits' R^2 (parse_cluster accepts no other extra key), as parse_cluster reads it back: throws
+// moecomm::Error naming the key when a fitted or measured value is outside the file's ranges.
 core::Cluster profiled_cluster(const ProfileFit& fit, const core::Device& device,
                                const std::string& name);
 

@@ -16,7 +16,8 @@ namespace {
 constexpr double kRidge = 1e-2;
 
 // Solves M X = R in place for symmetric positive definite M (n x n) and R (n x m) by
-// Cholesky; R becomes X.
+// Cholesky; R becomes X. The substitutions update whole rows of R at a time (contiguous, in the
+// same order of operations as column by column), so they stream through memory.
 void cholesky_solve(std::vector<double>& m, std::vector<double>& r, int n, int cols) {
   for (int j = 0; j < n; ++j) {
     double* row_j = &m[static_cast<size_t>(j) * n];
@@ -28,27 +29,67 @@ void cholesky_solve(std::vector<double>& m, std::vector<double>& r, int n, int c
       row_i[j] /= row_j[j];
     }
   }
-  for (int c = 0; c < cols; ++c) {  // L z = r, then L^T x = z, column by column
-    for (int i = 0; i < n; ++i) {
-      double v = r[static_cast<size_t>(i) * cols + c];
-      for (int k = 0; k < i; ++k)
-        v -= m[static_cast<size_t>(i) * n + k] * r[static_cast<size_t>(k) * cols + c];
-      r[static_cast<size_t>(i) * cols + c] = v / m[static_cast<size_t>(i) * n + i];
+  auto row = [&](int i) { return &r[static_cast<size_t>(i) * cols]; };
+  for (int i = 0; i < n; ++i) {  // L Z = R
+    double* out = row(i);
+    for (int k = 0; k < i; ++k) {
+      const double l = m[static_cast<size_t>(i) * n + k];
+      const double* z = row(k);
+      for (int c = 0; c < cols; ++c) out[c] -= l * z[c];
     }
-    for (int i = n - 1; i >= 0; --i) {
-      double v = r[static_cast<size_t>(i) * cols + c];
-      for (int k = i + 1; k < n; ++k)
-        v -= m[static_cast<size_t>(k) * n + i] * r[static_cast<size_t>(k) * cols + c];
-      r[static_cast<size_t>(i) * cols + c] = v / m[static_cast<size_t>(i) * n + i];
+    const double d = m[static_cast<size_t>(i) * n + i];
+    for (int c = 0; c < cols; ++c) out[c] /= d;
+  }
+  for (int i = n - 1; i >= 0; --i) {  // L^T X = Z
+    double* out = row(i);
+    for (int k = i + 1; k < n; ++k) {
+      const double l = m[static_cast<size_t>(k) * n + i];
+      const double* x = row(k);
+      for (int c = 0; c < cols; ++c) out[c] -= l * x[c];
     }
+    const double d = m[static_cast<size_t>(i) * n + i];
+    for (int c = 0; c < cols; ++c) out[c] /= d;
   }
 }
 
 }  // namespace
 
+double predictor_update_flops(int experts) {
+  const double e = experts;
+  return e * e * e / 3 + 2 * e * e * e;  // Cholesky, then both substitutions for E columns
+}
+
+void check_predictor_size(int layers, int experts, int64_t updates) {
+  const std::string what = std::to_string(experts) + " experts";
+  const std::string reduce =
+      ": reduce the experts (a trace's \"experts\", place --experts) or the layers";
+  if (experts > kMaxPredictorExperts)
+    throw Error("routing predictor", what + " is more than the " +
+                                         std::to_string(kMaxPredictorExperts) +
+                                         " it handles (its statistics are E x E per layer and "
+                                         "each update solves them in O(E^3))" +
+                                         reduce);
+  const double bytes = 3.0 * layers * double(experts) * experts * sizeof(double);
+  if (bytes > kMaxPredictorBytes)
+    throw Error("routing predictor", std::to_string(layers) + " layers x " + what + " need " +
+                                         std::to_string(int64_t(bytes / 1e6)) +
+                                         " MB of statistics (3 E x E per layer), "
+                                         "more than " +
+                                         std::to_string(int64_t(kMaxPredictorBytes / 1e6)) + " MB" +
+                                         reduce);
+  const double flops = double(updates) * predictor_update_flops(experts);
+  if (flops > kMaxPredictorFlops)
+    throw Error("routing predictor", std::to_string(updates) + " updates of " + what +
+                                         " take about " + std::to_string(int64_t(flops / 1e9)) +
+                                         " Gflop (E^3 each), more than " +
+                                         std::to_string(int64_t(kMaxPredictorFlops / 1e9)) +
+                                         ": reduce the experts, the layers or the iterations");
+}
+
 RoutingPredictor::RoutingPredictor(int layers, int experts, double decay)
     : experts_(experts), decay_(decay) {
   if (layers < 1 || experts < 1) throw Error("routing predictor", "needs layers, experts >= 1");
+  check_predictor_size(layers, experts, 0);
   if (!(decay >= 0 && decay < 1)) {
     throw Error("routing predictor", "decay must be in [0, 1), got " + std::to_string(decay));
   }

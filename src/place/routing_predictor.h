@@ -11,11 +11,23 @@
 // sit on experts {a, b} is predicted onto the successors of a and b. W is solved once per
 // layer when its statistics change, after the iteration, off the critical path:
 // O(E^3) then, O(I E^2) per prediction.
+#include <cstdint>
 #include <vector>
 
 #include "place/routing.h"
 
 namespace moecomm::place {
+
+// The predictor's limits: its statistics take 3 E^2 doubles per layer, and each update (one
+// observe()) costs predictor_update_flops(E), about 2.3 E^3: E = 1000 is 2.3 Gflop.
+inline constexpr int kMaxPredictorExperts = 2048;
+inline constexpr double kMaxPredictorBytes = 4e9;
+inline constexpr double kMaxPredictorFlops = 3e10;  // seconds on one core, not minutes
+
+double predictor_update_flops(int experts);
+// Throws moecomm::Error naming the limit and what to reduce when a predictor of `layers` x
+// `experts` would exceed the limits above, or `updates` observations would.
+void check_predictor_size(int layers, int experts, int64_t updates);
 
 class RoutingPredictor {
  public:

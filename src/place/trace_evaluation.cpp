@@ -37,6 +37,9 @@ std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
                              std::to_string(grid.devices()) + " devices of the cluster");
   }
   const std::vector<int> home = home_placement(trace.samples(), grid.devices());
+  // The predictor learns after each iteration for the next; the last one teaches nothing.
+  const int64_t updates = int64_t{trace.layers() - 1} * int64_t(trace.iterations.size() - 1);
+  check_predictor_size(trace.layers(), trace.experts, updates);
   RoutingPredictor predictor(trace.layers(), trace.experts, options.predictor_decay);
   AsyncSamplePlacer placer(options.solver);
   SamplePlacer oracle_placer(options.solver);
@@ -75,7 +78,8 @@ std::vector<PairEvaluation> evaluate_trace(const RoutingTrace& trace,
       current = placed;
       out.push_back(std::move(pair));
     }
-    for (int l = 0; l + 1 < trace.layers(); ++l) predictor.observe(l, counts[l], counts[l + 1]);
+    if (it + 1 < trace.iterations.size())
+      for (int l = 0; l + 1 < trace.layers(); ++l) predictor.observe(l, counts[l], counts[l + 1]);
     if (options.progress) {
       options.progress(static_cast<int>(it) + 1, static_cast<int>(trace.iterations.size()));
     }

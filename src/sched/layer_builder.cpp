@@ -14,20 +14,21 @@ namespace moecomm::sched {
 namespace {
 
 // A step must fit in memory: the knobs are bounded one by one, but layers x chunks x
-// partitions x ranks is not. Ops cost ~100 bytes each; every A2A keeps its n x n matrix.
+// partitions x ranks is not. An op with its flows takes about 500 bytes in the simulator (20M
+// ops: 10 GB); every A2A keeps its n x n matrix.
 inline constexpr double kMaxStepOps = 2e7;
 inline constexpr double kMaxPairBytes = 4e9;
 
 void check_size(const LayerSetup& s) {
   const auto& p = s.parallel;
   const Strategy& st = s.strategy;
-  const double world = p.world(), layers = s.layers;
-  const double chunks = st.chunks_fwd + st.chunks_bwd;
-  const double ops = world * layers * (8.0 * chunks + 8.0 + 2.0 * st.grad_partitions);
+  const double ops = step_ops_bound(s);
   if (ops > kMaxStepOps)
-    throw Error("setup", "the step would have about " + std::to_string(int64_t(ops)) +
+    throw Error("setup", "the step would have up to " + std::to_string(int64_t(ops)) +
                              " ops (more than " + std::to_string(int64_t(kMaxStepOps)) +
                              "): lower the layers, chunks or grad_partitions");
+  const double world = p.world(), layers = s.layers;
+  const double chunks = st.chunks_fwd + st.chunks_bwd;
   const double ep = p.ep, a2as = layers * 2.0 * chunks * (world / ep);
   const double pair_bytes = a2as * ep * ep * sizeof(double);
   if (pair_bytes > kMaxPairBytes)
@@ -80,6 +81,19 @@ void backward_layer(BuildContext& ctx, int layer) {
 }
 
 }  // namespace
+
+double step_ops_bound(const LayerSetup& s) {
+  const Strategy& st = s.strategy;
+  // Per rank and layer, at most: forward 4 dense ops (CP AllGather, attention, TP AllReduce,
+  // gate), 1 HybridEP prefetch and 3 NetMoE ops (two AllGathers and the solve); backward 4
+  // dense ops and 2 HybridEP gradient ops; per chunk of either phase 8 MoE ops (dispatch A2A,
+  // ESP AllGather and its copy, experts, ESP ReduceScatter, combine A2A, TP AllGather and its
+  // copy); 2 gradient AllReduces per partition.
+  const double per_layer = 14.0 + 8.0 * (st.chunks_fwd + st.chunks_bwd) + 2.0 * st.grad_partitions;
+  // Per rank and step: a stage receive and send per phase, the head per phase, NetMoE's targets.
+  const double per_step = 7.0;
+  return double(s.parallel.world()) * (double(s.layers) * per_layer + per_step);
+}
 
 Schedule build_training_step(const LayerSetup& setup) {
   check_setup(setup);

@@ -57,4 +57,8 @@ struct LayerSetup {
 // knobs that the parallel configuration cannot run, NetMoE matrices of the wrong shape).
 Schedule build_training_step(const LayerSetup& setup);
 
+// An upper bound of build_training_step(setup).num_ops(), counted before any op is built: the
+// step is refused when it exceeds the ops that fit in memory.
+double step_ops_bound(const LayerSetup& setup);
+
 }  // namespace moecomm::sched

@@ -208,9 +208,9 @@ TEST(Cluster, EfficiencyErrors) {
   j["efficiency"] = {{"node", {{"broadcast", {{1e6, 0.5}}}}}};
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "efficiency.node.broadcast", "unknown collective");
   j["efficiency"] = {{"node", {{"alltoall", {{1e6, 1.5}}}}}};
-  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "efficiency must be in (0, 1]");
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "efficiency must be in [0.001, 1]");
   j["efficiency"] = {{"node", {{"alltoall", {{-1, 0.5}}}}}};
-  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "size must be positive");
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall[0]", "size must be in [1, 1e15] bytes");
   j["efficiency"] = {{"node", {{"alltoall", {{1e6, 0.5}, {1e6, 0.6}}}}}};
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "alltoall", "duplicate message size");
   j["efficiency"] = {{"node", {{"alltoall", {1e6}}}}};
@@ -252,6 +252,56 @@ TEST(Cluster, BoundsAndOddValues) {
   j = good();
   j["name"] = deep;
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: name", "must be a string, got an array");
+}
+
+}  // namespace
+}  // namespace moecomm::core
+
+namespace moecomm::core {
+namespace {
+
+// Every rate and size has a stated range (cluster.h); beyond it the value is refused with the
+// file and key named, whichever side it falls on.
+TEST(Cluster, RatesAndSizesOutsideTheirRangesAreRefused) {
+  struct Case {
+    std::string pointer = "";  // where the value goes in good()
+    std::string key = "";      // how the error names it
+    double value = 0;
+    std::string expected = "";
+  };
+  const std::vector<Case> cases = {
+      {"/levels/0/bandwidth_GBps", "levels[0].bandwidth_GBps", 1e-300, "too small"},
+      {"/levels/0/bandwidth_GBps", "levels[0].bandwidth_GBps", 9e-7, "1 kB/s to 1 PB/s"},
+      {"/levels/0/bandwidth_GBps", "levels[0].bandwidth_GBps", 1.1e6, "too large"},
+      {"/levels/1/latency_us", "levels[1].latency_us", 2e7, "0 to 10 s"},
+      {"/levels/1/latency_us", "levels[1].latency_us", -1e-300, "must not be negative"},
+      {"/levels/0/overhead_us", "levels[0].overhead_us", 2e6, "0 to 1 s"},
+      {"/device/tflops", "device.tflops", 1e-300, "1 Mflop/s to 1 Eflop/s"},
+      {"/device/tflops", "device.tflops", 2e6, "too large"},
+      {"/device/backward_tflops", "device.backward_tflops", 1e-300, "too small"},
+      {"/device/tflops_by_dtype/bf16", "device.tflops_by_dtype.bf16", 1e-300, "too small"},
+      {"/device/compute_efficiency", "device.compute_efficiency", 1e-300, "0.1% to 100%"},
+      {"/device/overlapped_compute_share", "device.overlapped_compute_share", 1e-4, "too small"},
+      {"/device/memory_GB", "device.memory_GB", 1e-300, "1 MB to 1 PB"},
+      {"/device/memory_GB", "device.memory_GB", 2e6, "too large"},
+      {"/device/memory_bandwidth_GBps", "device.memory_bandwidth_GBps", 1e-300, "1 kB/s"},
+  };
+  for (const Case& c : cases) {
+    json j = good();
+    j[json::json_pointer(c.pointer)] = c.value;
+    EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: " + c.key, c.expected);
+  }
+  json j = good();
+  j["efficiency"] = {{"node", {{"alltoall", {{1e6, 1e-300}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "efficiency.node.alltoall[0]", "[0.001, 1]");
+  j["efficiency"] = {{"node", {{"alltoall", {{1e300, 0.5}}}}}};
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "efficiency.node.alltoall[0]", "1 B to 1 PB");
+  // The bounds themselves are in range.
+  j = good();
+  j["levels"][0]["bandwidth_GBps"] = kBandwidthGBps.min;
+  j["levels"][1]["bandwidth_GBps"] = kBandwidthGBps.max;
+  j["device"]["compute_efficiency"] = kShare.min;
+  EXPECT_DOUBLE_EQ(parse_cluster(j, "c.json").levels[0].bandwidth, 1e3);
 }
 
 }  // namespace

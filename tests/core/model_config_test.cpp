@@ -68,6 +68,10 @@ TEST(ModelConfig, Errors) {
   j = good();
   j["capacity_factor"] = -1;
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "capacity_factor", "must be positive");
+  j["capacity_factor"] = 1e-300;  // experts that hold nothing: A2As of no bytes
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: capacity_factor", "too small", "1% to 1000x");
+  j["capacity_factor"] = 0.01;
+  EXPECT_DOUBLE_EQ(*parse_model(j, "m.json").capacity_factor, 0.01);
   j = good();
   j["top_k"] = 17;
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: top_k", "exceeds experts");

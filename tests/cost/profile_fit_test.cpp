@@ -146,6 +146,21 @@ TEST(ProfileFit, ClusterFileRoundTrips) {
   EXPECT_EQ(back.fairness, core::Fairness::kPerFlow);  // TCP connections share per flow
 }
 
+// What profile writes must read back as --cluster reads it: a fit or a measurement outside
+// the cluster file's ranges is refused naming the key, and efficiencies are clamped into it.
+TEST(ProfileFit, TheClusterFileStaysInsideTheStatedRanges) {
+  const ProfileFit fast = fit_profile(exact_rows("gpu", 2, 2e-6, 2e15), {{"gpu", 2}});
+  EXPECT_ERROR_HAS(profiled_cluster(fast, {5e10, 4e9, 6e9}, "p"), "the fitted cluster \"p\"",
+                   "levels[0].bandwidth_GBps", "too large");
+  const ProfileFit fit = fit_profile(exact_rows("gpu", 2, 2e-6, 5e9), {{"gpu", 2}});
+  EXPECT_ERROR_HAS(profiled_cluster(fit, {1e3, 4e9, 6e9}, "p"), "device.tflops", "too small");
+  auto slow = exact_rows("gpu", 2, 2e-6, 5e9);
+  slow.push_back({"gpu", Collective::kAllReduce, 2, 1 << 25, 1e3, "test"});  // 1000 s
+  const ProfileFit noisy = fit_profile(slow, {{"gpu", 2}});
+  EXPECT_DOUBLE_EQ(noisy.efficiency.at("gpu").at("allreduce").back().second, core::kShare.min);
+  EXPECT_NO_THROW(profiled_cluster(noisy, {5e10, 4e9, 6e9}, "p"));
+}
+
 TEST(ProfileFit, Errors) {
   auto rows = exact_rows("gpu", 2, 10e-6, 1e9);
   std::vector<ProfileRow> one_size;

@@ -71,5 +71,20 @@ TEST(RoutingPredictor, RejectsBadUse) {
                    "different sample counts");
 }
 
+// Its cost is cubic in the experts and its statistics quadratic: sizes past the limits are
+// refused before anything is allocated, naming the limit and what to reduce.
+TEST(RoutingPredictor, RefusesSizesPastItsLimits) {
+  EXPECT_ERROR_HAS(RoutingPredictor(2, kMaxPredictorExperts + 1),
+                   std::to_string(kMaxPredictorExperts + 1) + " experts",
+                   "more than the " + std::to_string(kMaxPredictorExperts), "reduce the experts");
+  EXPECT_ERROR_HAS(RoutingPredictor(2, 1'000'000), "1000000 experts", "reduce the experts");
+  EXPECT_ERROR_HAS(RoutingPredictor(1000, 1024), "1000 layers x 1024 experts", "MB",
+                   "reduce the experts");
+  EXPECT_ERROR_HAS(check_predictor_size(12, 1024, 1000), "1000 updates of 1024 experts", "Gflop",
+                   "reduce the experts, the layers or the iterations");
+  EXPECT_NO_THROW(check_predictor_size(12, 64, 1000));
+  EXPECT_NO_THROW(RoutingPredictor(2, 256));
+}
+
 }  // namespace
 }  // namespace moecomm::place

@@ -684,3 +684,47 @@ TEST(LayerBuilder, LmHeadAddsTheHeadBetweenTheForwardAndTheBackward) {
 
 }  // namespace
 }  // namespace moecomm::sched
+
+namespace moecomm::sched {
+namespace {
+
+// The op guard prices a step before building it: its count must bound every strategy's real
+// one (each knob's ops at their most: cp, tp, esp and ep > 1, chunks with copies, NetMoE with
+// the head, HybridEP's SR, partitions), or a step past the memory limit would get built.
+TEST(LayerBuilder, TheOpBoundHoldsForEveryKnob) {
+  const char* strategies[] = {
+      "baseline",
+      "base=monta-o3,chunks_fwd=3,chunks_bwd=5",
+      "base=monta-o2,chunks=4,a2a=2dh",
+      "base=fsmoe,chunks_fwd=2,chunks_bwd=3,grad_partitions=5",
+      "base=lina,chunks=3,grad_partitions=7",
+      "base=hybridep,hybrid_domain=2,compression=0.1",
+      "base=netmoe,chunks=2,grad_sync=lina,grad_partitions=3",
+      "base=netmoe,tp_dispatch=drop-allgather,chunks=3,pipeline_experts=false"};
+  const char* configs[] = {"ep=8",          "tp=2,esp=2,ep=4", "tp=2,esp=2,ep=2,pp=2",
+                           "esp=2,ep=4",    "tp=2,cp=2,ep=2",  "tp=2,cp=2,esp=2,ep=2",
+                           "cp=2,ep=4,pp=2"};
+  int built = 0;
+  for (const char* parallel : configs)
+    for (const char* strategy : strategies)
+      for (int layers : {1, 3}) {
+        LayerSetup s = setup(parallel, strategy, layers);
+        s.model.vocab_size = 100;
+        s.lm_head = true;
+        if (s.strategy.placement == Placement::kNetMoe) s.a2a_pair_bytes = skewed_pairs(s);
+        Schedule sched(1);
+        try {
+          sched = build_training_step(s);
+        } catch (const Error&) {
+          continue;  // knobs this layout cannot run
+        }
+        ++built;
+        EXPECT_LE(sched.num_ops(), step_ops_bound(s)) << parallel << " " << strategy;
+        // An upper bound, not a guess: within a small factor of the real count.
+        EXPECT_GT(sched.num_ops() * 4.0, step_ops_bound(s)) << parallel << " " << strategy;
+      }
+  EXPECT_GT(built, 60);
+}
+
+}  // namespace
+}  // namespace moecomm::sched

@@ -35,7 +35,9 @@ SUPP = $(CURDIR)/scripts/sanitize
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:strict_string_checks=1 \
            LSAN_OPTIONS=suppressions=$(SUPP)/lsan.supp:print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SUPP)/ubsan.supp
-TSAN_ENV = TSAN_OPTIONS=suppressions=$(SUPP)/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=4
+# history_size=7: the most TSan keeps, so that the earlier access of a report still has its
+# stack (a report without one cannot match the Open MPI suppressions in tsan.supp).
+TSAN_ENV = TSAN_OPTIONS=suppressions=$(SUPP)/tsan.supp:halt_on_error=1:second_deadlock_stack=1:history_size=7
 TSAN_TARGETS = test_rt test_nn test_place
 
 test-sanitize: test-asan test-tsan

@@ -6,6 +6,8 @@ PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           liblemon-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev libopenblas-dev
           iproute2  # iproute2: `moecomm testbed` (ip, tc)
           clang libclang-rt-14-dev  # `make fuzz`: clang++ and libFuzzer (libclang_rt.fuzzer)
+          # `make test-sanitize`: GCC's ASan, UBSan, LSan and TSan runtimes.
+          libasan8 libubsan1 liblsan0 libtsan2
           # The Python package (python/): bindings, its tests, `pip install .` into a venv.
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-setuptools python3-venv python3-pip)

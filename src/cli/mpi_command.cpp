@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "rt/abort.h"
 #include "rt/mpi_base.h"
 #include "rt/thread_priority.h"
 
@@ -69,7 +70,10 @@ int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
     // written in parts can come out split by MPI_Abort's banner.
     err << "error: rank " + std::to_string(mpi_world_rank()) + ": " + e.what() + "\n";
     err.flush();
-    if (mpi_world_size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (mpi_world_size() > 1) {
+      rt::let_peers_report(e);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     status = 2;
   }
   if (!initialized) MPI_Finalize();

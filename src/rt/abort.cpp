@@ -2,10 +2,18 @@
 
 #include "rt/mpi_base.h"
 
+#include <chrono>
 #include <cstdio>
-#include <exception>
+#include <thread>
+
+#include "rt/wait.h"
 
 namespace moecomm::rt {
+
+void let_peers_report(const std::exception& error) {
+  if (dynamic_cast<const CommTimeout*>(&error) == nullptr) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(kPeerReportGraceSeconds));
+}
 
 int run_or_abort(const std::function<int()>& body) {
   try {
@@ -14,6 +22,8 @@ int run_or_abort(const std::function<int()>& body) {
     int rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "error: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    let_peers_report(e);
   } catch (...) {
     std::fprintf(stderr, "error: unknown exception\n");
   }

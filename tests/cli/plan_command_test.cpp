@@ -103,7 +103,9 @@ TEST(PlanCommand, UserFilesWorkWherePresetsDo) {
   r = run_cli(
       {"plan", "--model", model, "--cluster", "lina-a100-4x4", "--json", "--budget-s", "0"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const auto& row : nlohmann::json::parse(r.out)["strategies"]) {
+  // Named first: a range-for keeps only ["strategies"]'s reference, not the parsed temporary.
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  for (const auto& row : plan["strategies"]) {
     if (row["name"] != "monta-o1") continue;
     EXPECT_TRUE(row["model_estimate"].is_null());
     EXPECT_TRUE(has(row["notes"][0].get<std::string>(),

@@ -1,0 +1,26 @@
+# cmake -DBUILD=<build dir> -DCONSUMER=<tests/install/consumer> -DWORK=<scratch dir> -P ...
+# Installs the build into WORK/prefix, builds the outside project CONSUMER against it with
+# find_package(moecomm), runs it and compares its output with the exact values.
+file(REMOVE_RECURSE "${WORK}")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "`${ARGN}` failed (${rc}):\n${out}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${WORK}/prefix")
+foreach(f lib/cmake/moecomm/moecommConfig.cmake lib/cmake/moecomm/moecommConfigVersion.cmake
+          include/moecomm/place/assignment.h bin/moecomm share/moecomm/data/clusters)
+  if(NOT EXISTS "${WORK}/prefix/${f}")
+    message(FATAL_ERROR "not installed: ${f}")
+  endif()
+endforeach()
+run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/build" "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+run(${CMAKE_COMMAND} --build "${WORK}/build")
+run("${WORK}/build/consumer")
+message("${out}")
+set(want "placement cost 6 bins 0 1 0\nallreduce 0.015006 s\npreset fsmoe-testbed-a\n")
+if(NOT out STREQUAL want)
+  message(FATAL_ERROR "expected:\n${want}got:\n${out}")
+endif()

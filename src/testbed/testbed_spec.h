@@ -30,8 +30,8 @@ struct TestbedSpec {
   int nodes = 0;
   int ranks_per_node = 0;
   int datacenters = 1;
-  LinkSpec node_link;
-  std::optional<LinkSpec> dc_link;  // present iff datacenters > 1
+  LinkSpec node_link = {};
+  std::optional<LinkSpec> dc_link = {};  // present iff datacenters > 1
 
   // Throws Error naming the flag (--nodes, --datacenters, --dc-link, ...).
   void validate() const;

@@ -70,7 +70,8 @@ class TestbedCli : public ::testing::Test {
   void SetUp() override {
     const std::string why = why_not_here();
     if (!why.empty()) GTEST_SKIP() << "testbed integration test skipped: " << why;
-    name_ = "t" + std::to_string(getpid());
+    name_ += "t";  // appended: assigning trips GCC 12 -O3 -Wrestrict
+    name_ += std::to_string(getpid());
     dir_ = ::testing::TempDir() + "/testbed-" + name_;
     setenv("MOECOMM_TESTBED_DIR", dir_.c_str(), 1);
   }

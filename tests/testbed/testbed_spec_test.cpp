@@ -12,8 +12,7 @@ namespace moecomm::testbed {
 namespace {
 
 TestbedSpec valid() {
-  TestbedSpec spec;
-  spec.name = "t";
+  TestbedSpec spec{.name = "t"};  // constructed: assigning trips GCC 12 -O3 -Wrestrict
   spec.nodes = 4;
   spec.ranks_per_node = 2;
   spec.datacenters = 2;

@@ -36,9 +36,12 @@ test: build
 # Python package (python_pytest, python_pip_install: a sanitized extension needs the
 # sanitizer runtime preloaded into Debian's python3, which is not instrumented itself) and
 # the install test (an outside project would have to link the sanitizer runtime too).
-# -O1 -g1 keeps the two builds and their runs short enough for CI; line tables name the lines.
-SAN_CMAKE_FLAGS = -DMOECOMM_PYTHON=OFF -DMOECOMM_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+# Debian's clang compiles an instrumented file in about 60% of GCC 12's time; the layers at
+# -O1 -g1 and the tests' own code at -O0 (CMakeLists.txt) keep both builds and their runs
+# short enough for CI; line tables name the lines.
+SAN_CXX ?= clang++
+SAN_CMAKE_FLAGS = -DCMAKE_CXX_COMPILER=$(SAN_CXX) -DMOECOMM_PYTHON=OFF -DMOECOMM_BENCH=OFF \
+                  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 SUPP = $(CURDIR)/scripts/sanitize
 ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:strict_string_checks=1 \
            LSAN_OPTIONS=suppressions=$(SUPP)/lsan.supp:print_suppressions=0 \

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -24,6 +25,17 @@ auto must(const char* what, F&& f) {
     return f();
   } catch (const Error& e) {
     fail(std::string(what) + ": " + e.what());
+  }
+}
+
+// f() on arbitrary input: what it parsed, or nothing where it answered with an Error (the
+// CLI's "error: ..., exit 2").
+template <class F>
+auto accepted(F&& f) -> std::optional<decltype(f())> {
+  try {
+    return f();
+  } catch (const Error&) {
+    return std::nullopt;
   }
 }
 

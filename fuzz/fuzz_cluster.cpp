@@ -10,13 +10,12 @@
 using namespace moecomm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  core::Cluster cluster;
-  try {
-    cluster =
-        core::parse_cluster(core::parse_json_text(fuzz::text_of(data, size), "c.json"), "c.json");
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto parsed = fuzz::accepted([&] {
+    return core::parse_cluster(core::parse_json_text(fuzz::text_of(data, size), "c.json"),
+                               "c.json");
+  });
+  if (!parsed) return 0;
+  const core::Cluster& cluster = *parsed;
   const std::string written = core::cluster_to_json(cluster).dump();
   const core::Cluster back = fuzz::must("written cluster reads back", [&] {
     return core::parse_cluster(core::parse_json_text(written, "written"), "written");

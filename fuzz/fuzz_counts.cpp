@@ -9,12 +9,12 @@
 using namespace moecomm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  place::CountsInstance in;
-  try {
-    in = place::parse_counts(core::parse_json_text(fuzz::text_of(data, size), "n.json"), "n.json");
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto parsed = fuzz::accepted([&] {
+    return place::parse_counts(core::parse_json_text(fuzz::text_of(data, size), "n.json"),
+                               "n.json");
+  });
+  if (!parsed) return 0;
+  const place::CountsInstance& in = *parsed;
   const int devices = in.grid.devices();
   if (static_cast<int>(in.expert_device.size()) != in.num.experts ||
       static_cast<int>(in.sample_device.size()) != in.num.samples || in.num.samples < devices)

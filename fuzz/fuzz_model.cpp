@@ -10,12 +10,11 @@
 using namespace moecomm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  core::ModelConfig model;
-  try {
-    model = core::parse_model(core::parse_json_text(fuzz::text_of(data, size), "m.json"), "m.json");
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto parsed = fuzz::accepted([&] {
+    return core::parse_model(core::parse_json_text(fuzz::text_of(data, size), "m.json"), "m.json");
+  });
+  if (!parsed) return 0;
+  const core::ModelConfig& model = *parsed;
   const std::string written = core::model_to_json(model).dump();
   const core::ModelConfig back = fuzz::must("written model reads back", [&] {
     return core::parse_model(core::parse_json_text(written, "written"), "written");
@@ -27,12 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int64_t world =
         int64_t{p.tp.value_or(1)} * p.cp.value_or(1) * p.dp.value_or(1) * p.pp.value_or(1);
     if (world > core::kMaxParallelSize) return 0;
-    try {
+    fuzz::accepted([&] {
       const core::ParallelConfig c =
           core::resolve_parallel(p, static_cast<int>(world), static_cast<int>(model.experts), "p");
       core::check_parallel_fits_model(c, model, "p");
-    } catch (const Error&) {
-    }
+      return true;
+    });
   }
   return 0;
 }

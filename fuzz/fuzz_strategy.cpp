@@ -9,12 +9,11 @@
 using namespace moecomm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  sched::Strategy strategy;
-  try {
-    strategy = sched::parse_strategy_knobs(fuzz::text_of(data, size), "--strategy").strategy;
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto parsed = fuzz::accepted([&] {
+    return sched::parse_strategy_knobs(fuzz::text_of(data, size), "--strategy").strategy;
+  });
+  if (!parsed) return 0;
+  const sched::Strategy& strategy = *parsed;
   const std::string text = sched::to_string(strategy);
   const sched::Strategy back =
       fuzz::must("printed strategy parses back", [&] { return sched::parse_strategy(text, "s"); });

@@ -10,13 +10,12 @@
 using namespace moecomm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  place::RoutingTrace trace;
-  try {
-    trace = place::parse_routing_trace(core::parse_json_text(fuzz::text_of(data, size), "t.json"),
-                                       "t.json");
-  } catch (const Error&) {
-    return 0;
-  }
+  const auto parsed = fuzz::accepted([&] {
+    return place::parse_routing_trace(core::parse_json_text(fuzz::text_of(data, size), "t.json"),
+                                      "t.json");
+  });
+  if (!parsed) return 0;
+  const place::RoutingTrace& trace = *parsed;
   const nlohmann::json written =
       fuzz::must("accepted trace writes", [&] { return place::routing_trace_to_json(trace); });
   const place::RoutingTrace back = fuzz::must(

@@ -228,7 +228,9 @@ TEST_F(Replicated, SwapsCountOnlyExpertsNotAlreadyResident) {
   const Tensor x = skewed_tokens(me);
   const Tensor ref = baseline(spec, x);
   int64_t expert_bytes = 0;
-  for (const nn::Param& q : nn::make_expert(spec.expert, spec.hidden, spec.ffn_hidden, 0)->params())
+  // The expert outlives the loop: params() points into it.
+  const auto expert = nn::make_expert(spec.expert, spec.hidden, spec.ffn_hidden, 0);
+  for (const nn::Param& q : expert->params())
     expert_bytes += q.value->size() * static_cast<int64_t>(sizeof(float));
   const std::pair<ReplicaPlan, int64_t> steps[] = {
       {identity_plan(experts, p), 2}, {shifted, 3}, {shifted, 3}, {identity_plan(experts, p), 4}};

@@ -165,6 +165,28 @@ TEST(PlaceCommand, ATraceIsPricedWithItsOwnModelAndLayout) {
   }
 }
 
+// A sample lives on a TP group: with tp = 2 on nodes of 2 ranks the trace's 4 ranks are
+// 2 devices, one per node; TP groups that span nodes give no device layout, and the error
+// names the key and the flag that chooses one.
+TEST(PlaceCommand, ATracesTpGroupsAreItsDevices) {
+  nlohmann::json t = recorded_trace(true);
+  t["layout"] = {{"ranks", 4}, {"ranks_per_node", 2}, {"tp", 2}};
+  Result r = run_cli({"place", "--trace", write("place_tp.json", t), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["nodes"], 2);
+  EXPECT_EQ(j["devices_per_node"], 1);
+  EXPECT_EQ(j["summary"]["inter_node_tokens"]["before"], 16);
+  t["layout"] = {{"ranks", 4}, {"ranks_per_node", 1}, {"tp", 2}};
+  const std::string spanning = write("place_tp_spanning.json", t);
+  r = run_cli({"place", "--trace", spanning});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "error: " + spanning +
+                             ": layout.tp: TP groups of 2 ranks span nodes of 1 ranks, so no "
+                             "device layout follows: pass --cluster"))
+      << r.err;
+}
+
 // A trace without a model or layout (version 1, or written without them) falls back to the
 // defaults, says so, and an error the defaults cause names the flag that fixes it.
 TEST(PlaceCommand, ATraceWithoutItsShapeNamesTheFlags) {

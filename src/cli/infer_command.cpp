@@ -1,11 +1,14 @@
 #include "cli/infer_command.h"
 
 #include <cmath>
+#include <optional>
 #include <ostream>
+#include <string>
 
 #include "cli/infer_replay.h"
 #include "cli/infer_report.h"
 #include "cli/mpi_command.h"
+#include "core/error.h"
 #include "rt/mpi_base.h"
 
 namespace moecomm::cli {
@@ -28,7 +31,8 @@ void InferCommand::add_input_options() {
   sub_->add_option("--model", flags_.model,
                    "small (hidden 128, ffn 512, 16 experts, top-1), or a model preset or JSON "
                    "file (its hidden, ffn_hidden, experts, top_k, ffn_type); with --trace the "
-                   "experts and top_k are the trace's")
+                   "experts and top_k are the trace's, and by default the shape too when the "
+                   "trace records one")
       ->capture_default_str();
   auto* trace = sub_->add_option("--trace", flags_.trace,
                                  "routing trace file (format: README, 'Routing trace'), e.g. "
@@ -44,8 +48,8 @@ void InferCommand::add_input_options() {
                    "experts per token for synthetic routing (default: model's)")
       ->check(CLI::Range(1, 1000000));
   sub_->add_option("--path-length", flags_.path_length,
-                   "l: experts of a token's path that select its profiled distribution (Eq. 1)")
-      ->capture_default_str()
+                   "l: experts of a token's path that select its profiled distribution (Eq. 1); "
+                   "default 3, or the layers - 1 when fewer")
       ->check(CLI::Range(1, 4096));
 }
 
@@ -65,7 +69,8 @@ void InferCommand::add_run_options() {
   sub_->add_option("--batches", flags_.batches, "evaluate at most this many batches (default: all)")
       ->check(CLI::Range(1, 1000000));
   sub_->add_option("--ranks-per-node", flags_.ranks_per_node,
-                   "ranks per node, for the bytes by link level (default: all on one node)")
+                   "ranks per node, for the bytes by link level (default: the trace's own when "
+                   "it was recorded on as many ranks, else all on one node)")
       ->check(CLI::Range(0, 1 << 20));
   sub_->add_option("--timeout", flags_.timeout_s,
                    "seconds a collective may stall before the job fails")
@@ -83,7 +88,18 @@ int InferCommand::run(std::ostream& out, std::ostream& err) const {
 
 int InferCommand::infer(std::ostream& out, std::ostream& err) const {
   const int me = mpi_world_rank();
-  const InferInputs in = load_infer_inputs(flags_, mpi_world_size());
+  InferFlags flags = flags_;
+  flags.model_given = sub_->count("--model") > 0;
+  // Every rank reads the same flags and files, so all fail alike: one message, one status.
+  std::optional<InferInputs> loaded;
+  std::string error;
+  try {
+    loaded = load_infer_inputs(flags, mpi_world_size());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (!all_ranks_accept(error, err)) return 2;
+  const InferInputs& in = *loaded;
   InferReplay replay(in, me);
   if (me == 0 && !flags_.json) print_infer_header(out, in, replay.batch_count());
   const InferReplayResult result = replay.run(err);

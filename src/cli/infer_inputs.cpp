@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "cli/infer_variants.h"
@@ -112,6 +113,38 @@ void parse_synthetic(const std::string& text, place::SyntheticRoutingSpec& s) {
   }
 }
 
+std::string model_text(const InferModel& m) {
+  return m.name + ", hidden " + std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) +
+         (m.expert == nn::ExpertKind::kMixtralFfn ? " (swiglu)" : " (gelu)") + ", " +
+         std::to_string(m.experts) + " experts, top-" + std::to_string(m.top_k);
+}
+
+// A trace's model: its own shape (when it records one and --model is not given), and always
+// its experts and top_k, which its expert ids are drawn from.
+void take_trace_model(const InferFlags& f, InferInputs& in) {
+  const std::optional<place::TraceModel>& recorded = in.trace.model;
+  if (recorded && !f.model_given) {
+    in.model.name = recorded->name;
+    in.model.hidden = static_cast<int>(recorded->hidden);
+    in.model.ffn_hidden = static_cast<int>(recorded->ffn_hidden);
+    in.model.expert = recorded->ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn
+                                                                   : nn::ExpertKind::kGptFfn;
+    in.model_from = "trace";
+  } else {
+    in.model_from = f.model_given ? "--model" : "default";
+  }
+  in.model.experts = in.trace.experts;
+  in.model.top_k = in.trace.top_k;
+  if (in.model_from == "trace")
+    in.notes.push_back("model shape from the trace " + f.trace + ": " + model_text(in.model) +
+                       " (--model overrides)");
+  else if (in.model_from == "--model")
+    in.notes.push_back("model " + model_text(in.model) + " (--model; experts, top-k: the trace's)");
+  else
+    in.notes.push_back("model " + model_text(in.model) + " (the default: the trace " + f.trace +
+                       " records no model, pass --model; experts and top-k are the trace's)");
+}
+
 // The routing: a trace file (its experts and top_k override the model's), or synthetic with
 // the model's experts and top_k (--top-k overriding the latter).
 void load_routing(const InferFlags& f, InferInputs& in) {
@@ -119,10 +152,10 @@ void load_routing(const InferFlags& f, InferInputs& in) {
   in.synthetic = default_synthetic();
   if (!f.trace.empty()) {
     in.trace = place::read_routing_trace(f.trace);
-    in.model.experts = in.trace.experts;
-    in.model.top_k = in.trace.top_k;
+    take_trace_model(f, in);
     return;
   }
+  in.model_from = f.model_given ? "--model" : "default";
   parse_synthetic(f.synthetic, in.synthetic);
   if (f.top_k > 0) in.model.top_k = f.top_k;
   in.synthetic.experts = in.model.experts;
@@ -132,24 +165,61 @@ void load_routing(const InferFlags& f, InferInputs& in) {
 }
 
 // Layer i is estimated from its predecessors' paths (Eq. 1), so it takes 2 layers, and
-// profiling (Sec. 5.2) and evaluation each take at least one iteration.
-void check_trace_shape(const InferFlags& f, const InferInputs& in) {
+// profiling (Sec. 5.2) and evaluation each take at least one iteration. The default path
+// length is capped by the layers; one given is checked against them.
+void check_trace_shape(const InferFlags& f, InferInputs& in) {
   const int layers = in.layers();
-  if (layers < 2)
-    throw Error("--trace", "needs at least 2 MoE layers to estimate one from another");
+  const std::string where = f.trace.empty() ? "--synthetic" : f.trace;
+  if (layers < 2) throw Error(where, "needs at least 2 MoE layers to estimate one from another");
   if (in.iterations() < 2)
-    throw Error("--trace", "needs at least 2 iterations: profile on the first, evaluate the rest");
+    throw Error(where, "needs at least 2 iterations: profile on the first, evaluate the rest");
   if (f.path_length > layers - 1)
     throw Error("--path-length",
                 std::to_string(f.path_length) +
                     " must be at most the layers - 1 = " + std::to_string(layers - 1));
+  in.path_length = f.path_length > 0 ? f.path_length : std::min(kDefaultPathLength, layers - 1);
+  if (f.path_length == 0 && in.path_length < kDefaultPathLength)
+    in.notes.push_back("path length " + std::to_string(in.path_length) + " (the default " +
+                       std::to_string(kDefaultPathLength) + ", capped at the " +
+                       std::to_string(layers) + " layers - 1)");
+}
+
+// Ranks per node: --ranks-per-node, else the trace's own when this job has as many ranks as
+// the trace was recorded on, else all ranks on one node.
+void resolve_ranks_per_node(const InferFlags& f, InferInputs& in) {
+  const std::optional<place::TraceLayout>& recorded = in.trace.layout;
+  if (f.ranks_per_node > 0) {
+    in.ranks_per_node = f.ranks_per_node;
+    in.layout_from = "--ranks-per-node";
+    return;
+  }
+  in.ranks_per_node = in.ranks;
+  if (!recorded) return;
+  if (recorded->ranks == in.ranks) {
+    in.ranks_per_node = recorded->ranks_per_node;
+    in.layout_from = "trace";
+    in.notes.push_back("layout from the trace " + f.trace + ": " +
+                       std::to_string(in.ranks_per_node) +
+                       " ranks per node, as it was recorded (--ranks-per-node overrides)");
+    return;
+  }
+  in.notes.push_back(
+      "layout: all " + std::to_string(in.ranks) + " ranks on one node (the default: the trace " +
+      f.trace + " was recorded on " + std::to_string(recorded->ranks) + " ranks, " +
+      std::to_string(recorded->ranks_per_node) + " per node; pass --ranks-per-node)");
 }
 
 // The baseline puts E/P experts per rank; Lina may host more (Sec. 6.2, 4 in Sec. 7.3).
 int resolve_max_per_device(const InferFlags& f, int experts, int world) {
-  if (experts % world != 0)
-    throw Error("--model", std::to_string(experts) + " experts must be a multiple of the " +
-                               std::to_string(world) + " ranks (the baseline puts E/P per rank)");
+  if (experts % world != 0) {
+    // A trace's experts are its own; otherwise they are the model's.
+    const std::string where = f.trace.empty() ? "--model" : f.trace + ": experts";
+    throw Error(where, std::to_string(experts) + " experts must be a multiple of the " +
+                           std::to_string(world) +
+                           " ranks (the baseline puts E/P per rank): run on a number of ranks "
+                           "that divides " +
+                           std::to_string(experts));
+  }
   const int max_per = f.max_per_device > 0 ? f.max_per_device : std::max(4, experts / world);
   if (max_per < experts / world)
     throw Error("--max-experts-per-device",
@@ -208,13 +278,12 @@ InferInputs load_infer_inputs(const InferFlags& flags, int ranks) {
   in.model = load_infer_model(flags.model);
   load_routing(flags, in);
   check_trace_shape(flags, in);
-  in.path_length = flags.path_length;
   in.max_per_device = resolve_max_per_device(flags, in.model.experts, ranks);
   in.profile_iterations = resolve_profile_iterations(flags, in.iterations());
   resolve_batch(flags, in);
   check_memory(in);
   in.max_batches = flags.batches;
-  in.ranks_per_node = flags.ranks_per_node > 0 ? flags.ranks_per_node : ranks;
+  resolve_ranks_per_node(flags, in);
   in.timeout_s = flags.timeout_s;
   return in;
 }

@@ -73,7 +73,9 @@ rt::ReplicaPlan to_replica_plan(const infer::ReplicationPlan& p) {
 
 // The first iterations of the trace, profiled (Sec. 5.2); the rest are evaluated.
 place::RoutingTrace profile_part(const InferInputs& in) {
-  place::RoutingTrace part{in.trace.experts, in.trace.top_k, {}};
+  place::RoutingTrace part;
+  part.experts = in.trace.experts;
+  part.top_k = in.trace.top_k;
   part.iterations.assign(in.trace.iterations.begin(),
                          in.trace.iterations.begin() + in.profile_iterations);
   return part;

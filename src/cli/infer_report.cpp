@@ -168,6 +168,7 @@ void print_infer_header(std::ostream& out, const InferInputs& in, size_t batches
       << ", ffn " << m.ffn_hidden << ", " << m.experts << " experts, top-" << m.top_k
       << "), at most " << in.max_per_device << " experts per rank, path length " << in.path_length
       << "\n";
+  for (const std::string& note : in.notes) out << note << "\n";
   const place::SyntheticRoutingSpec& syn = in.synthetic;
   if (in.trace_file.empty())
     out << "synthetic routing: skew " << syn.skew << ", locality " << syn.locality
@@ -190,6 +191,9 @@ json infer_json(const InferInputs& in, const InferReplayResult& r) {
             {"ffn_hidden", in.model.ffn_hidden},
             {"experts", in.model.experts},
             {"top_k", in.model.top_k}}},
+          {"model_from", in.model_from},
+          {"ranks_per_node", in.ranks_per_node},
+          {"layout_from", in.layout_from},
           {"routing", routing_json(in)},
           {"path_length", in.path_length},
           {"max_experts_per_device", in.max_per_device},

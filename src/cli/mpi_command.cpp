@@ -49,6 +49,18 @@ int mpi_world_size() {
   return n;
 }
 
+bool all_ranks_accept(const std::string& error, std::ostream& err) {
+  const int me = mpi_world_rank(), world = mpi_world_size();
+  int first = error.empty() ? world : me;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == world) return true;
+  if (me == first) {
+    err << "error: " + error + "\n";  // one write: see run_under_mpi
+    err.flush();
+  }
+  return false;
+}
+
 int run_under_mpi(std::ostream& err, const std::function<int()>& body) {
   int initialized = 0;
   MPI_Initialized(&initialized);

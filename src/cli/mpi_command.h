@@ -1,12 +1,14 @@
 #pragma once
 // What the commands that run under mpirun (train, infer) share: MPI start-up with
 // MPI_THREAD_MULTIPLE (their communication threads), one error path for bad input or a stalled
-// collective ("error: rank R: ..." then MPI_Abort, so no rank is left waiting), and a
+// collective ("error: rank R: ..." then MPI_Abort, so no rank is left waiting), input checks
+// that end the job cleanly with one message, and a
 // finite-number validator (CLI::Range lets NaN through: every comparison with it is false).
 #include <CLI/CLI.hpp>
 
 #include <functional>
 #include <ostream>
+#include <string>
 
 namespace moecomm::cli {
 
@@ -18,6 +20,12 @@ int testbed_env_int(const char* name);
 
 int mpi_world_rank();
 int mpi_world_size();
+
+// Input checks that every rank runs alike, before any collective of the job: when a rank's
+// `error` is not empty, the first such rank prints "error: <error>" and every rank gets false,
+// so that bad input is reported once and the job ends through MPI_Finalize with one status
+// (no MPI_Abort banner). Collective over MPI_COMM_WORLD.
+bool all_ranks_accept(const std::string& error, std::ostream& err);
 
 // Initialises MPI when needed, runs `body` and returns its status; an exception prints
 // "error: rank R: what" on `err` and aborts the job (status 2 with one rank).

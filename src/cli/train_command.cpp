@@ -153,6 +153,25 @@ nn::GateKind gate_of(const std::string& g) {
   return nn::GateKind::kGShard;
 }
 
+// The model's shape and the ranks' layout, so that `place --trace` and `infer --trace` price
+// and replay the routing as this run made it without being told.
+void describe_routing(place::RoutingTrace& trace, const rt::TrainConfig& c,
+                      const std::string& model, bool bf16_rows, int world) {
+  place::TraceModel m;
+  m.name = model == "tiny" ? model : core::load_model(model).name;
+  m.hidden = c.model.hidden;
+  m.ffn_hidden = c.model.moe.ffn_hidden;
+  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
+                                                                 : core::FfnType::kGelu;
+  m.dtype_bytes = bf16_rows ? 2 : 4;  // the A2A's rows: fp32, or bfloat16 with --bf16-a2a
+  trace.model = m;
+  place::TraceLayout layout;
+  layout.ranks = world;
+  layout.ranks_per_node = c.ranks_per_node > 0 ? c.ranks_per_node : world;
+  layout.tp = c.tp;
+  trace.layout = layout;
+}
+
 nlohmann::json bytes_json(const rt::LinkBytes& b) {
   return {{"same_device", b[rt::LinkLevel::kSameDevice]},
           {"intra_node", b[rt::LinkLevel::kIntraNode]},
@@ -220,7 +239,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     for (const std::string& n : notes) out << "  planned: " << n << "\n";
     out.flush();
   }
-  const rt::TrainResult result = rt::train(c, [&](const rt::StepReport& r) {
+  rt::TrainResult result = rt::train(c, [&](const rt::StepReport& r) {
     if (json_ || (r.step % log_every_ != 0 && r.step != 1 && r.step != steps_)) return;
     char line[256];
     std::snprintf(line, sizeof line,
@@ -235,8 +254,12 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   });
   if (me != 0) return 0;
   if (c.record_routing && !result.routing.iterations.empty()) {
+    describe_routing(result.routing, c, model_, bf16_, world);
     place::write_routing_trace(result.routing, routing_trace_);
-    if (!json_) out << "wrote the routing trace " << routing_trace_ << " (moecomm place --trace)\n";
+    if (!json_)
+      out << "wrote the routing trace " << routing_trace_
+          << " with the model's shape and the ranks' layout (moecomm place --trace, "
+             "moecomm infer --trace)\n";
   }
   if (json_) {
     nlohmann::json steps = nlohmann::json::array();

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "core/cluster.h"
 #include "core/error.h"
 #include "core/json_reader.h"
 
@@ -26,7 +27,7 @@ int RoutingTrace::tokens() const {
 namespace {
 
 constexpr const char* kFormat = "moecomm-routing-trace";
-constexpr int64_t kVersion = 1;
+constexpr int64_t kVersion = 2;  // 2 added "model" and "layout"; version 1 still reads
 
 // "trace.json: iterations" + [0][1][3]; built only when an error is thrown.
 std::string path(const std::string& base, std::initializer_list<size_t> index) {
@@ -137,7 +138,7 @@ class LayerParser {
   int64_t stamp_ = 0;          // so duplicates cost O(top_k) per token to find
 };
 
-void check_header(core::JsonReader& r) {
+int64_t check_header(core::JsonReader& r) {
   if (!r.has("format"))
     throw Error(r.where("format"),
                 std::string("missing key (a routing trace has \"format\": \"") + kFormat + "\")");
@@ -146,19 +147,69 @@ void check_header(core::JsonReader& r) {
     throw Error(r.where("format"),
                 std::string("expected \"") + kFormat + "\", got \"" + format + "\"");
   int64_t version = r.integer("version");
-  if (version != kVersion)
+  if (version < 1 || version > kVersion)
     throw Error(r.where("version"), "unsupported version " + std::to_string(version) +
-                                        " (supported: " + std::to_string(kVersion) + ")");
+                                        " (supported: 1 to " + std::to_string(kVersion) + ")");
+  return version;
+}
+
+TraceModel parse_model(core::JsonReader m) {
+  TraceModel model;
+  model.name = m.string("name");
+  model.hidden = m.positive_int("hidden", core::kMaxHidden);
+  model.ffn_hidden = m.positive_int("ffn_hidden", core::kMaxHidden * 16);
+  const std::string ffn = m.string("ffn_type");
+  if (ffn == "swiglu") {
+    model.ffn_type = core::FfnType::kSwiglu;
+  } else if (ffn != "gelu") {
+    throw Error(m.where("ffn_type"), "must be \"gelu\" or \"swiglu\", got \"" + ffn + "\"");
+  }
+  model.dtype_bytes = m.positive_int("dtype_bytes", 8);
+  if (model.dtype_bytes != 1 && model.dtype_bytes != 2 && model.dtype_bytes != 4 &&
+      model.dtype_bytes != 8)
+    throw Error(m.where("dtype_bytes"), "must be 1, 2, 4 or 8");
+  m.reject_unknown();
+  return model;
+}
+
+TraceLayout parse_layout(core::JsonReader l) {
+  TraceLayout layout;
+  layout.ranks = static_cast<int>(l.positive_int("ranks", core::kMaxLevelCount));
+  layout.ranks_per_node = static_cast<int>(l.positive_int("ranks_per_node", layout.ranks));
+  layout.tp = static_cast<int>(l.positive_int("tp", layout.ranks));
+  if (layout.ranks % layout.ranks_per_node != 0)
+    throw Error(l.where("ranks_per_node"), std::to_string(layout.ranks_per_node) +
+                                               " does not divide the " +
+                                               std::to_string(layout.ranks) + " ranks");
+  if (layout.ranks % layout.tp != 0)
+    throw Error(l.where("tp"), std::to_string(layout.tp) + " does not divide the " +
+                                   std::to_string(layout.ranks) + " ranks");
+  l.reject_unknown();
+  return layout;
+}
+
+json model_json(const TraceModel& m) {
+  return {{"name", m.name},
+          {"hidden", m.hidden},
+          {"ffn_hidden", m.ffn_hidden},
+          {"ffn_type", m.ffn_type == core::FfnType::kSwiglu ? "swiglu" : "gelu"},
+          {"dtype_bytes", m.dtype_bytes}};
+}
+
+json layout_json(const TraceLayout& l) {
+  return {{"ranks", l.ranks}, {"ranks_per_node", l.ranks_per_node}, {"tp", l.tp}};
 }
 
 }  // namespace
 
 RoutingTrace parse_routing_trace(const json& doc, const std::string& where) {
   core::JsonReader r(doc, where);
-  check_header(r);
+  const int64_t version = check_header(r);
   RoutingTrace trace;
   trace.experts = static_cast<int>(r.positive_int("experts", kMaxExperts));
   trace.top_k = static_cast<int>(r.positive_int("top_k", trace.experts));
+  if (version >= 2 && r.has("model")) trace.model = parse_model(r.object("model"));
+  if (version >= 2 && r.has("layout")) trace.layout = parse_layout(r.object("layout"));
   const json& iterations = r.array("iterations");
   r.reject_unknown();
   const std::string base = r.where("iterations");
@@ -214,11 +265,14 @@ json routing_trace_to_json(const RoutingTrace& trace) {
     for (const LayerRouting& layer : layers) out.push_back(layer_to_json(layer));
     iterations.push_back(std::move(out));
   }
-  return {{"format", kFormat},
-          {"version", kVersion},
-          {"experts", trace.experts},
-          {"top_k", trace.top_k},
-          {"iterations", std::move(iterations)}};
+  json doc = {{"format", kFormat},
+              {"version", kVersion},
+              {"experts", trace.experts},
+              {"top_k", trace.top_k},
+              {"iterations", std::move(iterations)}};
+  if (trace.model) doc["model"] = model_json(*trace.model);
+  if (trace.layout) doc["layout"] = layout_json(*trace.layout);
+  return doc;
 }
 
 void write_routing_trace(const RoutingTrace& trace, const std::string& path) {
@@ -228,6 +282,8 @@ void write_routing_trace(const RoutingTrace& trace, const std::string& path) {
   // The header first, so `head` on a trace shows what it is (json objects sort their keys).
   out << "{\"format\": " << doc.at("format").dump() << ", \"version\": " << kVersion
       << ", \"experts\": " << trace.experts << ", \"top_k\": " << trace.top_k;
+  for (const char* key : {"model", "layout"})
+    if (doc.contains(key)) out << ",\n \"" << key << "\": " << doc.at(key).dump();
   out << ",\n \"iterations\": " << doc.at("iterations").dump() << "}\n";
   out.close();
   if (!out) throw Error(path, "cannot write file");

@@ -32,10 +32,22 @@ json trace_doc(int iterations = 2, int layers = 2, int samples = 2, int tokens =
     its.push_back(ls);
   }
   return {{"format", "moecomm-routing-trace"},
-          {"version", 1},
+          {"version", 2},
           {"experts", 8},
           {"top_k", 2},
           {"iterations", its}};
+}
+
+// A version 2 trace with what `train` records: the model's shape and the ranks' layout.
+json described_doc() {
+  json j = trace_doc();
+  j["model"] = {{"name", "tiny"},
+                {"hidden", 64},
+                {"ffn_hidden", 128},
+                {"ffn_type", "swiglu"},
+                {"dtype_bytes", 2}};
+  j["layout"] = {{"ranks", 4}, {"ranks_per_node", 2}, {"tp", 2}};
+  return j;
 }
 
 void expect_same(const RoutingTrace& a, const RoutingTrace& b) {
@@ -72,6 +84,95 @@ TEST(RoutingTrace, ParsesShapeAndIds) {
 TEST(RoutingTrace, JsonRoundTripIsExact) {
   json doc = trace_doc();
   EXPECT_EQ(routing_trace_to_json(parse_routing_trace(doc, "t.json")), doc);
+  doc = described_doc();
+  EXPECT_EQ(routing_trace_to_json(parse_routing_trace(doc, "t.json")), doc);
+}
+
+TEST(RoutingTrace, ReadsTheModelAndLayout) {
+  const RoutingTrace t = parse_routing_trace(described_doc(), "t.json");
+  ASSERT_TRUE(t.model.has_value());
+  EXPECT_EQ(t.model->name, "tiny");
+  EXPECT_EQ(t.model->hidden, 64);
+  EXPECT_EQ(t.model->ffn_hidden, 128);
+  EXPECT_EQ(t.model->ffn_type, core::FfnType::kSwiglu);
+  EXPECT_EQ(t.model->dtype_bytes, 2);
+  EXPECT_EQ(t.model->bytes_per_token(), 128);
+  ASSERT_TRUE(t.layout.has_value());
+  EXPECT_EQ(t.layout->ranks, 4);
+  EXPECT_EQ(t.layout->ranks_per_node, 2);
+  EXPECT_EQ(t.layout->tp, 2);
+  // Both are optional: a version 2 trace without them reads as one of version 1 does.
+  const RoutingTrace bare = parse_routing_trace(trace_doc(), "t.json");
+  EXPECT_FALSE(bare.model.has_value());
+  EXPECT_FALSE(bare.layout.has_value());
+}
+
+// Files written before the model and layout existed still read, and write back as version 2
+// with nothing else changed.
+TEST(RoutingTrace, ReadsVersionOneFiles) {
+  json v1 = trace_doc();
+  v1["version"] = 1;
+  const RoutingTrace t = parse_routing_trace(v1, "t.json");
+  EXPECT_FALSE(t.model.has_value());
+  EXPECT_FALSE(t.layout.has_value());
+  EXPECT_EQ(routing_trace_to_json(t), trace_doc());
+  // Version 1 had no model or layout: a file that says version 1 and has one is not one.
+  v1["model"] = described_doc()["model"];
+  EXPECT_ERROR_HAS(parse_routing_trace(v1, "t.json"), "t.json: model", "unknown key");
+}
+
+TEST(RoutingTrace, FileRoundTripKeepsTheModelAndLayout) {
+  const std::string path = ::testing::TempDir() + "routing_trace_described.json";
+  const RoutingTrace trace = parse_routing_trace(described_doc(), "t.json");
+  write_routing_trace(trace, path);
+  const RoutingTrace back = read_routing_trace(path);
+  expect_same(trace, back);
+  EXPECT_EQ(routing_trace_to_json(back), described_doc());
+  // `head` shows the header, the model and the layout before the ids.
+  std::ifstream in(path);
+  std::string first, second, third;
+  std::getline(in, first);
+  std::getline(in, second);
+  std::getline(in, third);
+  EXPECT_EQ(first,
+            R"({"format": "moecomm-routing-trace", "version": 2, "experts": 8, "top_k": 2,)");
+  EXPECT_EQ(second, R"( "model": {"dtype_bytes":2,"ffn_hidden":128,"ffn_type":"swiglu",)"
+                    R"("hidden":64,"name":"tiny"},)");
+  EXPECT_EQ(third, R"( "layout": {"ranks":4,"ranks_per_node":2,"tp":2},)");
+}
+
+TEST(RoutingTrace, RejectsABadModelOrLayout) {
+  json j = described_doc();
+  j["model"]["ffn_type"] = "relu";
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: model.ffn_type",
+                   "must be \"gelu\" or \"swiglu\", got \"relu\"");
+  j = described_doc();
+  j["model"]["dtype_bytes"] = 3;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: model.dtype_bytes",
+                   "must be 1, 2, 4 or 8");
+  j = described_doc();
+  j["model"]["hidden"] = 0;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: model.hidden", "positive");
+  j = described_doc();
+  j["model"].erase("name");
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: model.name", "missing key");
+  j = described_doc();
+  j["model"]["heads"] = 4;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: model.heads", "unknown key");
+  j = described_doc();
+  j["layout"]["ranks_per_node"] = 3;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: layout.ranks_per_node",
+                   "3 does not divide the 4 ranks");
+  j = described_doc();
+  j["layout"]["ranks_per_node"] = 8;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: layout.ranks_per_node", "at most 4");
+  j = described_doc();
+  j["layout"]["tp"] = 3;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: layout.tp",
+                   "3 does not divide the 4 ranks");
+  j = described_doc();
+  j["layout"] = 4;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: layout", "must be an object");
 }
 
 TEST(RoutingTrace, FileRoundTripIsExact) {
@@ -97,7 +198,7 @@ TEST(RoutingTrace, FileErrorsNameThePath) {
   EXPECT_ERROR_HAS(write_routing_trace(trace, "/nonexistent/dir/out.json"),
                    "/nonexistent/dir/out.json", "cannot");
   const std::string path = ::testing::TempDir() + "routing_trace_bad.json";
-  std::ofstream(path) << R"({"format": "moecomm-routing-trace", "version": 1, "experts": 0,
+  std::ofstream(path) << R"({"format": "moecomm-routing-trace", "version": 2, "experts": 0,
     "top_k": 1, "iterations": []})";
   EXPECT_ERROR_HAS(read_routing_trace(path), path + ": experts", "positive");
 }
@@ -121,9 +222,11 @@ TEST(RoutingTrace, RejectsBadHeader) {
   EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: format",
                    "expected \"moecomm-routing-trace\", got \"moecomm-cluster\"");
   j = trace_doc();
-  j["version"] = 2;
-  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: version", "unsupported version 2",
-                   "supported: 1");
+  j["version"] = 3;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: version", "unsupported version 3",
+                   "supported: 1 to 2");
+  j["version"] = 0;
+  EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: version", "unsupported version 0");
   j = trace_doc();
   j.erase("version");
   EXPECT_ERROR_HAS(parse_routing_trace(j, "t.json"), "t.json: version", "missing key");

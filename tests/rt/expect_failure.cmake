@@ -1,6 +1,7 @@
-# cmake -DMPIEXEC=... -DARGS=a;b;c -DREGEX=... -P expect_failure.cmake
+# cmake -DMPIEXEC=... -DARGS=a;b;c -DREGEX=... [-DONCE=1] -P expect_failure.cmake
 # Passes when the command exits non-zero and its output (stdout and stderr) matches REGEX:
-# ctest's WILL_FAIL or PASS_REGULAR_EXPRESSION alone checks only one of the two.
+# ctest's WILL_FAIL or PASS_REGULAR_EXPRESSION alone checks only one of the two. With ONCE,
+# REGEX must match exactly once and the output must not hold MPI_Abort's banner.
 execute_process(COMMAND ${MPIEXEC} ${ARGS}
                 OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc TIMEOUT 50)
 message("${out}")
@@ -9,5 +10,15 @@ if(rc EQUAL 0)
 endif()
 if(NOT out MATCHES "${REGEX}")
   message(FATAL_ERROR "exit status ${rc}, but the output does not match: ${REGEX}")
+endif()
+if(ONCE)
+  string(REGEX MATCHALL "${REGEX}" hits "${out}")
+  list(LENGTH hits n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "expected the message once, got it ${n} times")
+  endif()
+  if(out MATCHES "MPI_ABORT")
+    message(FATAL_ERROR "the job ended through MPI_Abort")
+  endif()
 endif()
 message("exit status ${rc} and the expected message: as required")

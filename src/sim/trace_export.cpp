@@ -35,6 +35,16 @@ void check_ranks(const sched::Schedule& schedule, const std::vector<int>& ranks,
   }
 }
 
+// The streams that carry ops on `rank`, in stream order.
+std::vector<int> busy_streams(const sched::Schedule& schedule, int rank) {
+  std::vector<bool> busy(size_t(schedule.num_streams(rank)), false);
+  for (OpId id : schedule.ops_of(rank)) busy[size_t(schedule.op(id).stream)] = true;
+  std::vector<int> streams;
+  for (size_t s = 0; s < busy.size(); ++s)
+    if (busy[s]) streams.push_back(static_cast<int>(s));
+  return streams;
+}
+
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(path, "cannot open for writing");
@@ -123,7 +133,7 @@ void add_rank_metadata(const sched::Schedule& schedule, int rank, int sort_index
   events.push_back(
       trace_metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
   events.push_back(trace_metadata("process_sort_index", rank, 0, {{"sort_index", sort_index}}));
-  for (int s = 0; s < schedule.num_streams(rank); ++s) {
+  for (int s : busy_streams(schedule, rank)) {  // an empty track would only take room
     events.push_back(trace_metadata("thread_name", rank, s, {{"name", schedule.stream_name(s)}}));
     events.push_back(trace_metadata("thread_sort_index", rank, s, {{"sort_index", s}}));
   }
@@ -241,7 +251,7 @@ constexpr double kLabelRow = 11;  // the least row height with op names on the b
 constexpr double kStreamRow = 8;  // the least row height with stream names
 constexpr double kRankLabel = 7;  // the least height of a rank label
 constexpr double kLabelPad = 2;   // between a bar's edge and its label
-const std::string kEllipsis = "\u2026";
+constexpr const char* kEllipsis = "\u2026";
 
 std::string xml_escape(const std::string& text) {
   std::string out;
@@ -281,19 +291,22 @@ std::string px(double value) {
   return num(std::round(value * 100) / 100, 8);
 }
 
-// The width `text` takes at `font` px in a sans-serif face, erring wide (DejaVu Sans, which
-// rsvg-convert falls back to, advances about 0.3 em for dots and i, 0.6 for most lowercase).
-// A UTF-8 sequence (the ellipsis) counts once.
+// The width `text` takes at `font` px, erring wide for DejaVu Sans (what rsvg-convert
+// renders with on Debian), whose advances are 0.28-0.32 em for dots and i, 0.35-0.41 for r,
+// t, f, brackets and spaces, at most 0.64 for the other lowercase letters and digits, up to
+// 1 for m, w, capitals, the ellipsis and the multiplication sign.
 double text_width(const std::string& text, double font) {
   double em = 0;
   for (unsigned char c : text) {
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    if (std::string_view(".,:;'|!ijlrtf()[]-/ ").find(char(c)) != std::string_view::npos)
-      em += 0.36;
-    else if (c == 'm' || c == 'w' || (c >= 'A' && c <= 'Z'))
-      em += 0.85;
+    if ((c & 0xC0) == 0x80) continue;  // a UTF-8 continuation byte: counted with its lead
+    if (std::string_view(".,:;'|!ijl").find(char(c)) != std::string_view::npos)
+      em += 0.32;
+    else if (std::string_view("rtf()[]-/ ").find(char(c)) != std::string_view::npos)
+      em += 0.42;
+    else if (c == 'm' || c == 'w' || (c >= 'A' && c <= 'Z') || c >= 0x80)
+      em += 1.0;
     else
-      em += 0.62;
+      em += 0.64;
   }
   return em * font;
 }
@@ -345,16 +358,6 @@ struct Layout {
     return (i + 1 < first_row.size() ? first_row[i + 1] : rows.size()) - first_row[i];
   }
 };
-
-// The streams that carry ops on `rank`, in stream order.
-std::vector<int> busy_streams(const sched::Schedule& schedule, int rank) {
-  std::vector<bool> busy(size_t(schedule.num_streams(rank)), false);
-  for (OpId id : schedule.ops_of(rank)) busy[size_t(schedule.op(id).stream)] = true;
-  std::vector<int> streams;
-  for (size_t s = 0; s < busy.size(); ++s)
-    if (busy[s]) streams.push_back(static_cast<int>(s));
-  return streams;
-}
 
 void check_svg_options(const SvgOptions& o) {
   const std::pair<const char*, double> sizes[] = {{"width_px", o.width_px},

@@ -37,10 +37,10 @@ nlohmann::json trace_metadata(const char* name, int pid, int tid, nlohmann::json
 
 // {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}: "M" events name each
 // rank's process ("rank N", sorted in export order) and each stream's thread (its stream
-// name); each op is one "X" event with ts/dur in microseconds, name = label name, cat = op
-// kind, and args with the label fields that are set, bytes, flops, and the collective id and
-// group size. Throws Error when `result` does not cover the schedule's ops, max_ranks < 1, or
-// a selected rank is outside the schedule or selected twice.
+// name; streams without ops on the rank are left out); each op is one "X" event with ts/dur in
+// microseconds, name = label name, cat = op kind, and args with the label fields that are set,
+// bytes, flops, and the collective id and group size. Throws Error when `result` does not cover the
+// schedule's ops, max_ranks < 1, or a selected rank is outside the schedule or selected twice.
 nlohmann::json chrome_trace(const sched::Schedule& schedule, const SimResult& result,
                             const ChromeTraceOptions& options = {});
 // Throws Error naming `path` when it cannot be written.

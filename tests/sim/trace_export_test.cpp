@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/expect_error.h"
@@ -256,13 +257,13 @@ TEST(SvgTimeline, LegendNamesTheKindsDrawnAndTheForwardEnd) {
   Fixture f;
   const std::string svg = svg_timeline(f.s, f.result);
   EXPECT_EQ(count(svg, "<rect class=\"legend\""), 3u);
-  EXPECT_NE(svg.find("fill=\"#4e79a7\"/>\n<text x=\"86.8\" y=\"42\">compute</text>"),
+  EXPECT_NE(svg.find("fill=\"#4e79a7\"/>\n<text x=\"87.9\" y=\"42\">compute</text>"),
             std::string::npos)
       << "compute's swatch is blue and named";
-  EXPECT_NE(svg.find("fill=\"#e15759\"/>\n<text x=\"164.21\" y=\"42\">all_to_all</text>"),
+  EXPECT_NE(svg.find("fill=\"#e15759\"/>\n<text x=\"168.72\" y=\"42\">all_to_all</text>"),
             std::string::npos)
       << "all_to_all's swatch is red and named";
-  EXPECT_NE(svg.find("fill=\"#b07aa1\"/>\n<text x=\"248.11\" y=\"42\">all_reduce</text>"),
+  EXPECT_NE(svg.find("fill=\"#b07aa1\"/>\n<text x=\"252.62\" y=\"42\">all_reduce</text>"),
             std::string::npos)
       << "all_reduce's swatch is purple and named";
   EXPECT_NE(svg.find(">last forward op ends (backward follows)</text>"), std::string::npos);
@@ -311,6 +312,14 @@ TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
   EXPECT_EQ(texts(svg, "<text class=\"stream\""), (Texts{"stream 2", "no ops"}));
   EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"solo"}));
   EXPECT_EQ(svg.find("forward-end"), std::string::npos);  // no backward: nothing to mark
+  // The Chrome trace names the same tracks: rank 0's stream 2 only.
+  std::vector<std::pair<int, int>> threads;
+  for (const nlohmann::json& m : events_with(chrome_trace(s, result), "M"))
+    if (m.at("name") == "thread_name") {
+      threads.emplace_back(m.at("pid"), m.at("tid"));
+      EXPECT_EQ(m.at("args").at("name"), "stream 2");
+    }
+  EXPECT_EQ(threads, (std::vector<std::pair<int, int>>{{0, 2}}));
   // Rows too thin to name, and ranks with different rows: the note says so.
   EXPECT_EQ(texts(svg_timeline(s, result, {.row_height_px = 6}), "<text class=\"rows\""),
             (Texts{"each rank's rows, top to bottom: the streams with ops (select fewer ranks "
@@ -334,14 +343,14 @@ TEST(SvgTimeline, LabelsAreDrawnOnBarsWhereTheyFit) {
   const Texts narrower =
       texts(svg_timeline(f.s, f.result, {.width_px = 150}), "<text class=\"label\"");
   EXPECT_EQ(narrower,
-            (Texts{"attn \u2026", "expert", "a2a", "attn &amp; &lt;q\u2026", "moe.expert", "a2a"}));
+            (Texts{"attn\u2026", "expert", "a2a", "attn &amp; &lt;\u2026", "moe.expert", "a2a"}));
   // Light fills get black text, dark ones white: compute is blue.
   EXPECT_EQ(attribute(svg_timeline(f.s, f.result), "<text class=\"label\"", "fill"), "#ffffff");
 }
 
 // Back-to-back ops of one name (a pipeline's chunks) share one name with their count; an op
 // after a gap gets its own. 4 ms on 1500 px: the run is 1125 px, the last op 187.5 px; on
-// 64 px, 48 and 8 px.
+// 80 px, 60 and 10 px.
 TEST(SvgTimeline, BackToBackOpsOfOneNameShareALabel) {
   sched::Schedule s(1);
   const Label expert{"moe.expert", 0, Phase::kForward, -1, ""};
@@ -355,7 +364,7 @@ TEST(SvgTimeline, BackToBackOpsOfOneNameShareALabel) {
   EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"moe.expert \u00d73", "moe.expert"}));
   EXPECT_EQ(count(svg, "<rect class=\"op\""), 5u);  // each op keeps its bar
   // Narrower, the run's name shortens as a single op's does, keeping its count.
-  EXPECT_EQ(texts(svg_timeline(s, result, {.width_px = 64}), "<text class=\"label\""),
+  EXPECT_EQ(texts(svg_timeline(s, result, {.width_px = 80}), "<text class=\"label\""),
             (Texts{"expert \u00d73"}));
 }
 

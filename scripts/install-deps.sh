@@ -5,6 +5,7 @@ PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libnlopt-dev libnlopt-cxx-dev
           liblemon-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev libopenblas-dev
           iproute2  # iproute2: `moecomm testbed` (ip, tc)
+          librsvg2-bin  # rsvg-convert: tests render `moecomm sim --svg` to PNG
           clang libclang-rt-14-dev  # `make fuzz`: clang++ and libFuzzer (libclang_rt.fuzzer)
           # `make test-sanitize`: GCC's ASan, UBSan, LSan and TSan runtimes.
           libasan8 libubsan1 liblsan0 libtsan2

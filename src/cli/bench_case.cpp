@@ -84,7 +84,8 @@ BenchCase run_bench_case(const BenchSetup& setup, const std::string& strategy, i
   int me = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   if (me != 0) return out;
-  if (setup.trace) out.measured_trace = measured_trace_events(result.last_step_calls);
+  if (setup.trace && result.schedule)  // rank 0 keeps the schedule (keep_op_times)
+    out.measured_trace = measured_trace_events(result.last_step_calls, *result.schedule);
   out.simulated = simulated_phases(setup, c, result, world, out);
   return out;
 }

@@ -38,7 +38,8 @@ void append_shifted(nlohmann::json& out, const nlohmann::json& events, int offse
 
 }  // namespace
 
-nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls) {
+nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls,
+                                     const sched::Schedule& schedule) {
   nlohmann::json events = nlohmann::json::array();
   std::set<std::pair<int, int>> threads;
   for (const rt::CallEvent& e : calls) {
@@ -56,8 +57,8 @@ nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls) {
   for (const auto& [rank, thread] : threads) {
     events.push_back(
         sim::trace_metadata("process_name", rank, 0, {{"name", "rank " + std::to_string(rank)}}));
-    events.push_back(sim::trace_metadata("thread_name", rank, thread,
-                                         {{"name", "stream " + std::to_string(thread)}}));
+    events.push_back(
+        sim::trace_metadata("thread_name", rank, thread, {{"name", schedule.stream_name(thread)}}));
     events.push_back(
         sim::trace_metadata("thread_sort_index", rank, thread, {{"sort_index", thread}}));
   }

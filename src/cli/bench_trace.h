@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rt/call_trace.h"
+#include "sched/schedule.h"
 
 namespace moecomm::cli {
 
@@ -17,8 +18,9 @@ struct BenchRun;
 
 // Trace events of a measured step: "X" events (name = the op's label, cat = its first dotted
 // part, args.what = its kind) with pid = rank and tid = stream, and the "M" events naming
-// them ("stream N", as the simulated trace).
-nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls);
+// them (the stream names of `schedule`, the step that ran, as the simulated trace).
+nlohmann::json measured_trace_events(const std::vector<rt::CallEvent>& calls,
+                                     const sched::Schedule& schedule);
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}: case i's measured ranks are processes
 // 2 i R + r, its simulated ones (2 i + 1) R + r, named "NAME measured rank r" and "NAME

@@ -65,8 +65,16 @@ SimCommand::SimCommand(CLI::App& app) {
                    "synthetic routing: share of a sample's tokens on its preferred experts")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  sub_->add_option("--trace", trace_, "write a Chrome trace (open in Perfetto) to this file");
-  sub_->add_option("--svg", svg_, "write an SVG timeline to this file");
+  sub_->add_option("--trace", trace_,
+                   "write a Chrome trace (open in Perfetto) to this file (default: the first 64 "
+                   "ranks)");
+  sub_->add_option("--svg", svg_,
+                   "write an SVG timeline to this file: a row per rank and stream, named by what "
+                   "the stream carries, op names on the bars, a legend and a time axis in ms "
+                   "(default: every rank)");
+  sub_->add_option("--ranks", ranks_,
+                   "the ranks --svg and --trace show, in this order: ranks and ranges separated "
+                   "by commas, e.g. 0-7,32");
   sub_->add_flag("--json", json_,
                  "print {iteration_ms, forward_ms, backward_ms, ops: {kind: {count, flops, "
                  "bytes, busy_ms_per_rank}}, busiest_links, flows, strategy, strategy_notes}");
@@ -97,6 +105,13 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     routed = routed_dispatch(packed, spec, netmoe, "flow");
     layer.a2a_pair_bytes = routed->matrices;
   }
+  if (!ranks_.empty() && trace_.empty() && svg_.empty())
+    throw Error("--ranks", "selects the ranks that --svg and --trace show: give one of them");
+  // Before the step is built and simulated, which can take seconds: a bad selection fails
+  // at once.
+  const std::vector<int> ranks =
+      ranks_.empty() ? std::vector<int>{}
+                     : sim::parse_rank_selection(ranks_, layer.parallel.world(), "--ranks");
   const auto start = std::chrono::steady_clock::now();
   const sched::Schedule schedule = sched::build_training_step(layer);
   const core::Topology topology(setup.cluster);
@@ -108,11 +123,18 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!trace_.empty()) {
-    sim::write_chrome_trace(schedule, result, trace_);
+    sim::write_chrome_trace(schedule, result, trace_, {.ranks = ranks});
     err << "wrote Chrome trace " << trace_ << "\n";
   }
   if (!svg_.empty()) {
-    sim::write_svg_timeline(schedule, result, svg_);
+    const auto& p = layer.parallel;
+    sim::SvgOptions svg;
+    svg.ranks = ranks;
+    svg.title = layer.strategy.name + ": " + setup.model.name + " on " + setup.cluster.name +
+                ", dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) +
+                " ep=" + std::to_string(p.ep) + " esp=" + std::to_string(p.esp) +
+                " pp=" + std::to_string(p.pp) + ", " + std::to_string(layers_) + " MoE layer(s)";
+    sim::write_svg_timeline(schedule, result, svg_, svg);
     err << "wrote SVG timeline " << svg_ << "\n";
   }
   const sim::SimReport report = sim::make_report(schedule, result);

@@ -18,7 +18,7 @@ class SimCommand {
 
  private:
   CLI::App* sub_;
-  std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_, fairness_,
+  std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_, ranks_, fairness_,
                                            routing_ = "auto";
   double locality_ = 0.9;
   int layers_ = 1;

@@ -100,6 +100,8 @@ Schedule build_training_step(const LayerSetup& setup) {
   const core::RankGroups groups = core::build_rank_groups(setup.parallel);
   BuildContext ctx(setup, groups);
   ctx.schedule.set_compute_dtype(setup.model.compute());
+  for (size_t s = 0; s < kStreamNames.size(); ++s)
+    ctx.schedule.name_stream(static_cast<int>(s), std::string(kStreamNames[s]));
   ctx.hybrid_orders = hybrid_orders(setup, groups);
   ctx.path = make_token_path(setup, groups, ctx.work, ctx.hybrid_orders);
   const std::vector<OpId> none(ctx.world(), kNone);

@@ -7,7 +7,10 @@
 // 2 gradient synchronization; 3 copies and prefetch (MoNTA O3 D2D, HybridEP expert
 // AllGather); 4 intra-node token collectives pipelined against the A2A (ESP AllGather /
 // ReduceScatter / AllReduce, TP AllGather; MoNTA O2, FSMoE); 5 NetMoE's placement solve,
-// beside the scatter and the experts (Alg. 1 lines 9-13).
+// beside the scatter and the experts (Alg. 1 lines 9-13). The step names them
+// (Schedule::stream_name) with kStreamNames, which traces and timelines show.
+#include <array>
+#include <string_view>
 #include <vector>
 
 #include "core/cluster.h"
@@ -24,6 +27,9 @@ inline constexpr int kGradStream = 2;
 inline constexpr int kCopyStream = 3;
 inline constexpr int kIntraStream = 4;
 inline constexpr int kPlacementStream = 5;
+// By stream: what it carries, short enough for a timeline's row header.
+inline constexpr std::array<std::string_view, 6> kStreamNames = {
+    "compute", "token comm", "grad sync", "copy/prefetch", "intra-node comm", "placement solve"};
 
 struct LayerSetup {
   core::ModelConfig model;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -59,6 +60,21 @@ Schedule::Schedule(int world_size) : world_(world_size) {
   if (world_size <= 0)
     throw Error("schedule", "world size must be positive, got " + str(world_size));
   ranks_.resize(world_size);
+}
+
+void Schedule::name_stream(int stream, std::string name) {
+  if (stream < 0 || stream >= kMaxStreams)
+    throw Error("schedule", "stream " + str(stream) + " is outside [0, " + str(kMaxStreams) + ")");
+  if (name.empty()) throw Error("schedule", "stream " + str(stream) + " needs a non-empty name");
+  if (stream >= static_cast<int>(stream_names_.size())) stream_names_.resize(stream + 1);
+  stream_names_[size_t(stream)] = std::move(name);
+}
+
+std::string Schedule::stream_name(int stream) const {
+  if (stream >= 0 && stream < static_cast<int>(stream_names_.size()) &&
+      !stream_names_[size_t(stream)].empty())
+    return stream_names_[size_t(stream)];
+  return "stream " + str(stream);
 }
 
 int32_t Schedule::intern(const Label& label) {

@@ -67,6 +67,9 @@ class Schedule {
 
   // The dtype compute ops run in: executors price and run flops at the device's rate for it.
   void set_compute_dtype(core::Dtype dtype) { compute_dtype_ = dtype; }
+  // What `stream` carries on every rank ("compute", "token comm"), as traces and timelines
+  // name its rows. Builders name the streams they use; `name` must not be empty.
+  void name_stream(int stream, std::string name);
 
   // `op` starts only after `on` ends (an event; both on one rank).
   void depends(OpId op, OpId on);
@@ -83,6 +86,8 @@ class Schedule {
   const std::vector<OpId>& ops_of(int rank) const { return ranks_.at(rank).ops; }
   std::vector<OpId> stream_ops(int rank, int stream) const;
   int num_streams(int rank) const { return static_cast<int>(ranks_.at(rank).last.size()); }
+  // The name name_stream() gave `stream`, else "stream S".
+  std::string stream_name(int stream) const;
   // Explicit dependencies of `id` (not its stream predecessor, which is Op::prev).
   std::vector<OpId> deps(OpId id) const;
   int num_collectives() const { return static_cast<int>(collectives_.size()); }
@@ -119,6 +124,7 @@ class Schedule {
 
   int world_;
   core::Dtype compute_dtype_ = core::Dtype::kBf16;
+  std::vector<std::string> stream_names_;  // by stream; empty: unnamed
   std::vector<Op> ops_;
   std::vector<Collective> collectives_;
   std::vector<Label> labels_;

@@ -19,6 +19,14 @@ std::vector<rt::CallEvent> calls() {
           {1, 1, "grad.dense.allreduce [layer 1, part 1/1]", "all_reduce", 0.004, 0.006}};
 }
 
+// The step that ran, as the schedule names its streams.
+sched::Schedule step() {
+  sched::Schedule s(2);
+  s.name_stream(0, "compute");
+  s.name_stream(1, "token comm");
+  return s;
+}
+
 // The simulator's events for ranks 0 and 1, as sim::chrome_trace names them.
 nlohmann::json simulated() {
   return nlohmann::json::array(
@@ -37,7 +45,7 @@ nlohmann::json simulated() {
 }
 
 TEST(BenchTrace, MeasuredCallsBecomeCompleteEventsInMicroseconds) {
-  const nlohmann::json events = measured_trace_events(calls());
+  const nlohmann::json events = measured_trace_events(calls(), step());
   std::vector<nlohmann::json> x;
   std::map<std::pair<int, int>, std::string> thread_names;
   for (const nlohmann::json& e : events) {
@@ -55,8 +63,8 @@ TEST(BenchTrace, MeasuredCallsBecomeCompleteEventsInMicroseconds) {
   EXPECT_EQ(x[2]["cat"], "grad");
   EXPECT_EQ(x[2]["pid"], 1);
   EXPECT_EQ(x[2]["tid"], 1);
-  EXPECT_EQ((thread_names[{0, 0}]), "stream 0");  // as the simulated trace names them
-  EXPECT_EQ((thread_names[{1, 1}]), "stream 1");
+  EXPECT_EQ((thread_names[{0, 0}]), "compute");  // as the simulated trace names them
+  EXPECT_EQ((thread_names[{1, 1}]), "token comm");
 }
 
 TEST(BenchTrace, EachCaseGetsMeasuredThenSimulatedProcessesPerRank) {
@@ -64,7 +72,7 @@ TEST(BenchTrace, EachCaseGetsMeasuredThenSimulatedProcessesPerRank) {
   for (const char* name : {"baseline", "lina"}) {
     BenchCase b;
     b.name = name;
-    b.measured_trace = measured_trace_events(calls());
+    b.measured_trace = measured_trace_events(calls(), step());
     b.simulated_trace = simulated();
     run.cases.push_back(b);
   }

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +76,68 @@ TEST(SimCommand, WritesATraceAndAnSvg) {
   std::string first;
   std::getline(v, first);
   EXPECT_TRUE(has(first, "<svg")) << first;
+}
+
+// The elements' texts whose start tag begins with `open`.
+std::vector<std::string> texts(const std::string& svg, const std::string& open) {
+  std::vector<std::string> out;
+  for (size_t at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
+    const size_t begin = svg.find('>', at) + 1;
+    out.push_back(svg.substr(begin, svg.find('<', begin) - begin));
+  }
+  return out;
+}
+
+// --ranks picks the rows of the SVG and the processes of the trace, in its order; the rows are
+// named by what the stream carries (FSMoE: its ESP collectives run beside the A2A).
+TEST(SimCommand, RanksSelectTheSvgRowsAndTheTraceProcesses) {
+  const std::string trace = ::testing::TempDir() + "/sim_ranks_trace.json";
+  const std::string svg = ::testing::TempDir() + "/sim_ranks.svg";
+  Result r =
+      run_cli({"sim", "--strategy", "fsmoe", "--ranks", "5,0-1", "--trace", trace, "--svg", svg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream v(svg);
+  const std::string text((std::istreambuf_iterator<char>(v)), std::istreambuf_iterator<char>());
+  using Texts = std::vector<std::string>;
+  EXPECT_EQ(texts(text, "<text class=\"rank\""), (Texts{"rank 5", "rank 0", "rank 1"}));
+  const Texts roles = {"compute", "token comm", "grad sync", "intra-node comm"};
+  Texts want;
+  for (int i = 0; i < 3; ++i) want.insert(want.end(), roles.begin(), roles.end());
+  EXPECT_EQ(texts(text, "<text class=\"stream\""), want);
+  EXPECT_TRUE(has(text,
+                  "fsmoe: fsmoe-mixtral-22b on fsmoe-testbed-a, dp=6 tp=8 ep=6 esp=8 pp=1, "
+                  "1 MoE layer(s): 48 ranks"))
+      << text.substr(0, 600);
+  EXPECT_TRUE(has(text, "; showing ranks 5,0-1</text>"));
+  EXPECT_FALSE(texts(text, "<text class=\"label\"").empty());  // op names on the bars
+
+  std::ifstream t(trace);
+  const auto j = nlohmann::json::parse(t);
+  std::vector<int> processes;
+  std::set<std::string> threads;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["name"] == "process_name") processes.push_back(e["pid"]);
+    if (e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(processes, (std::vector<int>{5, 0, 1}));
+  EXPECT_EQ(threads, std::set<std::string>(roles.begin(), roles.end()));
+}
+
+TEST(SimCommand, BadRankSelectionsAreErrorsNamingTheFlag) {
+  const std::string svg = ::testing::TempDir() + "/sim_bad_ranks.svg";
+  for (const auto& [ranks, why] : std::vector<std::pair<std::string, std::string>>{
+           {"0-7,,32", "--ranks: empty field in \"0-7,,32\""},
+           {"48", "--ranks: rank 48 is outside the 48 ranks [0, 47]"},
+           {"3-1", "--ranks: the range \"3-1\" ends before it starts: write 1-3"},
+           {"0-3,2", "--ranks: rank 2 is selected twice"},
+           {"x", "--ranks: \"x\" is neither a rank nor a range of ranks"}}) {
+    Result r = run_cli({"sim", "--ranks", ranks, "--svg", svg});
+    EXPECT_EQ(r.code, 2) << ranks;
+    EXPECT_TRUE(has(r.err, "error: " + why)) << r.err;
+  }
+  Result r = run_cli({"sim", "--ranks", "0-3"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "error: --ranks: selects the ranks that --svg and --trace show")) << r.err;
 }
 
 // Issue 6: a named method's open knobs are the planner's (MoNTA's N as `moecomm plan`

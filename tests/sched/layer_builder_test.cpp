@@ -99,6 +99,37 @@ TEST(LayerBuilder, EveryNamedStrategyValidatesOnEveryConfig) {
     }
 }
 
+// Traces and timelines name a step's rows by what the stream carries: the A2As run on "token
+// comm", the gradient AllReduces on "grad sync", the kernels (but NetMoE's solve) on "compute".
+TEST(LayerBuilder, StreamsAreNamedByWhatTheyCarry) {
+  const Schedule base = build_training_step(setup("ep=8", "baseline"));
+  EXPECT_EQ(base.stream_name(kComputeStream), "compute");
+  EXPECT_EQ(base.stream_name(kTokenStream), "token comm");
+  EXPECT_EQ(base.stream_name(kGradStream), "grad sync");
+  EXPECT_EQ(base.stream_name(kCopyStream), "copy/prefetch");
+  EXPECT_EQ(base.stream_name(kIntraStream), "intra-node comm");
+  EXPECT_EQ(base.stream_name(kPlacementStream), "placement solve");
+  for (const auto& name : strategy_names()) {
+    LayerSetup s = setup("tp=2,esp=2,ep=4", name);
+    if (name == "netmoe") s.a2a_pair_bytes = skewed_pairs(s);
+    const Schedule sched = build_training_step(s);
+    for (OpId id = 0; id < sched.num_ops(); ++id) {
+      const Op& op = sched.op(id);
+      const std::string& label = sched.label(id).name;
+      const std::string stream = sched.stream_name(op.stream);
+      if (op.kind == OpKind::kAllToAll) {
+        EXPECT_EQ(stream, "token comm") << name << " " << sched.describe(id);
+      }
+      if (label.starts_with("grad.")) {
+        EXPECT_EQ(stream, "grad sync") << name << " " << sched.describe(id);
+      }
+      if (op.kind == OpKind::kCompute && label != "moe.netmoe.solve") {
+        EXPECT_EQ(stream, "compute") << name << " " << sched.describe(id);
+      }
+    }
+  }
+}
+
 TEST(LayerBuilder, WorkloadFormulas) {
   const LayerSetup s = setup("tp=2,esp=2,ep=4", "baseline");
   const LayerWorkload w = layer_workload(s.model, s.parallel);

@@ -264,6 +264,19 @@ TEST(ScheduleErrors, RanksOutsideTheWorld) {
   EXPECT_ERROR_HAS(u.add_compute(0, -1, 1, 1, fwd("x")), "stream -1 is outside");
 }
 
+TEST(Schedule, StreamsAreNamedWhereNamed) {
+  Schedule s(2);
+  s.name_stream(1, "token comm");
+  EXPECT_EQ(s.stream_name(1), "token comm");
+  EXPECT_EQ(s.stream_name(0), "stream 0");  // unnamed, below a named one
+  EXPECT_EQ(s.stream_name(5), "stream 5");  // unnamed, past the named ones
+  s.name_stream(1, "tokens");
+  EXPECT_EQ(s.stream_name(1), "tokens");
+  EXPECT_ERROR_HAS(s.name_stream(64, "x"), "stream 64 is outside [0, 64)");
+  EXPECT_ERROR_HAS(s.name_stream(-1, "x"), "stream -1 is outside");
+  EXPECT_ERROR_HAS(s.name_stream(2, ""), "stream 2 needs a non-empty name");
+}
+
 TEST(ScheduleErrors, PairMatricesAndSizes) {
   Schedule s(2);
   CollectiveSpec spec = a2a({0, 1}, 1, "a2a");

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "support/expect_error.h"
 
@@ -15,7 +19,8 @@ using sched::OpId;
 using sched::OpKind;
 using sched::Phase;
 
-// 2 ranks, computes on stream 0 and collectives on stream 1: attention compute -> A2A ->
+// 2 ranks, computes on stream 0 ("compute") and collectives on stream 1 ("token comm"):
+// attention compute -> A2A ->
 // expert compute (chunk 1) and an independent gradient AllReduce. Timings are set by hand in
 // whole microseconds so ts/dur are known exactly; the AllReduce on rank 1 is 1 ns long, far
 // under a pixel.
@@ -26,6 +31,8 @@ struct Fixture {
   SimResult result;
 
   Fixture() {
+    s.name_stream(0, "compute");
+    s.name_stream(1, "token comm");
     for (int r = 0; r < 2; ++r)
       attn.push_back(
           s.add_compute(r, 0, 1e9, 1e6, Label{"attn & <qkv>", 0, Phase::kForward, -1, "baseline"}));
@@ -96,7 +103,7 @@ TEST(ChromeTrace, MetadataNamesRanksAndStreams) {
       EXPECT_EQ(m.at("args").at("sort_index"), pid);
     } else if (m.at("name") == "thread_name") {
       ++thread_names;
-      EXPECT_EQ(m.at("args").at("name"), "stream " + std::to_string(tid));
+      EXPECT_EQ(m.at("args").at("name"), tid == 0 ? "compute" : "token comm");
     }
   }
   EXPECT_EQ(process_names, 2);
@@ -163,12 +170,32 @@ TEST(ChromeTrace, MaxRanksTruncatesAndSaysSo) {
   const nlohmann::json& other = trace.at("otherData");
   EXPECT_EQ(other.at("ranks"), 2);
   EXPECT_EQ(other.at("ranks_exported"), 1);
-  EXPECT_NE(other.at("note").get<std::string>().find("max_ranks = 1"), std::string::npos);
+  EXPECT_EQ(other.at("note"), "only ranks 0 of 2 are exported (max_ranks = 1)");
+}
+
+TEST(ChromeTrace, SelectedRanksAreExportedInTheirOrder) {
+  Fixture f;
+  const nlohmann::json trace = chrome_trace(f.s, f.result, {.ranks = {1}});
+  for (const nlohmann::json& e : trace.at("traceEvents")) EXPECT_EQ(e.at("pid"), 1);
+  EXPECT_EQ(events_with(trace, "X").size(), f.s.ops_of(1).size());
+  EXPECT_EQ(trace.at("otherData").at("note"), "only ranks 1 of 2 are exported (selected)");
+  // Both, rank 1 first: sorted by the selection's order.
+  std::map<int, int> sort_index;
+  for (const nlohmann::json& m : events_with(chrome_trace(f.s, f.result, {.ranks = {1, 0}}), "M"))
+    if (m.at("name") == "process_sort_index")
+      sort_index[m.at("pid")] = m.at("args").at("sort_index");
+  EXPECT_EQ(sort_index, (std::map<int, int>{{0, 1}, {1, 0}}));
 }
 
 TEST(ChromeTrace, BadInputsAreErrors) {
   Fixture f;
   EXPECT_ERROR_HAS(chrome_trace(f.s, f.result, {.max_ranks = 0}), "max_ranks", "0");
+  EXPECT_ERROR_HAS(chrome_trace(f.s, f.result, {.ranks = {2}}), "chrome trace",
+                   "rank 2 is outside [0, 2)");
+  EXPECT_ERROR_HAS(svg_timeline(f.s, f.result, {.ranks = {0, 1, 0}}), "svg timeline",
+                   "rank 0 is selected twice");
+  EXPECT_ERROR_HAS(svg_timeline(f.s, f.result, {.width_px = 0}), "width_px must be positive");
+  EXPECT_ERROR_HAS(svg_timeline(f.s, f.result, {.row_height_px = -1}), "row_height_px");
   f.result.ops.pop_back();
   EXPECT_ERROR_HAS(chrome_trace(f.s, f.result), "7 op timings", "8 ops");
   EXPECT_ERROR_HAS(svg_timeline(f.s, f.result), "svg timeline", "8 ops");
@@ -184,13 +211,35 @@ TEST(ChromeTrace, WritesFileAndNamesUnwritablePath) {
   EXPECT_ERROR_HAS(write_chrome_trace(f.s, f.result, bad), bad);
 }
 
+// The texts of the elements whose start tag begins with `open` (e.g. `<text class="stream"`).
+std::vector<std::string> texts(const std::string& svg, const std::string& open) {
+  std::vector<std::string> out;
+  for (size_t at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
+    const size_t begin = svg.find('>', at) + 1;
+    out.push_back(svg.substr(begin, svg.find('<', begin) - begin));
+  }
+  return out;
+}
+
+// The value of attribute `name` in the first element whose start tag begins with `open`.
+std::string attribute(const std::string& svg, const std::string& open, const std::string& name) {
+  const size_t at = svg.find(open);
+  if (at == std::string::npos) return "";
+  const size_t value = svg.find(" " + name + "=\"", at) + name.size() + 3;
+  return svg.substr(value, svg.find('"', value) - value);
+}
+
+using Texts = std::vector<std::string>;
+
 TEST(SvgTimeline, OneRectPerOpAndLegendPerKind) {
   Fixture f;
   const std::string svg = svg_timeline(f.s, f.result);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  // 170 px of row names, 1500 of axis, 30 on the right; 72 above 4 rows of 14 px, 26 below.
+  EXPECT_EQ(attribute(svg, "<svg", "width"), "1700");
+  EXPECT_EQ(attribute(svg, "<svg", "height"), "154");
   EXPECT_EQ(count(svg, "<rect class=\"op\""), size_t(f.s.num_ops()));
-  EXPECT_EQ(count(svg, "<rect class=\"legend\""), 3u);  // compute, all_to_all, all_reduce
   // Balanced elements, as a parser would need.
   EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
   EXPECT_EQ(count(svg, "<title>"), count(svg, "</title>"));
@@ -199,8 +248,124 @@ TEST(SvgTimeline, OneRectPerOpAndLegendPerKind) {
   EXPECT_NE(svg.find("attn &amp; &lt;qkv&gt;"), std::string::npos);
   EXPECT_EQ(svg.find("attn & <"), std::string::npos);
   EXPECT_NE(svg.find("2.5 - 4.25 ms"), std::string::npos);
-  EXPECT_NE(svg.find(">all_to_all</text>"), std::string::npos);
   EXPECT_EQ(svg.find("showing ranks"), std::string::npos);
+  EXPECT_NE(svg.find(">simulated step: 2 ranks, 8 ops, makespan 4.25 ms</text>"),
+            std::string::npos);
+}
+
+TEST(SvgTimeline, LegendNamesTheKindsDrawnAndTheForwardEnd) {
+  Fixture f;
+  const std::string svg = svg_timeline(f.s, f.result);
+  EXPECT_EQ(count(svg, "<rect class=\"legend\""), 3u);
+  EXPECT_NE(svg.find("fill=\"#4e79a7\"/>\n<text x=\"87.9\" y=\"42\">compute</text>"),
+            std::string::npos)
+      << "compute's swatch is blue and named";
+  EXPECT_NE(svg.find("fill=\"#e15759\"/>\n<text x=\"168.72\" y=\"42\">all_to_all</text>"),
+            std::string::npos)
+      << "all_to_all's swatch is red and named";
+  EXPECT_NE(svg.find("fill=\"#b07aa1\"/>\n<text x=\"252.62\" y=\"42\">all_reduce</text>"),
+            std::string::npos)
+      << "all_reduce's swatch is purple and named";
+  EXPECT_NE(svg.find(">last forward op ends (backward follows)</text>"), std::string::npos);
+  // The last forward op (rank 1's expert) ends at 4.25 ms of the 4.250001 ms axis.
+  EXPECT_EQ(attribute(svg, "<line class=\"forward-end\"", "x1"), "1670");
+}
+
+TEST(SvgTimeline, TimeAxisTicksInMillisecondsAboveAndBelow) {
+  Fixture f;
+  const std::string svg = svg_timeline(f.s, f.result);
+  // 4.25 ms: a 0.5 ms step, ticks 0 to 4 ms, each labelled above and below the rows.
+  EXPECT_EQ(count(svg, "<line class=\"tick\""), 9u);
+  const Texts ticks = texts(svg, "<text class=\"tick\"");
+  const Texts want = {"0 ms",   "0 ms",   "0.5 ms", "0.5 ms", "1 ms",   "1 ms",
+                      "1.5 ms", "1.5 ms", "2 ms",   "2 ms",   "2.5 ms", "2.5 ms",
+                      "3 ms",   "3 ms",   "3.5 ms", "3.5 ms", "4 ms",   "4 ms"};
+  EXPECT_EQ(ticks, want);
+  // 1 ms is 1500 / 4.250001 px right of the axis start (x = 170).
+  EXPECT_NE(svg.find("<text class=\"tick\" x=\"522.94\" y=\"64\" text-anchor=\"middle\">1 ms"),
+            std::string::npos);
+  EXPECT_NE(svg.find("<text class=\"tick\" x=\"522.94\" y=\"146\" text-anchor=\"middle\">1 ms"),
+            std::string::npos);
+}
+
+TEST(SvgTimeline, RowsAreNamedByRankAndStreamRole) {
+  Fixture f;
+  const std::string svg = svg_timeline(f.s, f.result);
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(texts(svg, "<text class=\"stream\""),
+            (Texts{"compute", "token comm", "compute", "token comm"}));
+  EXPECT_EQ(svg.find("stream 0"), std::string::npos);
+  EXPECT_EQ(count(svg, "<rect class=\"band\""), 1u);  // rank 1's rows are shaded
+}
+
+// A stream without a name is "stream S"; a rank without ops keeps one row, "no ops"; streams
+// without ops on a rank get no row.
+TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
+  sched::Schedule s(2);
+  s.add_compute(0, 2, 1e9, 0, Label{"solo", 0, Phase::kForward, -1, ""});
+  SimResult result;
+  result.ops = {{0, 1e-3}};
+  result.rank_end_s = {1e-3, 0};
+  result.makespan_s = 1e-3;
+  const std::string svg = svg_timeline(s, result);
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(texts(svg, "<text class=\"stream\""), (Texts{"stream 2", "no ops"}));
+  EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"solo"}));
+  EXPECT_EQ(svg.find("forward-end"), std::string::npos);  // no backward: nothing to mark
+  // The Chrome trace names the same tracks: rank 0's stream 2 only.
+  std::vector<std::pair<int, int>> threads;
+  for (const nlohmann::json& m : events_with(chrome_trace(s, result), "M"))
+    if (m.at("name") == "thread_name") {
+      threads.emplace_back(m.at("pid"), m.at("tid"));
+      EXPECT_EQ(m.at("args").at("name"), "stream 2");
+    }
+  EXPECT_EQ(threads, (std::vector<std::pair<int, int>>{{0, 2}}));
+  // Rows too thin to name, and ranks with different rows: the note says so.
+  EXPECT_EQ(texts(svg_timeline(s, result, {.row_height_px = 6}), "<text class=\"rows\""),
+            (Texts{"each rank's rows, top to bottom: the streams with ops (select fewer ranks "
+                   "for their names)"}));
+}
+
+// Op names on the bars: whole where they fit, else their last dotted parts, else cut with an
+// ellipsis; none on bars narrower than two characters. A 300 px axis over 4.25 ms: the A2As
+// are 70.6 px wide, the AllReduce on rank 0 is 35.3 px, the one on rank 1 under a pixel.
+TEST(SvgTimeline, LabelsAreDrawnOnBarsWhereTheyFit) {
+  Fixture f;
+  // Row by row: rank 0's compute row, its token comm row, then rank 1's.
+  const Texts wide = texts(svg_timeline(f.s, f.result), "<text class=\"label\"");
+  EXPECT_EQ(wide, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "moe.dispatch.a2a",
+                         "dense.grad.allreduce", "attn &amp; &lt;qkv&gt;", "moe.expert",
+                         "moe.dispatch.a2a"}));
+  const Texts narrow =
+      texts(svg_timeline(f.s, f.result, {.width_px = 300}), "<text class=\"label\"");
+  EXPECT_EQ(narrow, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a", "allre\u2026",
+                           "attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a"}));
+  const Texts narrower =
+      texts(svg_timeline(f.s, f.result, {.width_px = 150}), "<text class=\"label\"");
+  EXPECT_EQ(narrower,
+            (Texts{"attn\u2026", "expert", "a2a", "attn &amp; &lt;\u2026", "moe.expert", "a2a"}));
+  // Light fills get black text, dark ones white: compute is blue.
+  EXPECT_EQ(attribute(svg_timeline(f.s, f.result), "<text class=\"label\"", "fill"), "#ffffff");
+}
+
+// Back-to-back ops of one name (a pipeline's chunks) share one name with their count; an op
+// after a gap gets its own. 4 ms on 1500 px: the run is 1125 px, the last op 187.5 px; on
+// 80 px, 60 and 10 px.
+TEST(SvgTimeline, BackToBackOpsOfOneNameShareALabel) {
+  sched::Schedule s(1);
+  const Label expert{"moe.expert", 0, Phase::kForward, -1, ""};
+  for (int i = 0; i < 4; ++i) s.add_compute(0, 0, 1e9, 0, expert);
+  s.add_compute(0, 0, 1e9, 0, Label{"attn", 0, Phase::kForward, -1, ""});
+  SimResult result;
+  result.ops = {{0, 1e-3}, {1e-3, 2e-3}, {2e-3, 3e-3}, {3.5e-3, 4e-3}, {4e-3, 4e-3 + 1e-9}};
+  result.rank_end_s = {4e-3 + 1e-9};
+  result.makespan_s = 4e-3 + 1e-9;
+  const std::string svg = svg_timeline(s, result);
+  EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"moe.expert \u00d73", "moe.expert"}));
+  EXPECT_EQ(count(svg, "<rect class=\"op\""), 5u);  // each op keeps its bar
+  // Narrower, the run's name shortens as a single op's does, keeping its count.
+  EXPECT_EQ(texts(svg_timeline(s, result, {.width_px = 80}), "<text class=\"label\""),
+            (Texts{"expert \u00d73"}));
 }
 
 TEST(SvgTimeline, SubPixelOpKeepsMinimumWidth) {
@@ -213,12 +378,84 @@ TEST(SvgTimeline, SubPixelOpKeepsMinimumWidth) {
   EXPECT_NE(svg.substr(rect, title - rect).find("width=\"1.5\""), std::string::npos);
 }
 
-TEST(SvgTimeline, MaxRanksCapsRowsAndSaysSo) {
+// Tooltips double the bytes per op: past max_tooltips ops drawn, none get one.
+TEST(SvgTimeline, TooltipsStopPastTheirBound) {
   Fixture f;
-  const std::string svg = svg_timeline(f.s, f.result, {.max_ranks = 1});
+  std::string svg = svg_timeline(f.s, f.result, {.max_tooltips = 8});
+  EXPECT_EQ(count(svg, "<title>"), 8u);
+  EXPECT_EQ(svg.find("no tooltips"), std::string::npos);
+  svg = svg_timeline(f.s, f.result, {.max_tooltips = 7});
+  EXPECT_EQ(count(svg, "<title>"), 0u);
+  EXPECT_EQ(count(svg, "<rect class=\"op\""), 8u);
+  EXPECT_NE(svg.find("; no tooltips: 8 ops drawn, more than 7</text>"), std::string::npos);
+  EXPECT_ERROR_HAS(svg_timeline(f.s, f.result, {.max_tooltips = -1}),
+                   "max_tooltips must be at least 0");
+}
+
+TEST(SvgTimeline, SelectedRanksAreTheRowsInTheirOrder) {
+  Fixture f;
+  std::string svg = svg_timeline(f.s, f.result, {.ranks = {1}});
+  EXPECT_EQ(count(svg, "<rect class=\"op\""), f.s.ops_of(1).size());
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 1"}));
+  EXPECT_EQ(texts(svg, "<text class=\"stream\""), (Texts{"compute", "token comm"}));
+  EXPECT_NE(svg.find("; showing ranks 1</text>"), std::string::npos);
+  EXPECT_EQ(attribute(svg, "<svg", "height"), "126");  // 72 + 2 rows x 14 + 26
+  svg = svg_timeline(f.s, f.result, {.ranks = {1, 0}});
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 1", "rank 0"}));
+  EXPECT_EQ(svg.find("showing ranks"), std::string::npos);  // every rank is drawn
+}
+
+// Rows shrink to keep the plot within its bound, dropping names that no longer fit; past the
+// least row height, the ranks that do not fit are left out and the caption says so.
+TEST(SvgTimeline, RowsShrinkThenRanksAreLeftOutToBoundTheHeight) {
+  Fixture f;
+  std::string svg = svg_timeline(f.s, f.result, {.max_plot_height_px = 30});
+  EXPECT_EQ(attribute(svg, "<svg", "height"), "128");  // 72 + 4 rows x 7.5 + 26
+  EXPECT_EQ(count(svg, "<rect class=\"op\""), size_t(f.s.num_ops()));
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(count(svg, "<text class=\"stream\""), 0u);  // rows under 8 px: named once, above
+  EXPECT_EQ(texts(svg, "<text class=\"rows\""),
+            (Texts{"each rank's rows, top to bottom: compute, token comm"}));
+  EXPECT_EQ(count(svg, "<text class=\"label\""), 0u);  // rows under 11 px
+
+  svg = svg_timeline(f.s, f.result, {.max_plot_height_px = 10, .min_row_height_px = 4});
+  EXPECT_EQ(attribute(svg, "<svg", "height"), "106");  // 72 + 2 rows x 4 + 26
+  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0"}));
   EXPECT_EQ(count(svg, "<rect class=\"op\""), f.s.ops_of(0).size());
-  EXPECT_NE(svg.find("showing ranks 0-0 of 2 (max_ranks = 1)"), std::string::npos);
-  EXPECT_EQ(svg.find("rank 1 stream"), std::string::npos);
+  EXPECT_NE(svg.find("; showing ranks 0 (1 selected ranks left out: their rows do not fit the "
+                     "height bound 10 px at 4 px; select fewer ranks)"),
+            std::string::npos);
+}
+
+TEST(RankSelection, RanksAndRangesInTheOrderGiven) {
+  EXPECT_EQ(parse_rank_selection("0-7,32", 64, "--ranks"),
+            (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 32}));
+  EXPECT_EQ(parse_rank_selection("5,2-3,0", 8, "--ranks"), (std::vector<int>{5, 2, 3, 0}));
+  EXPECT_EQ(parse_rank_selection("7-7", 8, "--ranks"), (std::vector<int>{7}));
+  EXPECT_EQ(format_rank_selection({0, 1, 2, 3, 4, 5, 6, 7, 32}), "0-7,32");
+  EXPECT_EQ(format_rank_selection({5, 2, 3, 0}), "5,2-3,0");
+  EXPECT_EQ(format_rank_selection({}), "");
+}
+
+TEST(RankSelection, BadSelectionsAreErrorsNamingTheFlag) {
+  EXPECT_ERROR_HAS(parse_rank_selection("", 8, "--ranks"), "--ranks: the selection is empty",
+                   "e.g. 0-7,32");
+  EXPECT_ERROR_HAS(parse_rank_selection("0-3,,5", 8, "--ranks"),
+                   "--ranks: empty field in \"0-3,,5\"");
+  EXPECT_ERROR_HAS(parse_rank_selection("1,", 8, "--ranks"), "--ranks: empty field");
+  EXPECT_ERROR_HAS(parse_rank_selection("a", 8, "--ranks"),
+                   "--ranks: \"a\" is neither a rank nor a range of ranks");
+  EXPECT_ERROR_HAS(parse_rank_selection("-1", 8, "--ranks"), "\"-1\" is neither");
+  EXPECT_ERROR_HAS(parse_rank_selection("1-", 8, "--ranks"), "\"1-\" is neither");
+  EXPECT_ERROR_HAS(parse_rank_selection("1-2-3", 8, "--ranks"), "\"1-2-3\" is neither");
+  EXPECT_ERROR_HAS(parse_rank_selection(" 1", 8, "--ranks"), "\" 1\" is neither");
+  EXPECT_ERROR_HAS(parse_rank_selection("7-0", 8, "--ranks"),
+                   "--ranks: the range \"7-0\" ends before it starts: write 0-7");
+  EXPECT_ERROR_HAS(parse_rank_selection("0-8", 8, "--ranks"),
+                   "--ranks: rank 8 is outside the 8 ranks [0, 7]");
+  EXPECT_ERROR_HAS(parse_rank_selection("99999999999", 8, "--ranks"), "is neither");
+  EXPECT_ERROR_HAS(parse_rank_selection("0-3,2", 8, "--ranks"),
+                   "--ranks: rank 2 is selected twice");
 }
 
 TEST(SvgTimeline, WritesFileAndNamesUnwritablePath) {

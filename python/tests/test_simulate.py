@@ -65,7 +65,8 @@ def test_same_step_as_the_command_line():
         r = moecomm.simulate("netmoe-moe-gpt-s", strategy=strategy)
         assert r.strategy == cli["strategy"]
         assert r.strategy_notes == cli["strategy_notes"]
-        assert r.iteration_ms == pytest.approx(cli["iteration_ms"], rel=1e-12)
+        # The command prints figures to 12 significant digits and bytes whole.
+        assert r.iteration_ms == pytest.approx(cli["iteration_ms"], rel=1e-11)
         assert r.bytes_by_level == pytest.approx(cli["bytes_by_level"], rel=1e-12)
 
 

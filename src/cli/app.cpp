@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 #include <new>
 
@@ -23,10 +24,35 @@ constexpr const char* kAbout =
     "moecomm: fast communication for Mixture-of-Experts training and inference.\n"
     "Implements MoNTA, NetMoE, FSMoE, HybridEP and Lina as knobs of one strategy.";
 
+// This process's rank as its MPI launcher numbers it (Open MPI, MPICH/Hydra and Intel MPI,
+// PMIx, Slurm's srun), 0 when none launched it. Help and version are printed before MPI starts,
+// so under `mpirun -np 4 moecomm train --help` only the launcher says which rank this is.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (const char* text = std::getenv(name); text && *text) return std::atoi(text);
+  }
+  return 0;
+}
+
+// Every option shows its default in --help as CLI11 captured it from the variable, except
+// where that value is not one a user would give: a required option's, an empty list's, and a
+// placeholder such as 0 for "the model's", which the description then states in words
+// ("(default: the model's)") and which would contradict it.
+void show_defaults(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_required() || option->get_default_str() == "[]" ||
+        option->get_description().find("default") != std::string::npos)
+      option->default_str("");
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) show_defaults(*sub);
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app(kAbout, "moecomm");
+  // Every option's default shows in --help; subcommands inherit this when they are added.
+  app.option_defaults()->always_capture_default();
   app.require_subcommand(1);
   app.set_version_flag("--version", "moecomm 0.1.0");
   PlanCommand plan(app);
@@ -37,17 +63,20 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   TestbedCommand testbed(app);
   ProfileCommand profile(app);
   BenchCommand bench(app);
+  show_defaults(app);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  // Under mpirun every rank parses the same arguments: help and version come from rank 0 only.
+  const bool quiet = launcher_rank() != 0;
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
-    out << app.help();
+    if (!quiet) out << app.help();
     return 0;
   } catch (const CLI::CallForAllHelp& e) {
-    out << app.help("", CLI::AppFormatMode::All);
+    if (!quiet) out << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::CallForVersion& e) {
-    out << e.what() << "\n";
+    if (!quiet) out << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
     err << "error: " << e.what() << "\nRun 'moecomm --help' for usage.\n";

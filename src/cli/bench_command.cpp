@@ -5,6 +5,7 @@
 
 #include "cli/bench_report.h"
 #include "cli/bench_trace.h"
+#include "cli/json_output.h"
 #include "cli/mpi_command.h"
 #include "cli/train_model.h"
 #include "cli/train_strategy.h"
@@ -163,7 +164,7 @@ int BenchCommand::bench(std::ostream& out, std::ostream& err) const {
     err << "wrote Chrome trace " << trace_ << "\n";
   }
   if (json_)
-    out << bench_json(run).dump(2) << "\n";
+    out << dump_json(bench_json(run)) << "\n";
   else
     print_bench_table(run, out);
   return 0;

@@ -66,12 +66,14 @@ void print_op_table(const BenchRun& run, std::ostream& out) {
   char line[256];
   for (const BenchCase& b : run.cases) {
     if (b.ops.empty()) continue;
-    out << b.name << ": per op label, the mean time of one op:\n";
-    std::snprintf(line, sizeof line, "  %-28s %-9s %8s %12s %12s %8s\n", "label", "phase",
-                  "per_step", "measured_ms", "simulated_ms", "error");
+    out << b.name
+        << ": per op label, its ops in one step over all ranks, and the mean time of "
+           "one op on its rank:\n";
+    std::snprintf(line, sizeof line, "  %-28s %-9s %18s %12s %12s %8s\n", "label", "phase",
+                  "ops/step all ranks", "measured_ms", "simulated_ms", "error");
     out << line;
     for (const OpComparison& o : b.ops) {
-      std::snprintf(line, sizeof line, "  %-28.28s %-9s %8lld %12.3f %12.3f %+7.1f%%\n",
+      std::snprintf(line, sizeof line, "  %-28.28s %-9s %18lld %12.3f %12.3f %+7.1f%%\n",
                     o.name.c_str(), o.phase.c_str(), static_cast<long long>(o.ops), o.measured_ms,
                     o.simulated_ms, 100 * prediction_error(o.measured_ms, o.simulated_ms));
       out << line;
@@ -88,7 +90,9 @@ void print_bench_table(const BenchRun& run, std::ostream& out) {
   char line[512];
   out << "bench: " << run.model << " on " << run.ranks << " ranks (" << run.ranks_per_node
       << " per node), tp=" << run.tp << " ep=" << run.ep << ", " << run.warmup << " warm-up + "
-      << run.steps << " measured steps (medians); simulator on " << run.cluster << "\n";
+      << run.steps << " measured steps (medians); simulator on " << run.cluster << "\n"
+      << "ms per step: token_fwd, token_bwd and grad_sync the mean over ranks, step the slowest "
+         "rank\n";
   std::snprintf(line, sizeof line, "%-28s %-10s %12s %19s %12s %8s\n", "strategy", "phase",
                 "measured_ms", "p25..p75", "simulated_ms", "error");
   out << line;
@@ -102,6 +106,8 @@ void print_bench_table(const BenchRun& run, std::ostream& out) {
     }
   // The token path against the first strategy, and how much the gradient AllReduces slowed
   // the backward's A2As (they never run beside the forward's).
+  out << "token path per step: token_ms and bwd_slowdown_ms the mean over ranks, "
+         "inter_node_MB and allreduce_beside_a2a (rank-ms) the sums over all ranks\n";
   std::snprintf(line, sizeof line, "%-28s %10s %9s %15s %16s %20s\n", "strategy", "token_ms",
                 "vs_first", "inter_node_MB", "bwd_slowdown_ms", "allreduce_beside_a2a");
   out << line;

@@ -7,6 +7,7 @@
 
 #include "cli/infer_replay.h"
 #include "cli/infer_report.h"
+#include "cli/json_output.h"
 #include "cli/mpi_command.h"
 #include "core/error.h"
 #include "rt/mpi_base.h"
@@ -106,7 +107,7 @@ int InferCommand::infer(std::ostream& out, std::ostream& err) const {
   if (me != 0) return 0;
   const nlohmann::json report = infer_json(in, result);
   if (flags_.json)
-    out << report.dump() << "\n";
+    out << dump_json(report, -1) << "\n";
   else
     print_infer_tables(out, in, report);
   return 0;

@@ -122,8 +122,8 @@ void print_overall_table(std::ostream& out, const json& overall) {
 
 void print_layer_table(std::ostream& out, int top_k, const json& per_layer) {
   char line[256];
-  out << "\nper MoE layer: median / p95 ms, and estimation accuracy (top-" << 2 * top_k
-      << " experts estimated = actual)\n";
+  out << "\nper MoE layer: median / p95 ms, slowest rank, and estimation accuracy (top-"
+      << 2 * top_k << " experts estimated = actual)\n";
   std::snprintf(line, sizeof line, "  %-5s %16s %16s %16s %16s %16s %9s\n", "layer", "baseline",
                 "w/o estimation", "w/o fine-tuning", "Lina", "ideal", "accuracy");
   out << line;

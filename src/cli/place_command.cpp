@@ -5,6 +5,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "cli/json_output.h"
 #include "core/error.h"
 #include "core/presets.h"
 #include "core/topology.h"
@@ -240,7 +241,7 @@ int PlaceCommand::run_counts(std::ostream& out) const {
         {"moved_across_nodes", double(across_nodes) / in.num.samples},
         {"moved_across_devices", double(across_devices) / in.num.samples},
         {"solve_us", p.solve_us}};
-    out << j.dump(2) << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "NetMoE placement of " << in.num.samples << " samples on " << grid_text(in.grid)
@@ -251,7 +252,8 @@ int PlaceCommand::run_counts(std::ostream& out) const {
       << "model " << model.name << (model_given ? " (--model)" : " (the default; pass --model)")
       << ": " << bytes_text(model.hidden, model.dtype_bytes) << "\n";
   char line[160];
-  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s\n", "", "before", "after", "change");
+  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s\n", "all samples, one A2A", "before",
+                "after", "change");
   out << line;
   for (auto [name, b, a] :
        {std::tuple{"inter-node tokens", before.inter_node(), after.inter_node()},
@@ -453,8 +455,9 @@ json summary_json(const place::TraceSummary& s, double bpt) {
 void print_summary(std::ostream& out, const place::TraceSummary& s, double bpt) {
   auto mb = [bpt](double tokens) { return tokens * bpt / 1e6; };
   char line[200];
-  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s %12s\n", "mean per pair", "before", "after",
-                "change", "oracle");
+  // A pair is gather(l) + scatter(l+1); its bytes are every device's together.
+  std::snprintf(line, sizeof line, "%-22s %12s %12s %9s %12s\n", "mean pair, all devices", "before",
+                "after", "change", "oracle");
   out << line;
   row(out, "inter-node MB", mb(s.inter_before), mb(s.inter_after), mb(s.inter_oracle));
   row(out, "intra-node MB", mb(s.intra_before), mb(s.intra_after), mb(s.intra_oracle));
@@ -520,7 +523,7 @@ int PlaceCommand::run_trace(std::ostream& out, std::ostream& err) const {
               {"bytes_per_token", bpt},        {"summary", summary_json(summary, bpt)},
               {"pairs", json::array()}};
     for (const auto& p : pairs) j["pairs"].push_back(pair_json(p, bpt));
-    out << j.dump(2) << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "NetMoE sample placement, " << in.source << "\n"

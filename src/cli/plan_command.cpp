@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/json_output.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "core/presets.h"
@@ -30,9 +31,11 @@ PlanCommand::PlanCommand(CLI::App& app) {
   sub_->add_option("--parallel", parallel_,
                    "parallel sizes, e.g. dp=2,tp=8,ep=2,esp=8 (keys dp tp ep esp pp cp; left out: "
                    "the model's own when run on its testbed, else derived)");
-  sub_->add_option("--seq-len", seq_len_, "override the model's sequence length")
+  sub_->add_option("--seq-len", seq_len_,
+                   "override the model's sequence length (default: the model's)")
       ->check(CLI::Range(int64_t{1}, core::kMaxSeqLen));
-  sub_->add_option("--micro-batch", micro_batch_, "override the model's micro-batch size")
+  sub_->add_option("--micro-batch", micro_batch_,
+                   "override the model's micro-batch size (default: the model's)")
       ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
   sub_->add_option("--layers", layers_,
                    "MoE transformer blocks per simulated step (as sim --layers)")
@@ -85,13 +88,13 @@ std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in)
 
 void print_rows(const plan::Plan& p, const plan::PlanInput& in, std::ostream& out) {
   char line[512];
-  std::snprintf(line, sizeof line, "%-12s %11s %11s %10s %10s %10s  %s\n", "strategy", "forward_ms",
-                "backward_ms", "step_ms", "model_ms", "memory_GB", "knobs");
+  std::snprintf(line, sizeof line, "%-12s %11s %11s %10s %10s %14s  %s\n", "strategy", "forward_ms",
+                "backward_ms", "step_ms", "model_ms", "memory_GB/rank", "knobs");
   out << line;
   for (const auto& r : p.rows) {
     char model[32] = "-";
     if (r.model) std::snprintf(model, sizeof model, "%.3f", r.model->total_s() * 1e3);
-    std::snprintf(line, sizeof line, "%-12s %11.3f %11.3f %10.3f %10s %10.2f  ", r.name.c_str(),
+    std::snprintf(line, sizeof line, "%-12s %11.3f %11.3f %10.3f %10s %14.2f  ", r.name.c_str(),
                   r.simulated.forward_s * 1e3, r.simulated.backward_s * 1e3,
                   r.simulated.step_s * 1e3, model, r.memory_bytes / 1e9);
     out << line << (r.fits(in.cluster) ? "" : "[exceeds device memory] ")
@@ -100,8 +103,10 @@ void print_rows(const plan::Plan& p, const plan::PlanInput& in, std::ostream& ou
   for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
 }
 
-void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::string& model_arg,
-                 const std::string& cluster_arg, std::ostream& out) {
+// sim_args: what `moecomm sim` needs besides the row's strategy and parallel sizes to price it
+// as the plan did (--model, --cluster, and the overrides the plan was given).
+void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::string& sim_args,
+                 std::ostream& out) {
   const auto& par = in.parallel;
   char line[512];
   out << "model " << in.model.name << " on cluster " << in.cluster.name << " ("
@@ -109,9 +114,11 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::stri
       << " ep=" << par.ep << " esp=" << par.esp << " edp=" << par.edp << " pp=" << par.pp
       << " cp=" << par.cp << "; seq_len " << in.model.seq_len << ", micro_batch "
       << in.model.micro_batch << "\n";
-  out << "simulated training step of " << p.layers
-      << " MoE block(s) per rank (as `moecomm sim`); model_ms: the paper model's estimate of one "
-         "MoE layer\n";
+  out << "ms of the simulated training step (as `moecomm sim`): " << p.layers
+      << " MoE block(s) on every rank, forward, backward and gradient sync, until the last rank "
+         "ends\n"
+      << "model_ms: the paper model's estimate of one MoE layer's forward and backward (its own "
+         "model, not the simulation)\n";
   print_rows(p, in, out);
   std::snprintf(line, sizeof line, "search: %d candidates simulated (%d refused) in %.2f s, %s\n",
                 p.search.candidates, p.search.refused, p.search.wall_s,
@@ -126,7 +133,7 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::stri
                 base.simulated.step_s / best.simulated.step_s, base.name.c_str(),
                 p.estimates.fastest.c_str());
   out << line;
-  out << "  moecomm sim --model " << model_arg << " --cluster " << cluster_arg << " --parallel "
+  out << "  moecomm sim " << sim_args << " --parallel "
       << plan::parallel_string(best.candidate.parallel) << " --layers " << p.layers
       << " --strategy " << sched::to_string(best.candidate.strategy) << "\n";
   if (!best.fits(in.cluster))
@@ -157,11 +164,15 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) const {
     err << line << std::flush;
   };
   const plan::Plan p = plan::make_plan(in, options);
-  if (json_)
-    out << plan::plan_to_json(p, in).dump(2) << "\n";
-  else
-    print_table(p, in, model_.empty() ? in.model.name : model_,
-                cluster_.empty() ? in.cluster.name : cluster_, out);
+  if (json_) {
+    out << dump_json(plan::plan_to_json(p, in)) << "\n";
+    return 0;
+  }
+  std::string sim_args = "--model " + (model_.empty() ? in.model.name : model_) + " --cluster " +
+                         (cluster_.empty() ? in.cluster.name : cluster_);
+  if (seq_len_ > 0) sim_args += " --seq-len " + std::to_string(seq_len_);
+  if (micro_batch_ > 0) sim_args += " --micro-batch " + std::to_string(micro_batch_);
+  print_table(p, in, sim_args, out);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_output.h"
 #include "cli/model_step_probe.h"
 #include "cli/mpi_command.h"
 #include "core/error.h"
@@ -189,9 +190,10 @@ void check_writable(const std::string& path, const std::string& flag) {
   if (!existed) std::filesystem::remove(path);
 }
 
+// The cluster file and --table-out hold the figures --json prints, rounded alike.
 void write_json(const nlohmann::json& doc, const std::string& path, const std::string& flag) {
   std::ofstream f(path);
-  f << doc.dump(2) << "\n";
+  f << dump_json(doc) << "\n";
   if (!f) throw Error(flag, path + ": cannot be written");
 }
 
@@ -386,7 +388,7 @@ int ProfileCommand::profile(std::ostream& out, std::ostream& err) const {
   const nlohmann::json doc = report_json(report);
   if (!table_out_.empty()) write_json(doc, table_out_, "--table-out");
   if (json_)
-    out << doc.dump() << "\n";
+    out << dump_json(doc, -1) << "\n";
   else
     print_fit(out, report, world);
   return 0;

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <vector>
 
+#include "cli/json_output.h"
 #include "cli/model_setup.h"
 #include "cli/planned_knobs.h"
 #include "cli/routed_dispatch.h"
@@ -29,13 +30,23 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--cluster", cluster_,
                    "cluster preset or JSON file (default: the model's testbed, else " +
                        std::string(core::kDefaultCluster) + ")");
-  sub_->add_option("--parallel", parallel_, "parallel sizes, e.g. dp=2,tp=8,ep=2");
+  sub_->add_option("--parallel", parallel_,
+                   "parallel sizes, e.g. dp=2,tp=8,ep=2 (as plan --parallel; default: the model's "
+                   "own when run on its testbed, else derived)");
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
                    "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...; the "
                    "tunable knobs not given (chunks, grad_partitions, hybrid_levels/hybrid_domain, "
                    "compression) come from the planner's estimate of the method")
       ->capture_default_str();
+  sub_->add_option("--seq-len", seq_len_,
+                   "override the model's sequence length (as plan --seq-len; default: the "
+                   "model's)")
+      ->check(CLI::Range(int64_t{1}, core::kMaxSeqLen));
+  sub_->add_option("--micro-batch", micro_batch_,
+                   "override the model's micro-batch size (as plan --micro-batch; default: the "
+                   "model's)")
+      ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
   sub_->add_option("--layers", layers_, "MoE transformer blocks to simulate")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -81,7 +92,7 @@ SimCommand::SimCommand(CLI::App& app) {
 }
 
 int SimCommand::run(std::ostream& out, std::ostream& err) const {
-  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_);
+  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
   sched::LayerSetup layer;
   layer.model = setup.model;
   layer.cluster = setup.cluster;
@@ -154,7 +165,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
                       {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
                       {"placement_solve_us", routed->placement_solve_us}};
     }
-    out << j.dump(2) << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
   const auto& p = layer.parallel;
@@ -181,11 +192,12 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
                 report.iteration_s * 1e3, report.forward_s * 1e3, report.backward_s * 1e3,
                 schedule.num_ops(), static_cast<long long>(result.flows), wall_s);
   out << line;
-  std::snprintf(line, sizeof line, "%-16s %8s %14s %14s %18s\n", "op kind", "count", "GFLOP", "MB",
-                "busy ms per rank");
+  // Counts, flops and bytes add up every rank's ops; the busy time is one rank's (the mean).
+  std::snprintf(line, sizeof line, "%-16s %16s %18s %16s %24s\n", "op kind", "ops (all ranks)",
+                "GFLOP (all ranks)", "MB (all ranks)", "busy ms (mean per rank)");
   out << line;
   for (const auto& [kind, v] : j["ops"].items()) {
-    std::snprintf(line, sizeof line, "%-16s %8lld %14.2f %14.2f %18.3f\n", kind.c_str(),
+    std::snprintf(line, sizeof line, "%-16s %16lld %18.2f %16.2f %24.3f\n", kind.c_str(),
                   v["count"].get<long long>(), v["flops"].get<double>() / 1e9,
                   v["bytes"].get<double>() / 1e6, v["busy_ms_per_rank"].get<double>());
     out << line;

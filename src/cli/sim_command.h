@@ -22,7 +22,8 @@ class SimCommand {
                                            routing_ = "auto";
   double locality_ = 0.9;
   int layers_ = 1;
-  double compute_efficiency_ = 0;  // 0: the device's
+  int64_t seq_len_ = 0, micro_batch_ = 0;  // 0: the model's
+  double compute_efficiency_ = 0;          // 0: the device's
   double completion_tolerance_ = sim::SimOptions{}.completion_tolerance;
   bool json_ = false;
 };

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/json_output.h"
 #include "cli/mpi_command.h"
 #include "cli/train_model.h"
 #include "cli/train_strategy.h"
@@ -67,8 +68,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember(sched::a2a_algorithm_names()));
   sub_->add_option("--strategy", strategy_,
-                   "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
-                   "lina, hybridep, netmoe) or knobs as in `moecomm sim` (base=NAME,chunks=4,...); "
+                   "a strategy name (baseline, the default; hier-a2a, monta-o1, monta-o2, "
+                   "monta-o3, fsmoe, lina, hybridep, netmoe) or knobs as in `moecomm sim` "
+                   "(base=NAME,chunks=4,...); "
                    "knobs not given come from the planner (`moecomm plan`) for --cluster. "
                    "netmoe runs with tp=1, the flat A2A, pipelined chunks only and the dropless "
                    "layout; hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL, "
@@ -278,13 +280,13 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
                          {"overlap_with_a2a_s", r.grad_sync.overlap_s},
                          {"held_s", r.grad_sync.held_s}}}});
     }
-    out << nlohmann::json{{"ranks", world},
-                          {"strategy", sched::to_string(c.strategy)},
-                          {"strategy_notes", notes},
-                          {"steps", steps},
-                          {"entropy_floor", result.entropy_floor},
-                          {"routing_trace", c.record_routing ? routing_trace_ : ""}}
-               .dump()
+    out << dump_json({{"ranks", world},
+                      {"strategy", sched::to_string(c.strategy)},
+                      {"strategy_notes", notes},
+                      {"steps", steps},
+                      {"entropy_floor", result.entropy_floor},
+                      {"routing_trace", c.record_routing ? routing_trace_ : ""}},
+                     -1)
         << "\n";
   } else if (result.entropy_floor > 0) {
     char line[128];

@@ -1,10 +1,12 @@
 #include "core/parallel_config.h"
 
 #include <map>
-#include <sstream>
+#include <vector>
 
 #include "core/error.h"
+#include "core/item_list.h"
 #include "core/json_reader.h"
+#include "core/suggest.h"
 
 namespace moecomm::core {
 
@@ -25,7 +27,8 @@ std::string at(const std::string& where, const std::string& key) {
 CpLayout parse_cp_layout(const std::string& value, const std::string& where) {
   if (value == "vertical") return CpLayout::kVertical;
   if (value == "horizontal") return CpLayout::kHorizontal;
-  throw Error(where, "must be vertical or horizontal, got \"" + value + "\"");
+  throw Error(where, "must be vertical or horizontal, got \"" + value + "\"" +
+                         did_you_mean(value, {"vertical", "horizontal"}));
 }
 
 }  // namespace
@@ -35,11 +38,9 @@ std::string_view to_string(CpLayout layout) {
 }
 
 ParallelSpec parse_parallel_spec(const std::string& text, const std::string& where) {
+  static const std::vector<std::string> kKeys = {"dp", "tp", "ep", "esp", "pp", "cp", "cp_layout"};
   ParallelSpec spec;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    if (item.empty()) continue;
+  for (const std::string& item : split_items(text, where)) {
     auto eq = item.find('=');
     if (eq == std::string::npos)
       throw Error(where, "expected key=value, got \"" + item +
@@ -51,7 +52,9 @@ ParallelSpec parse_parallel_spec(const std::string& text, const std::string& whe
       continue;
     }
     auto* f = field(spec, key);
-    if (!f) throw Error(at(where, key), "unknown key (keys: dp, tp, ep, esp, pp, cp, cp_layout)");
+    if (!f)
+      throw Error(at(where, key), "unknown key" + did_you_mean(key, kKeys) +
+                                      " (keys: dp, tp, ep, esp, pp, cp, cp_layout)");
     if (f->has_value()) throw Error(at(where, key), "given twice");
     size_t used = 0;
     int v = 0;

@@ -36,7 +36,8 @@ struct ParallelConfig {
 std::string_view to_string(CpLayout layout);
 
 // "dp=2,tp=8,ep=2" (and cp_layout=vertical|horizontal); `where` names the source (e.g.
-// "--parallel"). Throws Error naming the key on unknown keys, non-integers or values < 1.
+// "--parallel"). Throws Error naming the key on unknown keys (with the near-miss one),
+// repeated keys, non-integers or values < 1, and on empty items ("tp=2,,ep=4", ",").
 ParallelSpec parse_parallel_spec(const std::string& text, const std::string& where);
 ParallelSpec parse_parallel_json(const nlohmann::json& obj, const std::string& where);
 

@@ -26,10 +26,12 @@ struct PlanInput {
   double gemm_startup_s = 4.26e-5;
 };
 
-// Tutel's 2DH split of the EP group, as the hier-a2a row prices it.
+// Tutel's 2DH split of the EP group, as the hier-a2a row prices it and the schedule runs it
+// (a node: the innermost level's worker, e.g. the GPUs of one machine). Absent when the nodes
+// hold unequal numbers of EP ranks (the A2A then runs flat).
 struct HierarchicalSplit {
-  int nodes = 0;           // workers of the outer level the EP group spans (the inter-node A2A)
-  int ranks_per_node = 0;  // EP members on one such worker (the intra-node A2A)
+  int nodes = 0;           // nodes the EP group spans (the inter-node A2A's size; 1: flat)
+  int ranks_per_node = 0;  // EP ranks on each of them (the intra-node A2A's size)
 };
 
 // What MoNTA's model reports beside its N (Eq. 8-11, Algorithms 1-2, Fig. 10).

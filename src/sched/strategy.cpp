@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/item_list.h"
+#include "core/suggest.h"
 
 namespace moecomm::sched {
 namespace {
@@ -27,7 +29,8 @@ E pick(const std::vector<std::pair<std::string, E>>& values, const std::string& 
     if (name == value) return v;
     names.push_back(name);
   }
-  throw Error(where, "unknown value \"" + value + "\" (accepted: " + join(names) + ")");
+  throw Error(where, "unknown value \"" + value + "\"" + core::did_you_mean(value, names) +
+                         " (accepted: " + join(names) + ")");
 }
 
 const std::vector<std::pair<std::string, Placement>> kPlacements = {{"none", Placement::kNone},
@@ -149,10 +152,14 @@ const std::map<std::string, Setter>& setters() {
   return table;
 }
 
-std::string knob_list() {
+std::vector<std::string> knob_names() {
   std::vector<std::string> names = {"base"};
   for (const auto& [name, setter] : setters()) names.push_back(name);
-  return join(names);
+  return names;
+}
+
+std::string knob_list() {
+  return join(knob_names());
 }
 
 }  // namespace
@@ -165,8 +172,9 @@ std::vector<std::string> strategy_names() {
 namespace {
 
 std::string unknown_name(const std::string& name) {
-  return "unknown strategy \"" + name + "\" (accepted: " + join(strategy_names()) +
-         ", or knob=value,... with knobs " + knob_list() + ")";
+  return "unknown strategy \"" + name + "\"" + core::did_you_mean(name, strategy_names()) +
+         " (accepted: " + join(strategy_names()) + ", or knob=value,... with knobs " + knob_list() +
+         ")";
 }
 
 // The paper settings; nullopt for an unknown name.
@@ -254,26 +262,48 @@ void validate(const Strategy& s, const std::string& where) {
                 "experts read, MoNTA Fig. 8)");
 }
 
+namespace {
+
+// An item without '=' in a knob list: a strategy name written where base=NAME belongs
+// ("lina,chunks=2") gets the text rewritten with it first; anything else the knobs.
+[[noreturn]] void throw_not_a_knob(const std::vector<std::string>& items, size_t i,
+                                   const std::string& where) {
+  const std::string& item = items[i];
+  const auto bare = [](const std::string& it) { return it.find('=') == std::string::npos; };
+  const auto has_base = [](const std::string& it) { return it.rfind("base=", 0) == 0; };
+  const bool one_name = std::count_if(items.begin(), items.end(), bare) == 1 &&
+                        std::none_of(items.begin(), items.end(), has_base);
+  if (find_named(item) && one_name) {
+    std::string rewritten = "base=" + item;
+    for (size_t j = 0; j < items.size(); ++j)
+      if (j != i) rewritten += "," + items[j];
+    throw Error(where, "\"" + item + "\" is a strategy name, not knob=value; did you mean '" +
+                           rewritten + "'? (base=NAME comes first)");
+  }
+  throw Error(where, "expected knob=value, got \"" + item + "\"" +
+                         core::did_you_mean(item, knob_names()) + " (knobs: " + knob_list() + ")");
+}
+
+}  // namespace
+
 ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& where) {
-  if (text.find('=') == std::string::npos) {
+  if (text.find('=') == std::string::npos && text.find(',') == std::string::npos) {
     auto s = find_named(text);
     if (!s) throw Error(where, unknown_name(text));
     return {*s, text, {}};
   }
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) items.push_back(item);
+  const std::vector<std::string> items = core::split_items(text, where);
   ParsedStrategy out;
   Strategy& s = out.strategy;
   s.name = "custom";
+  std::set<std::string> given;  // the knobs as written, to refuse one given twice
   for (size_t i = 0; i < items.size(); ++i) {
     const auto eq = items[i].find('=');
-    if (eq == std::string::npos)
-      throw Error(where,
-                  "expected knob=value, got \"" + items[i] + "\" (knobs: " + knob_list() + ")");
+    if (eq == std::string::npos) throw_not_a_knob(items, i, where);
     const std::string knob = items[i].substr(0, eq), value = items[i].substr(eq + 1);
     const std::string at = where + ": " + knob;
+    // A repeated knob would keep only its last value, silently.
+    if (!given.insert(knob).second) throw Error(at, "given twice");
     if (knob == "base") {
       if (i != 0) throw Error(at, "must come first");
       auto base = find_named(value);
@@ -284,12 +314,20 @@ ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& 
       continue;
     }
     const auto it = setters().find(knob);
-    if (it == setters().end()) throw Error(at, "unknown knob (accepted: " + knob_list() + ")");
+    if (it == setters().end())
+      throw Error(at, "unknown knob" + core::did_you_mean(knob, knob_names()) +
+                          " (accepted: " + knob_list() + ")");
+    // chunks sets both phases: with chunks_fwd or chunks_bwd beside it, one value would win by
+    // the order of the items.
+    const std::vector<std::string> sets = knob == "chunks"
+                                              ? std::vector<std::string>{"chunks_fwd", "chunks_bwd"}
+                                              : std::vector<std::string>{knob};
+    for (const std::string& k : sets)
+      if (out.is_explicit(k))
+        throw Error(at, "sets " + k + ", which another item already set (chunks sets both " +
+                            "chunks_fwd and chunks_bwd)");
     it->second(s, value, at);
-    if (knob == "chunks")
-      out.explicit_knobs.insert({"chunks_fwd", "chunks_bwd"});
-    else
-      out.explicit_knobs.insert(knob);
+    out.explicit_knobs.insert(sets.begin(), sets.end());
   }
   if (!out.is_explicit("name") && items.size() == 1 && !out.method.empty()) s.name = out.method;
   validate(s, where);

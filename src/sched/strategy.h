@@ -72,7 +72,9 @@ std::vector<std::string> strategy_names();
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
 // shared_expert, sr_feedback, comm_priority. `where`
-// names the source (e.g. "--strategy"); errors name the knob and list what is accepted.
+// names the source (e.g. "--strategy"); errors name the knob and list what is accepted, with
+// the near-miss name ("did you mean 'chunks'?"). A knob given twice (chunks counts as
+// chunks_fwd and chunks_bwd) and an empty item are refused.
 Strategy parse_strategy(const std::string& text, const std::string& where);
 
 // parse_strategy's result with what the text said: the planner fills only the knobs the user

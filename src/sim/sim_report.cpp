@@ -1,6 +1,7 @@
 #include "sim/sim_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace moecomm::sim {
@@ -36,6 +37,16 @@ SimReport make_report(const sched::Schedule& schedule, const SimResult& result) 
   return r;
 }
 
+namespace {
+
+// Bytes are whole: sums of fractional flow sizes (a capacity factor's share of a token row)
+// carry the sum's rounding, 2619211775.999999 for 2619211776.
+int64_t whole_bytes(double bytes) {
+  return std::llround(bytes);
+}
+
+}  // namespace
+
 nlohmann::json report_to_json(const SimReport& report, const SimResult& result) {
   nlohmann::json ops = nlohmann::json::object();
   for (int k = 0; k < sched::kNumOpKinds; ++k) {
@@ -44,19 +55,22 @@ nlohmann::json report_to_json(const SimReport& report, const SimResult& result) 
     ops[std::string(sched::to_string(static_cast<sched::OpKind>(k)))] = {
         {"count", kr.ops},
         {"flops", kr.flops},
-        {"bytes", kr.bytes},
+        {"bytes", whole_bytes(kr.bytes)},
         {"busy_ms_per_rank", kr.busy_s_per_rank * 1e3}};
   }
   nlohmann::json links = nlohmann::json::array();
   for (const LinkUsage& l : result.busiest_links) {
-    links.push_back({{"name", l.name}, {"bytes", l.bytes}, {"busy_ms", l.busy_s * 1e3}});
+    links.push_back(
+        {{"name", l.name}, {"bytes", whole_bytes(l.bytes)}, {"busy_ms", l.busy_s * 1e3}});
   }
+  std::vector<int64_t> by_level;
+  for (double bytes : result.bytes_by_level) by_level.push_back(whole_bytes(bytes));
   return {{"iteration_ms", report.iteration_s * 1e3},
           {"forward_ms", report.forward_s * 1e3},
           {"backward_ms", report.backward_s * 1e3},
           {"ops", ops},
           {"busiest_links", links},
-          {"bytes_by_level", result.bytes_by_level},
+          {"bytes_by_level", by_level},
           {"flows", result.flows}};
 }
 

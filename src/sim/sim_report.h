@@ -27,7 +27,7 @@ struct SimReport {
 SimReport make_report(const sched::Schedule& schedule, const SimResult& result);
 // {"iteration_ms", "forward_ms", "backward_ms", "ops": {kind: {count, flops, bytes,
 // busy_ms_per_rank}}, "busiest_links": [{name, bytes, busy_ms}], "bytes_by_level" (outermost
-// level first), "flows"}
+// level first), "flows"}; counts, flops and bytes are totals over all ranks, bytes whole.
 nlohmann::json report_to_json(const SimReport& report, const SimResult& result);
 
 }  // namespace moecomm::sim

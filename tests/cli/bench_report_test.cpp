@@ -75,6 +75,29 @@ TEST(BenchReport, TableHasARowPerStrategyAndPhaseWithTheStepsQuartiles) {
   EXPECT_NE(t.find("-27.3%"), std::string::npos) << t;  // netmoe's token path: 160 / 220 - 1
 }
 
+// Each table says which figures are one rank's (a mean over ranks, or the slowest rank) and
+// which add up all ranks.
+TEST(BenchReport, TablesSayPerRankOrAllRanks) {
+  BenchRun run = two_cases();
+  run.cases[0].ops = {{"moe.dispatch.a2a", "forward", 16, 2.5, 2.0}};
+  std::ostringstream out;
+  print_bench_table(run, out);
+  const std::string t = out.str();
+  for (const char* header :
+       {"ms per step: token_fwd, token_bwd and grad_sync the mean over ranks, step the slowest "
+        "rank\n",
+        "token path per step: token_ms and bwd_slowdown_ms the mean over ranks, inter_node_MB and "
+        "allreduce_beside_a2a (rank-ms) the sums over all ranks\n",
+        "baseline: per op label, its ops in one step over all ranks, and the mean time of one op "
+        "on its rank:\n"
+        "  label                        phase     ops/step all ranks  measured_ms simulated_ms    "
+        "error\n"
+        "  moe.dispatch.a2a             forward                   16        2.500        2.000   "
+        "-20.0%\n"}) {
+    EXPECT_NE(t.find(header), std::string::npos) << header << "\nin:\n" << t;
+  }
+}
+
 TEST(BenchReport, SvgHasTwoBarsPerCaseAndPhase) {
   const std::string path = ::testing::TempDir() + "bench_report_test.svg";
   write_bench_svg(two_cases(), path);

@@ -243,6 +243,22 @@ TEST(PlaceCommand, SyntheticTableNamesWhatItShows) {
   }
 }
 
+// The tables' first column says what the figures cover: every device (all samples) together.
+TEST(PlaceCommand, TablesSayTheyCoverAllDevices) {
+  Result r = run_cli({"place", "--cluster", "netmoe-a800-2x8", "--tokens", "64", "--layers", "2",
+                      "--iterations", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(
+      has(r.out, "mean pair, all devices       before        after    change       oracle\n"))
+      << r.out;
+  r = run_cli({"place", "--counts", kCounts});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out,
+                  "all samples, one A2A         before        after    change\n"
+                  "inter-node tokens                 8"))
+      << r.out;
+}
+
 TEST(PlaceCommand, JsonOverATraceWrittenAndReadBack) {
   const std::string trace = ::testing::TempDir() + "/place_cli_trace.json";
   Result a = run_cli({"place", "--json", "--cluster", "netmoe-a800-2x8", "--tokens", "64",

@@ -27,6 +27,51 @@ TEST(PlanCommand, DefaultPresetPrintsTheTableAndARecommendation) {
     EXPECT_TRUE(has(r.out, name)) << name;
 }
 
+// The lines above the table say what its times are and that memory is per rank; the baseline
+// row's step is the one `moecomm sim` prints for the same inputs, the paper model's another.
+TEST(PlanCommand, TableHeaderStatesWhatItsFiguresAre) {
+  Result r = run_cli({"plan", "--budget-s", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(
+      has(r.out,
+          "ms of the simulated training step (as `moecomm sim`): 1 MoE block(s) on every rank, "
+          "forward, backward and gradient sync, until the last rank ends\n"
+          "model_ms: the paper model's estimate of one MoE layer's forward and backward (its own "
+          "model, not the simulation)\n"
+          "strategy      forward_ms backward_ms    step_ms   model_ms memory_GB/rank  knobs\n"
+          "baseline          46.755      96.946    143.701    119.619          24.97  -\n"))
+      << r.out;
+  Result sim = run_cli({"sim"});
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  EXPECT_TRUE(has(sim.out, "iteration 143.701 ms: forward 46.755 ms, backward 96.946 ms"))
+      << sim.out;
+}
+
+// A plan with --micro-batch prints the sim command with it, and sim prices the same step.
+TEST(PlanCommand, SimCommandCarriesTheSequenceAndBatchOverrides) {
+  Result r = run_cli({"plan", "--model", "lina-transformer-xl", "--micro-batch", "2", "--seq-len",
+                      "256", "--budget-s", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out,
+                  "  moecomm sim --model lina-transformer-xl --cluster lina-a100-4x4 "
+                  "--seq-len 256 --micro-batch 2 --parallel "))
+      << r.out;
+  Result plan = run_cli({"plan", "--model", "lina-transformer-xl", "--micro-batch", "2",
+                         "--seq-len", "256", "--budget-s", "0", "--json"});
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const auto p = nlohmann::json::parse(plan.out);
+  Result sim = run_cli({"sim", "--model", "lina-transformer-xl", "--micro-batch", "2", "--seq-len",
+                        "256", "--json"});
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  const auto s = nlohmann::json::parse(sim.out);
+  ASSERT_EQ(p["strategies"][0]["name"], "baseline");
+  EXPECT_EQ(s["iteration_ms"].get<double>(), p["strategies"][0]["total_ms"].get<double>());
+  Result whole = run_cli({"sim", "--model", "lina-transformer-xl", "--json"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_GT(nlohmann::json::parse(whole.out)["iteration_ms"].get<double>(),
+            2 * s["iteration_ms"].get<double>());
+}
+
 TEST(PlanCommand, JsonIsOneObjectWithStrategiesAndRecommended) {
   Result r = run_cli({"plan", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

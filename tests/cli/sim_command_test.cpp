@@ -35,6 +35,70 @@ TEST(SimCommand, JsonHasIterationForwardBackwardAndPerKindTotals) {
   EXPECT_FALSE(j["busiest_links"].empty());
 }
 
+// The op table says that its counts, flops and bytes add up all ranks and that its busy time
+// is one rank's.
+TEST(SimCommand, TableSaysWhichFiguresAreTotalsAndWhichPerRank) {
+  Result r = run_cli({"sim"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out,
+                  "op kind           ops (all ranks)  GFLOP (all ranks)   MB (all ranks)  busy ms "
+                  "(mean per rank)\n"
+                  "all_reduce                    240               0.00         11845.08        "
+                  "           49.865\n"
+                  "all_to_all                    192               0.00          9663.68        "
+                  "           64.445\n"))
+      << r.out;
+}
+
+// Bytes are whole and figures carry no rounding noise: the default step's busiest link carries
+// 2619211776 bytes (summed from fractional flows: 2619211775.999999 before rounding) and is busy
+// 2619211776 B / 25 GB/s = 104.76847104 ms.
+TEST(SimCommand, JsonBytesAreWholeAndFiguresHaveNoRoundingNoise) {
+  Result r = run_cli({"sim", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& link = j["busiest_links"][0];
+  EXPECT_TRUE(link["bytes"].is_number_integer()) << link;
+  EXPECT_EQ(link["bytes"].get<int64_t>(), 2619211776);
+  EXPECT_EQ(link["busy_ms"].get<double>(), 104.76847104);
+  for (const auto& [kind, v] : j["ops"].items()) {
+    EXPECT_TRUE(v["bytes"].is_number_integer()) << kind << ": " << v;
+  }
+  for (const auto& bytes : j["bytes_by_level"]) {
+    EXPECT_TRUE(bytes.is_number_integer()) << j["bytes_by_level"];
+  }
+  // The mean of 48 ranks' summed A2A times, 64.4445094399999 unrounded.
+  EXPECT_EQ(j["ops"]["all_to_all"]["busy_ms_per_rank"].get<double>(), 64.44450944);
+}
+
+// What users type in --parallel and --strategy: empty items and repeated knobs are refused,
+// near misses get a suggestion.
+TEST(SimCommand, StringsWithEmptyItemsRepeatsOrNearMissesAreRefusedClearly) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"sim", "--parallel", ","},
+       "error: --parallel: item 1 of \",\" is empty (separate items by single commas, none at "
+       "either end)\n"},
+      {{"sim", "--parallel", "tp=2,,ep=4"},
+       "error: --parallel: item 2 of \"tp=2,,ep=4\" is empty (separate items by single commas, "
+       "none at either end)\n"},
+      {{"sim", "--strategy", "chunks=2,chunks=3"}, "error: --strategy: chunks: given twice\n"},
+      {{"sim", "--strategy", "lina,chunks=2"},
+       "error: --strategy: \"lina\" is a strategy name, not knob=value; did you mean "
+       "'base=lina,chunks=2'? (base=NAME comes first)\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Result r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << args[2];
+    EXPECT_EQ(r.err, want);
+  }
+  const Result r = run_cli({"sim", "--strategy", "base=lina,chunk=2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err,
+                  "error: --strategy: chunk: unknown knob; did you mean 'chunks'? "
+                  "(accepted: base, a2a, chunks, "))
+      << r.err;
+}
+
 // Every named strategy builds and simulates on the FSMoE testbed preset (tp = esp = 8).
 TEST(SimCommand, EveryNamedStrategyRuns) {
   for (const char* s :

@@ -70,6 +70,35 @@ TEST(ParallelConfig, SpecErrors) {
                    "must be an integer");
 }
 
+TEST(ParallelConfig, EmptyItemsAreRefused) {
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_parallel_spec(",", "--parallel"); }),
+            "--parallel: item 1 of \",\" is empty (separate items by single commas, none at "
+            "either end)");
+  EXPECT_EQ(error_of([] { parse_parallel_spec("tp=2,,ep=4", "--parallel"); }),
+            "--parallel: item 2 of \"tp=2,,ep=4\" is empty (separate items by single commas, "
+            "none at either end)");
+  EXPECT_EQ(error_of([] { parse_parallel_spec("tp=2,", "--parallel"); }),
+            "--parallel: item 2 of \"tp=2,\" is empty (separate items by single commas, none at "
+            "either end)");
+  // "" gives nothing: every size is derived.
+  const ParallelSpec none = parse_parallel_spec("", "--parallel");
+  EXPECT_FALSE(none.dp || none.tp || none.ep || none.esp || none.pp || none.cp || none.cp_layout);
+}
+
+TEST(ParallelConfig, NearMissKeysGetASuggestion) {
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_parallel_spec("tp=2,eps=4", "--parallel"); }),
+            "--parallel: eps: unknown key; did you mean 'ep' or 'esp'? (keys: dp, tp, ep, esp, "
+            "pp, cp, cp_layout)");
+  EXPECT_EQ(error_of([] { parse_parallel_spec("cp_layuot=vertical", "--parallel"); }),
+            "--parallel: cp_layuot: unknown key; did you mean 'cp_layout'? (keys: dp, tp, ep, "
+            "esp, pp, cp, cp_layout)");
+  EXPECT_EQ(error_of([] { parse_parallel_spec("cp_layout=horizonal", "--parallel"); }),
+            "--parallel: cp_layout: must be vertical or horizontal, got \"horizonal\"; did you "
+            "mean 'horizontal'?");
+}
+
 TEST(ParallelConfig, SizesMustFoldTheWorldAndDivideTheExperts) {
   auto spec = [](const char* s) { return parse_parallel_spec(s, "--parallel"); };
   EXPECT_ERROR_HAS(resolve_parallel(spec("tp=3"), 16, 8, "--parallel"), "world 16",

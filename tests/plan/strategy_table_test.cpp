@@ -7,6 +7,8 @@
 #include <set>
 
 #include "core/presets.h"
+#include "core/topology.h"
+#include "cost/collective_model.h"
 #include "support/estimate_rows.h"
 #include "support/expect_error.h"
 
@@ -136,6 +138,64 @@ TEST(StrategyTable, TinyLayersSkipChunkingInsteadOfFailing) {
   EXPECT_EQ(p.skipped[0].name, "monta-o2");
   EXPECT_NE(p.skipped[0].reason.find("below I_minimal"), std::string::npos);
   for (const auto& s : p.strategies) EXPECT_TRUE(std::isfinite(s.total_s())) << s.name;
+}
+
+// The hier-a2a row's split names the nodes the EP group spans and its ranks on each, as the
+// schedule's 2DH A2A groups them (a node: the innermost level's worker), on FSMoE's Testbed-A
+// (6 nodes x 8 GPUs).
+TEST(StrategyTable, HierarchicalSplitIsNodesOfTheEpGroup) {
+  const auto on_testbed_a = [](const std::string& model, const std::string& parallel) {
+    PlanInput in;
+    in.model = core::load_model(model);
+    in.cluster = core::load_cluster("fsmoe-testbed-a");
+    in.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "test"), 48,
+                                         in.model.experts, "test");
+    return estimate_strategies(in);
+  };
+  // The model's own layout: one EP rank on each node (ep = 6, esp = tp = 8).
+  ModelEstimates p = on_testbed_a("fsmoe-mixtral-22b", "tp=8,ep=6");
+  const StrategyEstimate* h = &estimate_row(p, "hier-a2a");
+  ASSERT_TRUE(h->hierarchical);
+  EXPECT_EQ(h->hierarchical->nodes, 6);
+  EXPECT_EQ(h->hierarchical->ranks_per_node, 1);
+  EXPECT_EQ(h->source,
+            "2DH hierarchical A2A (Tutel) over the EP group's 6 ranks, 1 on each of 6 nodes: no "
+            "intra-node step, one inter-node A2A among the 6 nodes");
+  // 16 EP ranks on 2 nodes.
+  p = on_testbed_a("netmoe-moe-gpt-s", "ep=16");
+  h = &estimate_row(p, "hier-a2a");
+  ASSERT_TRUE(h->hierarchical);
+  EXPECT_EQ(h->hierarchical->nodes, 2);
+  EXPECT_EQ(h->hierarchical->ranks_per_node, 8);
+  EXPECT_EQ(h->source,
+            "2DH hierarchical A2A (Tutel) over the EP group's 16 ranks, 8 on each of 2 nodes: an "
+            "intra-node A2A among each node's 8, then 8 inter-node A2As (one per rank of a node) "
+            "among the 2 nodes");
+  // The two phases one after the other: among a node's 8 GPUs (level 1), then among 2 nodes
+  // (level 0), each rank's whole send buffer in each.
+  const core::Topology topology(core::load_cluster("fsmoe-testbed-a"));
+  const cost::CollectiveModel comm(topology);
+  const double bytes = p.workload["a2a_bytes_per_rank"].get<double>();
+  EXPECT_DOUBLE_EQ(h->a2a_s.value(), comm.time(cost::Collective::kAllToAll, 1, 8, bytes) +
+                                         comm.time(cost::Collective::kAllToAll, 0, 2, bytes));
+  // The EP group inside one node: one node of 8 GPUs (not 8 "nodes" of one), and the flat A2A.
+  p = on_testbed_a("netmoe-moe-gpt-s", "ep=8");
+  h = &estimate_row(p, "hier-a2a");
+  ASSERT_TRUE(h->hierarchical);
+  EXPECT_EQ(h->hierarchical->nodes, 1);
+  EXPECT_EQ(h->hierarchical->ranks_per_node, 8);
+  EXPECT_EQ(h->source,
+            "2DH hierarchical A2A (Tutel) over the EP group's 8 ranks: they share one node, so it "
+            "runs as the flat A2A");
+  EXPECT_EQ(h->a2a_s.value(), estimate_row(p, "baseline").a2a_s.value());
+  // esp = 2 strides the EP group: ranks 0, 2, ..., 10 put 4 on node 0 and 2 on node 1.
+  p = on_testbed_a("fsmoe-mixtral-22b", "tp=2,ep=6");
+  h = &estimate_row(p, "hier-a2a");
+  EXPECT_FALSE(h->hierarchical);
+  EXPECT_EQ(h->source,
+            "2DH hierarchical A2A (Tutel) over the EP group's 6 ranks: 2 nodes hold unequal "
+            "numbers of them, so it runs as the flat A2A");
+  EXPECT_EQ(h->a2a_s.value(), estimate_row(p, "baseline").a2a_s.value());
 }
 
 TEST(StrategyTable, Errors) {

@@ -141,5 +141,75 @@ TEST(Strategy, ErrorsNameTheKnobAndListTheAccepted) {
   EXPECT_ERROR_HAS(named_strategy("nope"), "unknown strategy \"nope\"");
 }
 
+TEST(Strategy, ARepeatedKnobIsRefusedByName) {
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_strategy("chunks=2,chunks=3", "--strategy"); }),
+            "--strategy: chunks: given twice");
+  EXPECT_EQ(error_of([] { parse_strategy("base=lina,a2a=2dh,a2a=flat", "--strategy"); }),
+            "--strategy: a2a: given twice");
+  EXPECT_EQ(error_of([] { parse_strategy("base=lina,base=fsmoe", "--strategy"); }),
+            "--strategy: base: given twice");
+  // chunks sets both phases: beside chunks_fwd one of the two values would win by position.
+  EXPECT_EQ(error_of([] { parse_strategy("chunks=2,chunks_fwd=3", "--strategy"); }),
+            "--strategy: chunks_fwd: sets chunks_fwd, which another item already set (chunks "
+            "sets both chunks_fwd and chunks_bwd)");
+  EXPECT_EQ(error_of([] { parse_strategy("chunks_bwd=3,chunks=2", "--strategy"); }),
+            "--strategy: chunks: sets chunks_bwd, which another item already set (chunks sets "
+            "both chunks_fwd and chunks_bwd)");
+  // The per-phase knobs together are two knobs, and hybrid_levels beside a matching
+  // hybrid_domain is what to_string writes: both still parse.
+  const Strategy s = parse_strategy("chunks_fwd=2,chunks_bwd=3", "-");
+  EXPECT_EQ(s.chunks_fwd, 2);
+  EXPECT_EQ(s.chunks_bwd, 3);
+  EXPECT_EQ(parse_strategy("hybrid_domain=4,hybrid_levels=2x2", "-").hybrid_domain, 4);
+}
+
+TEST(Strategy, AnEmptyItemIsRefused) {
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_strategy("base=lina,,chunks=2", "--strategy"); }),
+            "--strategy: item 2 of \"base=lina,,chunks=2\" is empty (separate items by single "
+            "commas, none at either end)");
+  EXPECT_EQ(error_of([] { parse_strategy("lina,", "--strategy"); }),
+            "--strategy: item 2 of \"lina,\" is empty (separate items by single commas, none at "
+            "either end)");
+}
+
+TEST(Strategy, NearMissNamesGetASuggestion) {
+  using moecomm::testing::error_of;
+  const std::string knobs =
+      "base, a2a, chunks, chunks_bwd, chunks_fwd, comm_priority, compression, copy_pipelining, "
+      "expert_transfer, grad_partitions, grad_sync, hybrid_domain, hybrid_levels, name, "
+      "pipeline_experts, placement, shared_expert, sr_feedback, tp_dispatch";
+  EXPECT_EQ(error_of([] { parse_strategy("chunk=2", "--strategy"); }),
+            "--strategy: chunk: unknown knob; did you mean 'chunks'? (accepted: " + knobs + ")");
+  EXPECT_EQ(error_of([] { parse_strategy("base=lina,grad_partition=8", "--strategy"); }),
+            "--strategy: grad_partition: unknown knob; did you mean 'grad_partitions'? "
+            "(accepted: " +
+                knobs + ")");
+  EXPECT_EQ(error_of([] { parse_strategy("a2a=2hd", "--strategy"); }),
+            "--strategy: a2a: unknown value \"2hd\"; did you mean '2dh'? (accepted: flat, 1dh, "
+            "2dh)");
+  EXPECT_EQ(error_of([] { parse_strategy("monta-o4", "--strategy"); }),
+            "--strategy: unknown strategy \"monta-o4\"; did you mean 'monta-o1', 'monta-o2' or "
+            "'monta-o3'? (accepted: baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
+            "lina, hybridep, netmoe, or knob=value,... with knobs " +
+                knobs + ")");
+  EXPECT_EQ(error_of([] { parse_strategy("base=fsmo,chunks=2", "--strategy"); }),
+            "--strategy: base: unknown strategy \"fsmo\"; did you mean 'fsmoe'? (accepted: "
+            "baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, lina, hybridep, netmoe, or "
+            "knob=value,... with knobs " +
+                knobs + ")");
+  // A strategy name where base=NAME belongs: the text rewritten with it first.
+  EXPECT_EQ(error_of([] { parse_strategy("lina,chunks=2", "--strategy"); }),
+            "--strategy: \"lina\" is a strategy name, not knob=value; did you mean "
+            "'base=lina,chunks=2'? (base=NAME comes first)");
+  EXPECT_EQ(error_of([] { parse_strategy("chunks=2,a2a=2dh,fsmoe", "--strategy"); }),
+            "--strategy: \"fsmoe\" is a strategy name, not knob=value; did you mean "
+            "'base=fsmoe,chunks=2,a2a=2dh'? (base=NAME comes first)");
+  EXPECT_EQ(error_of([] { parse_strategy("chunks=2,chunk", "--strategy"); }),
+            "--strategy: expected knob=value, got \"chunk\"; did you mean 'chunks'? (knobs: " +
+                knobs + ")");
+}
+
 }  // namespace
 }  // namespace moecomm::sched

@@ -6,9 +6,9 @@ PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           liblemon-dev coinor-libcbc-dev openmpi-bin libopenmpi-dev libopenblas-dev
           iproute2  # iproute2: `moecomm testbed` (ip, tc)
           librsvg2-bin  # rsvg-convert: tests render `moecomm sim --svg` to PNG
-          clang libclang-rt-14-dev  # `make fuzz`: clang++ and libFuzzer (libclang_rt.fuzzer)
-          # `make test-sanitize`: GCC's ASan, UBSan, LSan and TSan runtimes.
-          libasan8 libubsan1 liblsan0 libtsan2
+          # `make fuzz` and `make test-sanitize`: clang++, libFuzzer and clang's ASan, UBSan,
+          # LSan and TSan runtimes (libclang_rt.*).
+          clang libclang-rt-14-dev
           # The Python package (python/): bindings, its tests, `pip install .` into a venv.
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
           python3-setuptools python3-venv python3-pip)

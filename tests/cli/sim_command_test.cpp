@@ -11,6 +11,7 @@
 
 #include "cli/app.h"
 #include "support/cli_runner.h"
+#include "support/svg_text.h"
 
 namespace moecomm::cli {
 namespace {
@@ -142,15 +143,7 @@ TEST(SimCommand, WritesATraceAndAnSvg) {
   EXPECT_TRUE(has(first, "<svg")) << first;
 }
 
-// The elements' texts whose start tag begins with `open`.
-std::vector<std::string> texts(const std::string& svg, const std::string& open) {
-  std::vector<std::string> out;
-  for (size_t at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
-    const size_t begin = svg.find('>', at) + 1;
-    out.push_back(svg.substr(begin, svg.find('<', begin) - begin));
-  }
-  return out;
-}
+using test::svg_texts;
 
 // --ranks picks the rows of the SVG and the processes of the trace, in its order; the rows are
 // named by what the stream carries (FSMoE: its ESP collectives run beside the A2A).
@@ -163,17 +156,17 @@ TEST(SimCommand, RanksSelectTheSvgRowsAndTheTraceProcesses) {
   std::ifstream v(svg);
   const std::string text((std::istreambuf_iterator<char>(v)), std::istreambuf_iterator<char>());
   using Texts = std::vector<std::string>;
-  EXPECT_EQ(texts(text, "<text class=\"rank\""), (Texts{"rank 5", "rank 0", "rank 1"}));
+  EXPECT_EQ(svg_texts(text, "<text class=\"rank\""), (Texts{"rank 5", "rank 0", "rank 1"}));
   const Texts roles = {"compute", "token comm", "grad sync", "intra-node comm"};
   Texts want;
   for (int i = 0; i < 3; ++i) want.insert(want.end(), roles.begin(), roles.end());
-  EXPECT_EQ(texts(text, "<text class=\"stream\""), want);
+  EXPECT_EQ(svg_texts(text, "<text class=\"stream\""), want);
   EXPECT_TRUE(has(text,
                   "fsmoe: fsmoe-mixtral-22b on fsmoe-testbed-a, dp=6 tp=8 ep=6 esp=8 pp=1, "
                   "1 MoE layer(s): 48 ranks"))
       << text.substr(0, 600);
   EXPECT_TRUE(has(text, "; showing ranks 5,0-1</text>"));
-  EXPECT_FALSE(texts(text, "<text class=\"label\"").empty());  // op names on the bars
+  EXPECT_FALSE(svg_texts(text, "<text class=\"label\"").empty());  // op names on the bars
 
   std::ifstream t(trace);
   const auto j = nlohmann::json::parse(t);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/expect_error.h"
+#include "support/svg_text.h"
 
 namespace moecomm::sim {
 namespace {
@@ -211,15 +212,7 @@ TEST(ChromeTrace, WritesFileAndNamesUnwritablePath) {
   EXPECT_ERROR_HAS(write_chrome_trace(f.s, f.result, bad), bad);
 }
 
-// The texts of the elements whose start tag begins with `open` (e.g. `<text class="stream"`).
-std::vector<std::string> texts(const std::string& svg, const std::string& open) {
-  std::vector<std::string> out;
-  for (size_t at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
-    const size_t begin = svg.find('>', at) + 1;
-    out.push_back(svg.substr(begin, svg.find('<', begin) - begin));
-  }
-  return out;
-}
+using test::svg_texts;
 
 // The value of attribute `name` in the first element whose start tag begins with `open`.
 std::string attribute(const std::string& svg, const std::string& open, const std::string& name) {
@@ -276,7 +269,7 @@ TEST(SvgTimeline, TimeAxisTicksInMillisecondsAboveAndBelow) {
   const std::string svg = svg_timeline(f.s, f.result);
   // 4.25 ms: a 0.5 ms step, ticks 0 to 4 ms, each labelled above and below the rows.
   EXPECT_EQ(count(svg, "<line class=\"tick\""), 9u);
-  const Texts ticks = texts(svg, "<text class=\"tick\"");
+  const Texts ticks = svg_texts(svg, "<text class=\"tick\"");
   const Texts want = {"0 ms",   "0 ms",   "0.5 ms", "0.5 ms", "1 ms",   "1 ms",
                       "1.5 ms", "1.5 ms", "2 ms",   "2 ms",   "2.5 ms", "2.5 ms",
                       "3 ms",   "3 ms",   "3.5 ms", "3.5 ms", "4 ms",   "4 ms"};
@@ -291,8 +284,8 @@ TEST(SvgTimeline, TimeAxisTicksInMillisecondsAboveAndBelow) {
 TEST(SvgTimeline, RowsAreNamedByRankAndStreamRole) {
   Fixture f;
   const std::string svg = svg_timeline(f.s, f.result);
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
-  EXPECT_EQ(texts(svg, "<text class=\"stream\""),
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"stream\""),
             (Texts{"compute", "token comm", "compute", "token comm"}));
   EXPECT_EQ(svg.find("stream 0"), std::string::npos);
   EXPECT_EQ(count(svg, "<rect class=\"band\""), 1u);  // rank 1's rows are shaded
@@ -308,9 +301,9 @@ TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
   result.rank_end_s = {1e-3, 0};
   result.makespan_s = 1e-3;
   const std::string svg = svg_timeline(s, result);
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
-  EXPECT_EQ(texts(svg, "<text class=\"stream\""), (Texts{"stream 2", "no ops"}));
-  EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"solo"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"stream\""), (Texts{"stream 2", "no ops"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"label\""), (Texts{"solo"}));
   EXPECT_EQ(svg.find("forward-end"), std::string::npos);  // no backward: nothing to mark
   // The Chrome trace names the same tracks: rank 0's stream 2 only.
   std::vector<std::pair<int, int>> threads;
@@ -321,7 +314,7 @@ TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
     }
   EXPECT_EQ(threads, (std::vector<std::pair<int, int>>{{0, 2}}));
   // Rows too thin to name, and ranks with different rows: the note says so.
-  EXPECT_EQ(texts(svg_timeline(s, result, {.row_height_px = 6}), "<text class=\"rows\""),
+  EXPECT_EQ(svg_texts(svg_timeline(s, result, {.row_height_px = 6}), "<text class=\"rows\""),
             (Texts{"each rank's rows, top to bottom: the streams with ops (select fewer ranks "
                    "for their names)"}));
 }
@@ -332,16 +325,16 @@ TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
 TEST(SvgTimeline, LabelsAreDrawnOnBarsWhereTheyFit) {
   Fixture f;
   // Row by row: rank 0's compute row, its token comm row, then rank 1's.
-  const Texts wide = texts(svg_timeline(f.s, f.result), "<text class=\"label\"");
+  const Texts wide = svg_texts(svg_timeline(f.s, f.result), "<text class=\"label\"");
   EXPECT_EQ(wide, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "moe.dispatch.a2a",
                          "dense.grad.allreduce", "attn &amp; &lt;qkv&gt;", "moe.expert",
                          "moe.dispatch.a2a"}));
   const Texts narrow =
-      texts(svg_timeline(f.s, f.result, {.width_px = 300}), "<text class=\"label\"");
+      svg_texts(svg_timeline(f.s, f.result, {.width_px = 300}), "<text class=\"label\"");
   EXPECT_EQ(narrow, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a", "allre\u2026",
                            "attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a"}));
   const Texts narrower =
-      texts(svg_timeline(f.s, f.result, {.width_px = 150}), "<text class=\"label\"");
+      svg_texts(svg_timeline(f.s, f.result, {.width_px = 150}), "<text class=\"label\"");
   EXPECT_EQ(narrower,
             (Texts{"attn\u2026", "expert", "a2a", "attn &amp; &lt;\u2026", "moe.expert", "a2a"}));
   // Light fills get black text, dark ones white: compute is blue.
@@ -361,10 +354,10 @@ TEST(SvgTimeline, BackToBackOpsOfOneNameShareALabel) {
   result.rank_end_s = {4e-3 + 1e-9};
   result.makespan_s = 4e-3 + 1e-9;
   const std::string svg = svg_timeline(s, result);
-  EXPECT_EQ(texts(svg, "<text class=\"label\""), (Texts{"moe.expert \u00d73", "moe.expert"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"label\""), (Texts{"moe.expert \u00d73", "moe.expert"}));
   EXPECT_EQ(count(svg, "<rect class=\"op\""), 5u);  // each op keeps its bar
   // Narrower, the run's name shortens as a single op's does, keeping its count.
-  EXPECT_EQ(texts(svg_timeline(s, result, {.width_px = 80}), "<text class=\"label\""),
+  EXPECT_EQ(svg_texts(svg_timeline(s, result, {.width_px = 80}), "<text class=\"label\""),
             (Texts{"expert \u00d73"}));
 }
 
@@ -396,12 +389,12 @@ TEST(SvgTimeline, SelectedRanksAreTheRowsInTheirOrder) {
   Fixture f;
   std::string svg = svg_timeline(f.s, f.result, {.ranks = {1}});
   EXPECT_EQ(count(svg, "<rect class=\"op\""), f.s.ops_of(1).size());
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 1"}));
-  EXPECT_EQ(texts(svg, "<text class=\"stream\""), (Texts{"compute", "token comm"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 1"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"stream\""), (Texts{"compute", "token comm"}));
   EXPECT_NE(svg.find("; showing ranks 1</text>"), std::string::npos);
   EXPECT_EQ(attribute(svg, "<svg", "height"), "126");  // 72 + 2 rows x 14 + 26
   svg = svg_timeline(f.s, f.result, {.ranks = {1, 0}});
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 1", "rank 0"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 1", "rank 0"}));
   EXPECT_EQ(svg.find("showing ranks"), std::string::npos);  // every rank is drawn
 }
 
@@ -412,15 +405,15 @@ TEST(SvgTimeline, RowsShrinkThenRanksAreLeftOutToBoundTheHeight) {
   std::string svg = svg_timeline(f.s, f.result, {.max_plot_height_px = 30});
   EXPECT_EQ(attribute(svg, "<svg", "height"), "128");  // 72 + 4 rows x 7.5 + 26
   EXPECT_EQ(count(svg, "<rect class=\"op\""), size_t(f.s.num_ops()));
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
   EXPECT_EQ(count(svg, "<text class=\"stream\""), 0u);  // rows under 8 px: named once, above
-  EXPECT_EQ(texts(svg, "<text class=\"rows\""),
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rows\""),
             (Texts{"each rank's rows, top to bottom: compute, token comm"}));
   EXPECT_EQ(count(svg, "<text class=\"label\""), 0u);  // rows under 11 px
 
   svg = svg_timeline(f.s, f.result, {.max_plot_height_px = 10, .min_row_height_px = 4});
   EXPECT_EQ(attribute(svg, "<svg", "height"), "106");  // 72 + 2 rows x 4 + 26
-  EXPECT_EQ(texts(svg, "<text class=\"rank\""), (Texts{"rank 0"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 0"}));
   EXPECT_EQ(count(svg, "<rect class=\"op\""), f.s.ops_of(0).size());
   EXPECT_NE(svg.find("; showing ranks 0 (1 selected ranks left out: their rows do not fit the "
                      "height bound 10 px at 4 px; select fewer ranks)"),

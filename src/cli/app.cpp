@@ -36,7 +36,7 @@ int launcher_rank() {
 
 // Every option shows its default in --help as CLI11 captured it from the variable, except
 // where that value is not one a user would give: a required option's, an empty list's, and a
-// placeholder such as 0 for "the model's", which the description then states in words
+// stand-in such as 0 that means "the model's", which the description then states in words
 // ("(default: the model's)") and which would contradict it.
 void show_defaults(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {

@@ -83,7 +83,7 @@ class BuildPyWithPresets(build_py):
 
 
 setup(
-    packages=["moecomm"],
+    packages=["moecomm", "moecomm.torch"],
     package_dir={"moecomm": "python/moecomm"},
     package_data={"moecomm": ["py.typed", "*.pyi"]},
     ext_modules=[CMakeExtension("moecomm._moecomm")],

@@ -20,4 +20,5 @@ PYBIND11_MODULE(_moecomm, m) {
   moecomm::python::bind_sim(m);
   moecomm::python::bind_place(m);
   moecomm::python::bind_infer(m);
+  moecomm::python::bind_sched(m);
 }

@@ -23,3 +23,8 @@ data = os.environ['MOECOMM_DATA_DIR']
 assert data.startswith('$work/venv'), data
 assert 'netmoe-a800-4x8' in moecomm.presets('clusters')
 "
+# The torch executor is part of the installed package.
+env -u PYTHONPATH -u MOECOMM_DATA_DIR "$work/venv/bin/python" -c "
+import moecomm.torch
+assert moecomm.torch.MoELayer.__module__ == 'moecomm.torch.layer'
+"

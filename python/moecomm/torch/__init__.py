@@ -1,0 +1,11 @@
+"""moecomm for PyTorch: an MoE layer that runs moecomm's schedules on torch.distributed.
+
+>>> layer = moecomm.torch.MoELayer(512, 2048, 16, strategy="fsmoe", parallel="ep=4")  # doctest: +SKIP
+>>> sync = moecomm.torch.GradSync([layer], dense=other_params)                      # doctest: +SKIP
+
+See the README's "moecomm.torch" section.
+"""
+from .grad_sync import GradSync
+from .layer import MoELayer, default_cluster
+
+__all__ = ["MoELayer", "GradSync", "default_cluster"]

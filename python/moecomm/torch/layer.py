@@ -1,0 +1,310 @@
+"""moecomm.torch.MoELayer: an MoE layer whose forward and backward run moecomm's schedule
+for a strategy, with torch tensors and torch.distributed (DESIGN.md "One schedule, three
+executors")."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .. import Error, _moecomm
+from . import routing as rt
+from .collectives import Pending
+from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
+from .runner import OpTimes, Runner
+from .token_path import Collectives, Layout, TokenPath, piece
+
+# The ops of the step the layer runs; the rest (attention, its TP AllReduce, the LM head)
+# belong to the model around it, and gradient synchronization to moecomm.torch.GradSync.
+TOKEN_OPS = ("moe.dispatch.a2a", "moe.dispatch.esp_allgather", "moe.dispatch.esp_allgather.copy",
+             "moe.expert", "moe.combine.esp_reducescatter", "moe.combine.esp_allreduce",
+             "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy")
+FFN_TYPES = ("gelu", "swiglu")
+
+
+def default_cluster(world: int) -> Dict[str, Any]:
+    """One node holding every rank: what a single machine's processes are by default."""
+    return {"name": f"local-{world}",
+            "levels": [{"name": "gpu", "count": world, "bandwidth_GBps": 10, "latency_us": 10}],
+            "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
+
+
+def _strategy_text(strategy: Union[str, Any]) -> str:
+    text = strategy if isinstance(strategy, str) else getattr(strategy, "strategy", None)
+    if not isinstance(text, str):
+        raise Error(f"MoELayer: strategy must be a string (as `moecomm train --strategy`) or "
+                    f"an object with a .strategy string (a PlanRow), got {type(strategy).__name__}")
+    return text
+
+
+class MoELayer(torch.nn.Module):
+    """A Mixture-of-Experts layer, data and expert parallel over torch.distributed's world.
+
+    Each rank passes its own tokens ``x`` ([..., hidden]); TP members (``tp`` in
+    ``parallel``) pass the same tokens, as tensor parallelism replicates activations. The
+    layer returns sum over a token's kept slots of weight x expert(x), the same shape.
+
+    Args:
+        hidden, ffn_hidden, experts, top_k: the model's sizes.
+        gate: ``gshard``, ``sigmoid``, ``xmoe`` or ``expert_choice`` (moecomm.torch.routing).
+        capacity_factor: None for the dropless order, else each expert's per-rank capacity
+            factor (expert choice: the average experts per token, default 1).
+        ffn_type: ``gelu`` (GPT FFN with biases) or ``swiglu`` (Mixtral, no biases).
+        strategy: a method name or knobs, as ``moecomm train --strategy``
+            (``"base=fsmoe,chunks_fwd=4"``), or a PlanRow.
+        parallel: sizes as ``moecomm plan --parallel`` (``"ep=2,tp=2,esp=2"``); the world is
+            torch.distributed's.
+        cluster: preset, JSON file or dict the schedule is planned for (default: one node
+            holding every rank). Its levels say which ranks share a node (1DH/2DH A2As).
+        tokens: tokens per rank the schedule is sized for (the planner's chunk counts).
+        seed: initialises the weights (the same on every rank for the replicated gate).
+    """
+
+    def __init__(self, hidden: int, ffn_hidden: int, experts: int, top_k: int = 2, *,
+                 gate: str = "gshard", capacity_factor: Optional[float] = None,
+                 ffn_type: str = "gelu", strategy: Union[str, Any] = "baseline",
+                 parallel: Union[str, Mapping[str, Any], None] = None,
+                 cluster: Union[str, Mapping[str, Any], None] = None, tokens: int = 1024,
+                 xmoe_dim: int = 8, temperature: float = 0.07, seed: int = 0) -> None:
+        super().__init__()
+        if not dist.is_initialized():
+            raise Error("MoELayer: torch.distributed is not initialized (call "
+                        "init_process_group first)")
+        rt.check_gate(gate)
+        if ffn_type not in FFN_TYPES:
+            raise Error(f"MoELayer: ffn_type must be gelu or swiglu, got '{ffn_type}'")
+        self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
+        self.gate, self.capacity_factor, self.ffn_type = gate, capacity_factor, ffn_type
+        self.temperature = temperature
+        world = dist.get_world_size()
+        self.rank = dist.get_rank()
+        model = {"name": "torch-moe", "hidden": hidden, "ffn_hidden": ffn_hidden,
+                 "experts": experts, "top_k": top_k, "layers": 1, "heads": hidden,
+                 "seq_len": tokens, "micro_batch": 1, "capacity_factor": capacity_factor,
+                 "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
+        self.schedule = _moecomm.build_schedule(model, cluster or default_cluster(world),
+                                                parallel, _strategy_text(strategy))
+        if self.schedule.world_size != world:
+            raise Error(f"MoELayer: the layout has {self.schedule.world_size} ranks but "
+                        f"torch.distributed's world has {world}")
+        self.strategy = self.schedule.strategy
+        self._bind_ops()
+        self._make_groups(world)
+        self._init_weights(seed, xmoe_dim)
+        self.last_times: Optional[OpTimes] = None
+
+    # --- setup
+    def _bind_ops(self) -> None:
+        ops = [o for o in self.schedule.ops(self.rank) if o.layer == 0]
+        unrun = sorted({o.name for o in ops if o.name.startswith("moe.") and o.name not in TOKEN_OPS})
+        if unrun:
+            raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the torch "
+                        f"executor does not run: {', '.join(unrun)} (HybridEP's expert "
+                        f"transfer runs in `moecomm train`)")
+        self.ops = {phase: [o for o in ops if o.phase == phase and o.name in TOKEN_OPS]
+                    for phase in ("forward", "backward")}
+        self.gate_ops = {o.phase: o for o in ops if o.name == "gate"}
+        dispatch = next((o for o in ops if o.name == "moe.dispatch.a2a"), None)
+        if dispatch is None:
+            raise Error("MoELayer: the layout has no expert-parallel A2A (ep must be > 1)")
+        self.ep_group = list(self.schedule.collective(dispatch.collective).group)
+        self.member = dispatch.member
+        if self.experts % len(self.ep_group):
+            raise Error(f"MoELayer: {self.experts} experts do not split over ep = "
+                        f"{len(self.ep_group)}")
+        self.local = self.experts // len(self.ep_group)
+        reduce = next((o for o in ops if o.name.startswith("moe.combine.esp_")), None)
+        self.esp = len(self.schedule.collective(reduce.collective).group) if reduce else 1
+        self.shard = reduce.member if reduce else 0
+        gather = next((o for o in ops if o.name == "moe.dispatch.esp_allgather"), None)
+        self.parts, self.part = (self.esp, self.shard) if gather else (1, 0)
+        if self.ffn_hidden % self.esp:
+            raise Error(f"MoELayer: ffn_hidden {self.ffn_hidden} does not split over esp = "
+                        f"{self.esp}")
+        self.chunks = {p: max([o.chunk + 1 for o in self.ops[p]] + [1]) for p in self.ops}
+        self.ranks_per_node = self.schedule.ranks_per_node
+
+    def _make_groups(self, world: int) -> None:
+        sets, self._hier = [], {}
+        for r in range(world):
+            for o in self.schedule.ops(r):
+                if o.collective < 0:
+                    continue
+                c = self.schedule.collective(o.collective)
+                sets.append(c.group)
+                if c.algorithm in ("1dh", "2dh"):
+                    sets += hierarchical_rank_sets(c.group, self.ranks_per_node)
+        self.groups = GroupRegistry(sets)
+
+        def routed(group: Sequence[int], kind: str, member: int):
+            nodes = nodes_of(group, self.ranks_per_node)
+            g = list(group)
+            node = next(n for n in nodes if member in n)
+            local = node.index(member)
+            if kind == "node":
+                return self.groups.get([g[m] for m in node])
+            if kind == "across":
+                return self.groups.get([g[n[local]] for n in nodes])
+            return self.groups.get([g[n[0]] for n in nodes])
+
+        def nodes(group: Sequence[int]) -> List[List[int]]:
+            found = nodes_of(group, self.ranks_per_node)
+            if not found:
+                raise Error(f"MoELayer: a hierarchical A2A over ranks {list(group)} needs "
+                            f"the same number of them on every node")
+            return found
+
+        self.comms = Collectives(self.groups.get, routed, nodes)
+
+    def _init_weights(self, seed: int, xmoe_dim: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        h, f, e = self.hidden, self.ffn_hidden, self.experts
+        rand = lambda *shape, fan: (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(fan)
+        if self.gate == "xmoe":
+            self.gate_weight = torch.nn.Parameter(rand(xmoe_dim, h, fan=h))
+            self.expert_embeddings = torch.nn.Parameter(rand(e, xmoe_dim, fan=xmoe_dim))
+        else:
+            self.gate_weight = torch.nn.Parameter(rand(e, h, fan=h))
+            self.expert_embeddings = None
+        # Every expert drawn in global order, then this rank keeps its experts' shard: the
+        # weights do not depend on the layout.
+        full = {"w1": rand(e, f, h, fan=h), "w2": rand(e, h, f, fan=f)}
+        if self.ffn_type == "gelu":
+            full.update(b1=rand(e, f, fan=h), b2=rand(e, h, fan=f))
+        else:
+            full["w3"] = rand(e, f, h, fan=h)
+        self.load_experts(full)
+
+    def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
+        """Sets this rank's experts from every expert's weights, stacked over the experts in
+        torch.nn.Linear's layout: ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu), ``w2``
+        [E, hidden, ffn], gelu's biases ``b1`` [E, ffn] and ``b2`` [E, hidden]. The rank
+        keeps its local experts and its ESP shard of the ffn dimension."""
+        first = self.member * self.local
+        experts = slice(first, first + self.local)
+        width = self.ffn_hidden // self.esp
+        ffn = slice(self.shard * width, (self.shard + 1) * width)
+        names = ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
+        for name in names:
+            if name not in full:
+                raise Error(f"MoELayer.load_experts: missing '{name}'")
+            t = full[name].detach()[experts]
+            t = t[:, :, ffn] if name == "w2" else (t if name == "b2" else t[:, ffn])
+            value = t.clone().contiguous()
+            if hasattr(self, name):
+                getattr(self, name).data.copy_(value)
+            else:
+                self.register_parameter(name, torch.nn.Parameter(value))
+
+    def expert_params(self) -> List[torch.nn.Parameter]:
+        names = ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
+        return [getattr(self, n) for n in names]
+
+    def dense_params(self) -> List[torch.nn.Parameter]:
+        return [p for p in (self.gate_weight, self.expert_embeddings) if p is not None]
+
+    # --- compute
+    def _expert(self, l: int, x: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.ffn_type == "gelu":
+            w1, b1, w2, b2 = params
+            y = F.gelu(x @ w1[l].t() + b1[l]) @ w2[l].t()
+            return y + b2[l] if self.shard == 0 else y  # ESP shards sum: one adds the bias
+        w1, w3, w2 = params
+        return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()
+
+    def _route(self, x: torch.Tensor) -> rt.Routing:
+        token, expert, weight = rt.choose(self.gate, x, self.gate_weight, self.top_k,
+                                          self.capacity_factor, self.experts,
+                                          self.expert_embeddings, self.temperature)
+        cap = rt.capacity_of(self.gate, self.capacity_factor, x.shape[0], self.top_k,
+                             self.experts)
+        return rt.order(token, expert, weight, self.experts, cap)
+
+    def _layout(self, counts: torch.Tensor) -> Layout:
+        """Every EP member's counts (the order's layout rides with the rows in moecomm's
+        runtime; here one small AllGather within the gate op)."""
+        mine = counts.reshape(len(self.ep_group), self.local).to(torch.int64)
+        group = self.groups.get(self.ep_group)
+        everyone = [torch.empty_like(mine) for _ in self.ep_group]
+        dist.all_gather(everyone, mine, group=group)
+        return Layout([t.tolist() for t in everyone], self.member, self.parts, self.part)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.hidden:
+            raise Error(f"MoELayer: input's last dimension is {x.shape[-1]}, hidden is "
+                        f"{self.hidden}")
+        times = OpTimes()
+        rows = x.reshape(-1, self.hidden)
+        start = time.perf_counter()
+        routing = self._route(rows)
+        send = rows[routing.token]
+        layout = self._layout(routing.counts)
+        times.record(self.gate_ops["forward"].id, start, time.perf_counter())
+        combined = _Exchange.apply(self, layout, times, send, *self.expert_params())
+        out = rows.new_zeros(rows.shape).index_add(0, routing.token,
+                                                   combined * routing.weight[:, None])
+        self.last_times = times
+        return out.reshape(x.shape)
+
+    def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes
+             ) -> Tuple[TokenPath, torch.Tensor]:
+        path = TokenPath(layout, self.chunks[phase], rows, expert, self.comms, self.schedule)
+        Runner(path.kernels(), times).run(self.ops[phase])
+        return path, path.finish()
+
+
+class _Exchange(torch.autograd.Function):
+    """Dispatch, experts and combine: the schedule's forward ops, and its backward ops in
+    backward (the expert gradients are recomputed per backward chunk, so the backward may
+    chunk differently from the forward, as FSMoE's per-phase degree does)."""
+
+    @staticmethod
+    def forward(ctx, layer: MoELayer, layout: Layout, times: OpTimes, send: torch.Tensor,
+                *params: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            expert = lambda l, rows, keys: layer._expert(l, rows, params)
+            path, combined = layer._run("forward", layout, send.detach(), expert, times)
+        ctx.layer, ctx.layout, ctx.times = layer, layout, times
+        ctx.inputs = _block_inputs(path, layout)
+        ctx.save_for_backward(*params)
+        return combined
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        layer, lay = ctx.layer, ctx.layout
+        params = ctx.saved_tensors
+        grads = [torch.zeros_like(p) for p in params]
+        n = layer.chunks["backward"]
+
+        def expert(l: int, grad_rows: torch.Tensor, keys) -> torch.Tensor:
+            x = torch.cat([ctx.inputs[(i, l)][slice(*piece(lay.counts[i][lay.me][l], c, n, v,
+                                                              lay.parts))]
+                           for c, (i, v, _) in keys])
+            with torch.enable_grad():
+                x = x.detach().requires_grad_()
+                ps = [p.detach().requires_grad_() for p in params]
+                y = layer._expert(l, x, ps)
+                got = torch.autograd.grad(y, [x, *ps], grad_rows, allow_unused=True)
+            for acc, g in zip(grads, got[1:]):
+                if g is not None:
+                    acc += g
+            return got[0]
+
+        with torch.no_grad():
+            _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times)
+        return (None, None, None, grad_send, *grads)
+
+
+def _block_inputs(path: TokenPath, lay: Layout) -> Dict[Tuple[int, int], torch.Tensor]:
+    """Each (source, local expert) block's forward rows, whole: chunk by chunk, part by part
+    (the order the pieces cut it in), so the backward can cut it its own way."""
+    out = {}
+    for i in range(lay.members):
+        for l in range(lay.local):
+            pieces = [path.recv[c][(i, v, l)] for c in range(path.n) for v in range(lay.parts)]
+            out[(i, l)] = torch.cat(pieces)
+    return out

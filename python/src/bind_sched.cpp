@@ -1,0 +1,231 @@
+// moecomm._moecomm.build_schedule: the training step's schedule (sched::build_training_step,
+// the one `moecomm sim` simulates and `moecomm train` runs) as Python objects, for the torch
+// executor (moecomm.torch) to run op by op, and the simulator's time for each op beside it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "cli/planned_knobs.h"
+#include "core/error.h"
+#include "core/topology.h"
+#include "inputs.h"
+#include "sched/layer_builder.h"
+#include "sim/simulator.h"
+
+namespace py = pybind11;
+
+namespace moecomm::python {
+
+namespace {
+
+// A schedule with what built it: the cluster simulates it, the layout and strategy describe it.
+struct BuiltSchedule {
+  sched::Schedule schedule{1};
+  core::Cluster cluster;
+  core::ModelConfig model;
+  core::ParallelConfig parallel;
+  std::string strategy;
+  std::vector<std::string> strategy_notes;
+};
+
+// One op, flattened for Python (Op's fields with its label and stream name resolved).
+struct PyOp {
+  int id = 0, rank = 0, stream = 0, priority = 0, layer = -1, chunk = -1;
+  int collective = -1, member = -1, peer = -1, tag = 0;
+  std::string kind, name, phase, knob, stream_name;
+  double flops = 0, bytes = 0;
+  int prev = -1;
+  std::vector<int> deps;
+};
+
+struct PyCollective {
+  int id = 0, root = -1, priority = 0;
+  std::string kind, algorithm, name;
+  std::vector<int> group;
+  double bytes = 0;
+  std::vector<double> pair_bytes;
+};
+
+PyOp op_of(const sched::Schedule& s, sched::OpId id) {
+  const sched::Op& op = s.op(id);
+  const sched::Label& label = s.label(id);
+  PyOp p;
+  p.id = id;
+  p.rank = op.rank;
+  p.stream = op.stream;
+  p.priority = op.priority;
+  p.layer = label.layer;
+  p.chunk = label.chunk;
+  p.collective = op.collective;
+  p.member = op.member;
+  p.peer = op.peer;
+  p.tag = op.tag;
+  p.kind = std::string(sched::to_string(op.kind));
+  p.name = label.name;
+  p.phase = std::string(sched::to_string(label.phase));
+  p.knob = label.knob;
+  p.stream_name = s.stream_name(op.stream);
+  p.flops = op.flops;
+  p.bytes = op.bytes;
+  p.prev = op.prev;
+  for (sched::OpId d : s.deps(id)) p.deps.push_back(d);
+  return p;
+}
+
+PyCollective collective_of(const sched::Schedule& s, sched::CollectiveId id) {
+  const sched::Collective& c = s.collective(id);
+  PyCollective p;
+  p.id = id;
+  p.root = c.root;
+  p.priority = c.priority;
+  p.kind = std::string(sched::to_string(c.kind));
+  p.algorithm = std::string(sched::to_string(c.algorithm));
+  p.name = s.labels()[size_t(c.label)].name;
+  p.group.assign(c.group.begin(), c.group.end());
+  p.bytes = c.bytes;
+  p.pair_bytes = c.pair_bytes;
+  return p;
+}
+
+std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& cluster,
+                                     const py::object& parallel, const std::string& strategy,
+                                     int layers, int64_t seq_len, int64_t micro_batch) {
+  if (layers < 1 || layers > 1024)
+    throw Error("layers", "must be in [1, 1024], got " + std::to_string(layers));
+  const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
+  const bool ep_given = parallel_spec(parallel).ep.has_value();
+  py::gil_scoped_release release;
+  auto out = std::make_shared<BuiltSchedule>();
+  sched::LayerSetup layer;
+  layer.model = setup.model;
+  layer.cluster = setup.cluster;
+  out->strategy_notes = cli::planned_knobs(setup, strategy, ep_given, "strategy", layer);
+  layer.layers = layers;
+  if (layer.strategy.placement == sched::Placement::kNetMoe)
+    throw Error("strategy",
+                "placement=netmoe needs the step's routing to build its schedule; the torch "
+                "executor runs the other knobs");
+  out->schedule = sched::build_training_step(layer);
+  out->cluster = setup.cluster;
+  out->model = setup.model;
+  out->parallel = layer.parallel;
+  out->strategy = sched::to_string(layer.strategy);
+  return out;
+}
+
+// The simulator's start and end of every op, seconds, indexed by op id.
+std::vector<std::pair<double, double>> simulated_times(const BuiltSchedule& b,
+                                                       double compute_efficiency) {
+  py::gil_scoped_release release;
+  const core::Topology topology(b.cluster);
+  sim::SimOptions options;
+  if (compute_efficiency > 0) options.compute_efficiency = compute_efficiency;
+  const sim::SimResult result = sim::simulate(b.schedule, topology, options);
+  std::vector<std::pair<double, double>> out;
+  out.reserve(result.ops.size());
+  for (const sim::OpTiming& t : result.ops) out.emplace_back(t.start, t.end);
+  return out;
+}
+
+void bind_op(py::module_& m) {
+  py::class_<PyOp>(m, "ScheduleOp", "one op of a schedule (sched::Op with its label)")
+      .def_readonly("id", &PyOp::id)
+      .def_readonly("rank", &PyOp::rank)
+      .def_readonly("stream", &PyOp::stream)
+      .def_readonly("stream_name", &PyOp::stream_name)
+      .def_readonly("priority", &PyOp::priority)
+      .def_readonly("kind", &PyOp::kind, "compute, copy, send, recv, all_to_all, ...")
+      .def_readonly("name", &PyOp::name, "the label's name, e.g. moe.dispatch.a2a")
+      .def_readonly("layer", &PyOp::layer)
+      .def_readonly("phase", &PyOp::phase, "forward, backward or none")
+      .def_readonly("chunk", &PyOp::chunk, "pipelining chunk, -1: unchunked")
+      .def_readonly("knob", &PyOp::knob)
+      .def_readonly("flops", &PyOp::flops)
+      .def_readonly("bytes", &PyOp::bytes)
+      .def_readonly("collective", &PyOp::collective, "collective id, -1: none")
+      .def_readonly("member", &PyOp::member, "position of the rank in the collective's group")
+      .def_readonly("peer", &PyOp::peer)
+      .def_readonly("tag", &PyOp::tag)
+      .def_readonly("prev", &PyOp::prev, "the op before it on its stream, -1: none")
+      .def_readonly("deps", &PyOp::deps, "ops of other streams it waits for")
+      .def("__repr__", [](const PyOp& o) {
+        return "ScheduleOp(" + std::to_string(o.id) + ", " + o.kind + ", '" + o.name + "', " +
+               o.phase + ", chunk " + std::to_string(o.chunk) + ", stream " +
+               std::to_string(o.stream) + ")";
+      });
+  py::class_<PyCollective>(m, "ScheduleCollective", "a collective of a schedule")
+      .def_readonly("id", &PyCollective::id)
+      .def_readonly("kind", &PyCollective::kind)
+      .def_readonly("algorithm", &PyCollective::algorithm, "flat, 1dh, 2dh or ring")
+      .def_readonly("name", &PyCollective::name)
+      .def_readonly("group", &PyCollective::group, "global ranks; member i is group[i]")
+      .def_readonly("bytes", &PyCollective::bytes)
+      .def_readonly("pair_bytes", &PyCollective::pair_bytes, "A2A: n x n bytes, row-major")
+      .def_readonly("root", &PyCollective::root)
+      .def_readonly("priority", &PyCollective::priority);
+}
+
+}  // namespace
+
+void bind_sched(py::module_& m) {
+  bind_op(m);
+  py::class_<BuiltSchedule, std::shared_ptr<BuiltSchedule>>(
+      m, "Schedule", "one training step's schedule, as moecomm sim simulates it")
+      .def_property_readonly("world_size",
+                             [](const BuiltSchedule& b) { return b.schedule.world_size(); })
+      .def_property_readonly("num_ops", [](const BuiltSchedule& b) { return b.schedule.num_ops(); })
+      .def_readonly("strategy", &BuiltSchedule::strategy, "the full strategy string")
+      .def_property_readonly(
+          "ranks_per_node",
+          [](const BuiltSchedule& b) {
+            // Levels outermost first: a node is everything below the outermost level.
+            const auto& levels = b.cluster.levels;
+            if (levels.size() < 2) return b.schedule.world_size();
+            return b.schedule.world_size() / levels.front().count;
+          },
+          "ranks that share a node (hierarchical A2As group them)")
+      .def_readonly("strategy_notes", &BuiltSchedule::strategy_notes)
+      .def_property_readonly("parallel",
+                             [](const BuiltSchedule& b) {
+                               const core::ParallelConfig& p = b.parallel;
+                               py::dict d;
+                               d["dp"] = p.dp;
+                               d["tp"] = p.tp;
+                               d["ep"] = p.ep;
+                               d["esp"] = p.esp;
+                               d["pp"] = p.pp;
+                               d["cp"] = p.cp;
+                               return d;
+                             })
+      .def(
+          "ops",
+          [](const BuiltSchedule& b, int rank) {
+            if (rank < 0 || rank >= b.schedule.world_size())
+              throw Error("rank", "must be in [0, " + std::to_string(b.schedule.world_size()) +
+                                      "), got " + std::to_string(rank));
+            std::vector<PyOp> out;
+            for (sched::OpId id : b.schedule.ops_of(rank)) out.push_back(op_of(b.schedule, id));
+            return out;
+          },
+          py::arg("rank"), "the rank's ops in the order they were added")
+      .def(
+          "collective",
+          [](const BuiltSchedule& b, int id) {
+            if (id < 0 || id >= b.schedule.num_collectives())
+              throw Error("collective", "no collective " + std::to_string(id));
+            return collective_of(b.schedule, id);
+          },
+          py::arg("id"))
+      .def("simulated_times", &simulated_times, py::arg("compute_efficiency") = 0.0,
+           "the simulator's (start_s, end_s) of every op, indexed by op id, on the cluster the "
+           "schedule was built for");
+  m.def("build_schedule", &build, py::arg("model"), py::arg("cluster"), py::arg("parallel"),
+        py::arg("strategy"), py::arg("layers") = 1, py::arg("seq_len") = 0,
+        py::arg("micro_batch") = 0, "build one training step's schedule");
+}
+
+}  // namespace moecomm::python

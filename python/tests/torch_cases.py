@@ -1,0 +1,127 @@
+"""Runs every torch-layer case on 4 gloo processes (torch.multiprocessing.spawn) and writes,
+per rank and case, the largest differences from the reference MoE (torch_reference.py)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+HIDDEN, FFN, EXPERTS, TOKENS = 16, 32, 8, 24
+ONE_NODE = None  # MoELayer's default: one node of 4 ranks
+TWO_NODES = {"name": "2x2", "levels": [
+    {"name": "node", "count": 2, "bandwidth_GBps": 1, "latency_us": 20},
+    {"name": "gpu", "count": 2, "bandwidth_GBps": 10, "latency_us": 5}],
+    "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
+
+# (id, strategy, parallel, cluster, gate, capacity_factor, ffn_type, top_k)
+CASES = [
+    ("baseline", "baseline", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("lina", "lina", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("fsmoe", "fsmoe", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("fsmoe-r3-r2", "base=fsmoe,chunks_fwd=3,chunks_bwd=2", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("experts-wait", "base=baseline,chunks=3,pipeline_experts=false", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("hier-a2a", "hier-a2a", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("2dh-chunks", "base=fsmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("1dh", "base=baseline,a2a=1dh", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("tp-replicate", "baseline", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("monta-o1", "monta-o1", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("monta-o2", "monta-o2", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("monta-o3", "monta-o3", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("fsmoe-tp", "fsmoe", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("edp-bucketed", "baseline", "ep=2", ONE_NODE, "gshard", None, "gelu", 2),
+    ("edp-lina", "base=lina,grad_partitions=3", "ep=2", ONE_NODE, "gshard", None, "gelu", 2),
+    ("edp-fsmoe", "base=fsmoe,grad_partitions=2", "ep=2", ONE_NODE, "gshard", None, "gelu", 2),
+    ("sigmoid", "fsmoe", "ep=4", ONE_NODE, "sigmoid", None, "gelu", 1),
+    ("xmoe", "fsmoe", "ep=4", ONE_NODE, "xmoe", None, "gelu", 2),
+    ("expert-choice", "fsmoe", "ep=4", ONE_NODE, "expert_choice", 1.0, "gelu", 2),
+    ("capacity", "fsmoe", "ep=4", ONE_NODE, "gshard", 1.0, "gelu", 2),
+    ("swiglu", "monta-o3", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "swiglu", 2),
+]
+
+
+def run_case(case, rank):
+    import moecomm.torch as mt
+    from torch_reference import ReferenceMoE
+    name, strategy, parallel, cluster, gate, cf, ffn, k = case
+    ref = ReferenceMoE(HIDDEN, FFN, EXPERTS, k, gate, cf, ffn, seed=7)
+    layer = mt.MoELayer(HIDDEN, FFN, EXPERTS, k, gate=gate, capacity_factor=cf, ffn_type=ffn,
+                        strategy=strategy, parallel=parallel, cluster=cluster, tokens=TOKENS)
+    with torch.no_grad():
+        layer.gate_weight.copy_(ref.router.weight)
+        if ref.embeddings is not None:
+            layer.expert_embeddings.copy_(ref.embeddings)
+    layer.load_experts(ref.stacked_experts())
+    tp = layer.schedule.parallel["tp"]
+    batches = dist.get_world_size() // tp
+    gen = torch.Generator().manual_seed(11)
+    xs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(batches)]
+    rs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(batches)]
+    # The reference: every batch through one MoE, the loss summed over batches.
+    ref_x = [x.clone().requires_grad_() for x in xs]
+    ref_out = [ref(x) for x in ref_x]
+    sum((o * r).sum() for o, r in zip(ref_out, rs)).backward()
+    # The layer: this rank's batch (TP members share one).
+    b = rank // tp
+    x = xs[b].clone().requires_grad_()
+    out = layer(x)
+    (out * rs[b]).sum().backward()
+    mt.GradSync([layer]).step()
+    dense_ref = [ref.router.weight.grad] + ([ref.embeddings.grad] if ref.embeddings is not None else [])
+    want = ReferenceShard(layer, ref.stacked_grads())
+    pairs = {"output": [(out, ref_out[b])], "input_grad": [(x.grad, ref_x[b].grad)],
+             "gate_grad": list(zip([p.grad for p in layer.dense_params()], dense_ref)),
+             "expert_grad": [(getattr(layer, n).grad, w) for n, w in want.items()]}
+    # Largest difference over the reference's largest magnitude (at least 1): fp32 sums in
+    # another order differ by a few ulps of the magnitude.
+    diffs = {k: max((a - w).abs().max().item() / max(1.0, w.abs().max().item()) for a, w in v)
+             for k, v in pairs.items()}
+    return {"diffs": diffs, "strategy": layer.strategy, "ops": len(layer.last_times.spans)}
+
+
+def ReferenceShard(layer, grads):
+    """The reference's expert gradients cut to this rank's experts and ESP shard (the output
+    bias is applied, and learned, by ESP shard 0: the others' stays zero)."""
+    first = layer.member * layer.local
+    width = layer.ffn_hidden // layer.esp
+    ffn = slice(layer.shard * width, (layer.shard + 1) * width)
+    out = {}
+    for name, g in grads.items():
+        g = g[first:first + layer.local]
+        out[name] = g[:, :, ffn] if name == "w2" else (g if name == "b2" else g[:, ffn])
+        if name == "b2" and layer.shard != 0:
+            out[name] = torch.zeros_like(out[name])
+    return out
+
+
+def worker(rank, world, store, outdir, names):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    results = {}
+    for case in CASES:
+        if names and case[0] not in names:
+            continue
+        try:
+            results[case[0]] = run_case(case, rank)
+        except Exception:  # reported per case; the other cases still run
+            results[case[0]] = {"error": traceback.format_exc()}
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+def run_all(outdir: str, names=()):
+    import torch.multiprocessing as mp
+    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir, list(names)), nprocs=4)
+    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]
+
+
+if __name__ == "__main__":
+    import tempfile
+    d = tempfile.mkdtemp()
+    for r, res in enumerate(run_all(d, sys.argv[1:])):
+        for name, v in res.items():
+            print(r, name, v.get("diffs"), v.get("error", "")[-600:])

@@ -7,5 +7,7 @@ See the README's "moecomm.torch" section.
 """
 from .grad_sync import GradSync
 from .layer import MoELayer, default_cluster
+from .report import format_op_times, op_times, profile_cluster
 
-__all__ = ["MoELayer", "GradSync", "default_cluster"]
+__all__ = ["MoELayer", "GradSync", "default_cluster", "profile_cluster", "op_times",
+           "format_op_times"]

@@ -99,7 +99,8 @@ class MoELayer(torch.nn.Module):
 
     # --- setup
     def _bind_ops(self) -> None:
-        ops = [o for o in self.schedule.ops(self.rank) if o.layer == 0]
+        self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
+        ops = [o for o in self._by_id.values() if o.layer == 0]
         unrun = sorted({o.name for o in ops if o.name.startswith("moe.") and o.name not in TOKEN_OPS})
         if unrun:
             raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the torch "
@@ -249,6 +250,10 @@ class MoELayer(torch.nn.Module):
                                                    combined * routing.weight[:, None])
         self.last_times = times
         return out.reshape(x.shape)
+
+    def schedule_op(self, op_id: int) -> Any:
+        """This rank's op ``op_id`` of the schedule (a ScheduleOp)."""
+        return self._by_id[op_id]
 
     def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes
              ) -> Tuple[TokenPath, torch.Tensor]:

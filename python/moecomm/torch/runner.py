@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 from .. import Error
 from .collectives import Pending
@@ -44,9 +44,9 @@ class Runner:
         self.a2a_first = a2a_first
         self._inflight: Dict[int, Tuple[object, Pending, float]] = {}
 
-    def run(self, ops: Iterable[object], done_before: Iterable[int] = ()) -> None:
+    def run(self, ops: Iterable[object]) -> None:
         """Runs ``ops`` (ScheduleOps of one rank, in op order). Dependencies on ops outside
-        the list are taken as met (``done_before`` names them for the error message only)."""
+        the list (the model's own: attention, the LM head) are taken as met."""
         for op in sorted(ops, key=lambda o: o.id):
             kernel = self.kernels.get(op.name)
             if kernel is None:
@@ -84,6 +84,3 @@ class Runner:
         for op_id in sorted(self._inflight):
             if op_id in self._inflight:
                 self.finish(op_id)
-
-    def idle(self) -> List[int]:
-        return sorted(self._inflight)

@@ -1,0 +1,86 @@
+"""Measured beside predicted: the torch world profiled into a cluster file, and a layer's
+per-op wall times set beside the simulator's times for the same schedule on that cluster
+(what ``moecomm sim`` predicts for the very ops that ran)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .layer import MoELayer
+
+
+def _slowest(seconds: float) -> float:
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _timed(fn, repeats: int) -> float:
+    fn()  # warm-up
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return _slowest((time.perf_counter() - start) / repeats)
+
+
+def profile_cluster(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 5,
+                    gemm: int = 256) -> Dict[str, Any]:
+    """Measures torch.distributed's world as a one-level cluster (collective: every rank
+    calls it). The link is alpha-beta fitted (least squares) to ``all_to_all_single``
+    times, slowest rank, over ``sizes`` bytes per rank: latency_us = alpha, bandwidth_GBps =
+    the bytes a rank sends to the others over (time - alpha). The device's fp32 rate is a
+    ``gemm`` x ``gemm`` matmul's. Returns a cluster dict (README "Files")."""
+    world = dist.get_world_size()
+    points = []
+    for size in sizes:
+        floats = max(world, size // 4 // world * world)
+        send, recv = torch.randn(floats), torch.empty(floats)
+        t = _timed(lambda: dist.all_to_all_single(recv, send), repeats)
+        points.append((floats * 4 * (world - 1) / world, t))
+    sent, secs = np.array(points).T
+    slope, alpha = np.polyfit(sent, secs, 1)
+    a, b = torch.randn(gemm, gemm), torch.randn(gemm, gemm)
+    flops = 2 * gemm ** 3 / _timed(lambda: a @ b, repeats)
+    return {"name": f"torch-{dist.get_backend()}-{world}",
+            "description": "measured by moecomm.torch.profile_cluster",
+            "levels": [{"name": "proc", "count": world,
+                        "bandwidth_GBps": 1 / max(slope, 1e-15) / 1e9,
+                        "latency_us": max(alpha, 0.0) * 1e6}],
+            "device": {"tflops": flops / 1e12, "memory_GB": 16, "memory_bandwidth_GBps": 20,
+                       "compute_efficiency": 1}}
+
+
+def op_times(layer: MoELayer, sync: Optional[object] = None) -> List[Dict[str, Any]]:
+    """The last step's ops on this rank (forward, backward, and the GradSync's gradient ops
+    when given), measured and simulated, in op order: ``{id, name, phase, chunk, kind,
+    measured_ms, simulated_ms}``; each time is the op's duration. The simulation runs the
+    layer's schedule on the cluster the layer was built for (pass a profiled one)."""
+    spans = dict(layer.last_times.spans if layer.last_times else {})
+    if sync is not None and getattr(sync, "last_times", None):
+        for times in sync.last_times.values():
+            spans.update(times.spans)
+    simulated = layer.schedule.simulated_times()
+    rows = []
+    for op in layer.schedule.ops(layer.rank):
+        if op.id not in spans:
+            continue
+        start, end = spans[op.id]
+        s0, s1 = simulated[op.id]
+        rows.append({"id": op.id, "name": op.name, "phase": op.phase, "chunk": op.chunk,
+                     "kind": op.kind, "measured_ms": (end - start) * 1e3,
+                     "simulated_ms": (s1 - s0) * 1e3})
+    return rows
+
+
+def format_op_times(rows: List[Dict[str, Any]]) -> str:
+    """``op_times`` as a table."""
+    out = [f"{'op':<34} {'phase':<9} {'chunk':>5} {'measured ms':>12} {'simulated ms':>13}"]
+    for r in rows:
+        out.append(f"{r['name']:<34} {r['phase']:<9} {r['chunk']:>5} {r['measured_ms']:>12.3f} "
+                   f"{r['simulated_ms']:>13.3f}")
+    return "\n".join(out)

@@ -1,0 +1,40 @@
+"""moecomm.torch's errors name what is wrong (moecomm.Error, a ValueError), on every rank."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+import torch_errors  # noqa: E402
+
+EXPECTED = {
+    "hybridep": "moe.hybrid.expert_allgather",
+    "netmoe": "placement=netmoe",
+    "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert_choice, got 'topk'",
+    "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",
+    "experts-split": "ep = 4 does not divide the number of experts (6)",
+    "world": "the layout has 8 ranks but torch.distributed's world has 4",
+    "strategy": "did you mean 'chunks'",
+    "strategy-type": "strategy must be a string",
+    "hidden": "input's last dimension is 15, hidden is 16",
+    "grad-sync": "give at least one MoELayer",
+}
+
+
+@pytest.fixture(scope="module")
+def errors(tmp_path_factory):
+    return torch_errors.run_all(str(tmp_path_factory.mktemp("torch_errors")))
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_error_names_the_problem(errors, case):
+    for rank, got in enumerate(errors):
+        assert got[case] is not None, f"rank {rank}: {case} raised nothing"
+        assert EXPECTED[case] in got[case], f"rank {rank}: {got[case]}"
+
+
+def test_uninitialized_torch_distributed():
+    import moecomm
+    import moecomm.torch as mt
+    with pytest.raises(moecomm.Error, match="not initialized"):
+        mt.MoELayer(16, 32, 8)

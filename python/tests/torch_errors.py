@@ -1,0 +1,49 @@
+"""Bad input to moecomm.torch on 4 gloo processes: each case's error message, per rank."""
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import torch.distributed as dist
+
+EIGHT = {"name": "2x4", "levels": [
+    {"name": "node", "count": 2, "bandwidth_GBps": 1, "latency_us": 20},
+    {"name": "gpu", "count": 4, "bandwidth_GBps": 10, "latency_us": 5}],
+    "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
+
+CASES = {
+    "hybridep": lambda mt: mt.MoELayer(16, 32, 8, strategy="hybridep", parallel="ep=4"),
+    "netmoe": lambda mt: mt.MoELayer(16, 32, 8, strategy="netmoe", parallel="ep=4"),
+    "unknown-gate": lambda mt: mt.MoELayer(16, 32, 8, gate="topk", parallel="ep=4"),
+    "ffn-type": lambda mt: mt.MoELayer(16, 32, 8, ffn_type="relu", parallel="ep=4"),
+    "experts-split": lambda mt: mt.MoELayer(16, 32, 6, parallel="ep=4"),
+    "world": lambda mt: mt.MoELayer(16, 32, 8, parallel="ep=8", cluster=EIGHT),
+    "strategy": lambda mt: mt.MoELayer(16, 32, 8, strategy="base=fsmoe,chunkz=2", parallel="ep=4"),
+    "strategy-type": lambda mt: mt.MoELayer(16, 32, 8, strategy=3, parallel="ep=4"),
+    "hidden": lambda mt: mt.MoELayer(16, 32, 8, parallel="ep=4")(torch.zeros(4, 15)),
+    "grad-sync": lambda mt: mt.GradSync([]),
+}
+
+
+def worker(rank, world, store, outdir):
+    import moecomm
+    import moecomm.torch as mt
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    out = {}
+    for name, make in CASES.items():
+        try:
+            make(mt)
+            out[name] = None
+        except moecomm.Error as e:
+            out[name] = str(e)
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
+def run_all(outdir: str):
+    import torch.multiprocessing as mp
+    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir), nprocs=4)
+    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]

@@ -2,7 +2,9 @@
 ops say (in place of DDP's buckets): each layer's dense gradients (the gate, and the model's
 other parameters with the first layer) over the dense data-parallel group, its experts'
 over the expert-data-parallel group, cut into the partitions the strategy's grad_sync and
-grad_partitions give (Lina Sec. 4.2, FSMoE Sec. 5), in the schedule's order."""
+grad_partitions give (Lina Sec. 4.2, FSMoE Sec. 5), in the schedule's order. They run after
+the backward, so no A2A is in flight beside them: overlapping them with the backward's A2As
+(where Lina's A2A-first gate would decide) is not built here."""
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Sequence
@@ -52,7 +54,7 @@ class GradSync:
             flats = {name: self._flatten(index, name) for name in GRAD_OPS}
             times = OpTimes()
             kernels = {name: self._kernel(layer, flats[name]) for name in GRAD_OPS}
-            Runner(kernels, times, a2a_first=True).run(ops)
+            Runner(kernels, times).run(ops)
             for name in GRAD_OPS:
                 self._unflatten(index, name, flats[name])
             self.last_times[index] = times

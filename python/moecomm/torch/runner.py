@@ -29,19 +29,11 @@ Kernel = Callable[[object], Optional[Pending]]
 
 
 class Runner:
-    """Runs ops with the kernels registered by label name.
+    """Runs ops with the kernels registered by label name."""
 
-    ``a2a_first`` is Lina's gate (lina.txt Sec. 4.1; sched/policy.h): a gradient micro-op
-    (an op on the gradient stream) never shares the network with an A2A. Before an A2A is
-    issued, the micro-ops in flight finish; micro-ops issue only while no A2A is in flight.
-    """
-
-    def __init__(self, kernels: Dict[str, Kernel], times: OpTimes, grad_stream: int = 2,
-                 a2a_first: bool = False) -> None:
+    def __init__(self, kernels: Dict[str, Kernel], times: OpTimes) -> None:
         self.kernels = kernels
         self.times = times
-        self.grad_stream = grad_stream
-        self.a2a_first = a2a_first
         self._inflight: Dict[int, Tuple[object, Pending, float]] = {}
 
     def run(self, ops: Iterable[object]) -> None:
@@ -55,8 +47,6 @@ class Runner:
             for dep in [op.prev, *op.deps]:
                 if dep in self._inflight:
                     self.finish(dep)
-            if self.a2a_first:
-                self._gate(op)
             start = time.perf_counter()
             pending = kernel(op)
             if pending is None:
@@ -64,16 +54,6 @@ class Runner:
             else:
                 self._inflight[op.id] = (op, pending, start)
         self.finish_all()
-
-    def _gate(self, op: object) -> None:
-        if op.kind == "all_to_all":
-            for other, (o, _, _) in list(self._inflight.items()):
-                if o.stream == self.grad_stream:
-                    self.finish(other)
-        elif op.stream == self.grad_stream:
-            for other, (o, _, _) in list(self._inflight.items()):
-                if o.kind == "all_to_all":
-                    self.finish(other)
 
     def finish(self, op_id: int) -> None:
         op, pending, start = self._inflight.pop(op_id)

@@ -114,9 +114,6 @@ class MoELayer(torch.nn.Module):
             raise Error("MoELayer: the layout has no expert-parallel A2A (ep must be > 1)")
         self.ep_group = list(self.schedule.collective(dispatch.collective).group)
         self.member = dispatch.member
-        if self.experts % len(self.ep_group):
-            raise Error(f"MoELayer: {self.experts} experts do not split over ep = "
-                        f"{len(self.ep_group)}")
         self.local = self.experts // len(self.ep_group)
         reduce = next((o for o in ops if o.name.startswith("moe.combine.esp_")), None)
         self.esp = len(self.schedule.collective(reduce.collective).group) if reduce else 1

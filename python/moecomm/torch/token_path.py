@@ -123,6 +123,21 @@ class TokenPath:
         members = self.schedule.collective(op.collective).group
         return self.comms.group_of(members), members
 
+    def _a2a(self, op: object, payload: torch.Tensor, size: Callable[[int, int], int]
+             ) -> Pending:
+        """The op's A2A-v of ``payload``, ``size(i, j)`` rows from member i to member j, as
+        its collective's algorithm routes it (flat, 1DH, 2DH)."""
+        members, me = self.lay.members, self.lay.me
+        coll = self.schedule.collective(op.collective)
+        if coll.algorithm in ("1dh", "2dh"):
+            matrix = [[size(i, j) for j in range(members)] for i in range(members)]
+            phases = col.hierarchical_plan(coll.algorithm, self.comms.nodes_of(coll.group))
+            group_of = lambda kind, m: self.comms.routed_group_of(coll.group, kind, m)
+            return col.routed_all_to_all(payload, matrix, me, phases, group_of)
+        return col.all_to_all_v(payload, [size(me, j) for j in range(members)],
+                                [size(i, me) for i in range(members)],
+                                self.comms.group_of(coll.group))
+
     # --- toward the experts
     def dispatch(self, op: object) -> Pending:
         lay, c, u = self.lay, self._chunk(op), self.lay.part
@@ -130,18 +145,7 @@ class TokenPath:
                 for j in range(lay.members) for l in range(lay.local)]
         payload = torch.cat(rows) if rows else self.send[:0]
         size = lambda i, j: sum(lay.size(i, j, l, c, self.n, u) for l in range(lay.local))
-        send_counts = [size(lay.me, j) for j in range(lay.members)]
-        recv_counts = [size(i, lay.me) for i in range(lay.members)]
-        coll = self.schedule.collective(op.collective)
-        if coll.algorithm in ("1dh", "2dh"):
-            matrix = [[size(i, j) for j in range(lay.members)] for i in range(lay.members)]
-            nodes = self.comms.nodes_of(coll.group)
-            phases = col.hierarchical_plan(coll.algorithm, nodes)
-            group_of = lambda kind, m: self.comms.routed_group_of(coll.group, kind, m)
-            pending = col.routed_all_to_all(payload, matrix, lay.me, phases, group_of)
-        else:
-            pending = col.all_to_all_v(payload, send_counts, recv_counts,
-                                       self.comms.group_of(coll.group))
+        pending = self._a2a(op, payload, size)
 
         def unpack() -> torch.Tensor:
             got = pending.wait()
@@ -228,19 +232,9 @@ class TokenPath:
                 self.reduced[c][(i, l)] = block
         rows = [self.reduced[c][(i, l)] for i in range(lay.members) for l in range(lay.local)]
         payload = torch.cat(rows)
-        size = lambda i, j: sum(lay.size(i, j, l, c, self.n, u) for l in range(lay.local))
-        send_counts = [size(i, lay.me) for i in range(lay.members)]
-        recv_counts = [size(lay.me, j) for j in range(lay.members)]
-        coll = self.schedule.collective(op.collective)
-        if coll.algorithm in ("1dh", "2dh"):
-            # The combine is the dispatch's transpose: member i sends j what j sent i.
-            matrix = [[size(j, i) for j in range(lay.members)] for i in range(lay.members)]
-            phases = col.hierarchical_plan(coll.algorithm, self.comms.nodes_of(coll.group))
-            group_of = lambda kind, m: self.comms.routed_group_of(coll.group, kind, m)
-            pending = col.routed_all_to_all(payload, matrix, lay.me, phases, group_of)
-        else:
-            pending = col.all_to_all_v(payload, send_counts, recv_counts,
-                                       self.comms.group_of(coll.group))
+        # The combine is the dispatch's transpose: member i sends j what j sent i.
+        size = lambda i, j: sum(lay.size(j, i, l, c, self.n, u) for l in range(lay.local))
+        pending = self._a2a(op, payload, size)
 
         def unpack() -> torch.Tensor:
             got = pending.wait()

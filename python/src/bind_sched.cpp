@@ -11,8 +11,10 @@
 #include "bindings.h"
 #include "cli/planned_knobs.h"
 #include "core/error.h"
+#include "core/rank_groups.h"
 #include "core/topology.h"
 #include "inputs.h"
+#include "sched/build_hybridep.h"
 #include "sched/layer_builder.h"
 #include "sim/simulator.h"
 
@@ -30,7 +32,28 @@ struct BuiltSchedule {
   core::ParallelConfig parallel;
   std::string strategy;
   std::vector<std::string> strategy_notes;
+  bool hybrid = false;                     // expert_transfer=hybrid
+  int hybrid_domain = 1;                   // HybridEP S_ED
+  std::vector<core::RankGroup> ep_groups;  // world ranks of every EP group
+  // Per EP group: position -> EP member index (HybridEP's location renumbering; identity
+  // without it). Domains are hybrid_domain consecutive positions.
+  std::vector<std::vector<int>> ep_orders;
 };
+
+void set_ep_orders(const sched::LayerSetup& layer, BuiltSchedule& out) {
+  const core::RankGroups groups = core::build_rank_groups(layer.parallel);
+  out.ep_groups = groups.ep;
+  out.hybrid = layer.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
+  out.hybrid_domain = out.hybrid ? layer.strategy.hybrid_domain : 1;
+  const std::vector<std::vector<int>> orders =
+      out.hybrid ? sched::hybrid_orders(layer, groups) : std::vector<std::vector<int>>{};
+  for (size_t k = 0; k < groups.ep.size(); ++k) {
+    std::vector<int> order(groups.ep[k].size());
+    for (size_t p = 0; p < order.size(); ++p) order[p] = int(p);
+    if (k < orders.size() && !orders[k].empty()) order = orders[k];
+    out.ep_orders.push_back(order);
+  }
+}
 
 // One op, flattened for Python (Op's fields with its label and stream name resolved).
 struct PyOp {
@@ -114,6 +137,7 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
   out->model = setup.model;
   out->parallel = layer.parallel;
   out->strategy = sched::to_string(layer.strategy);
+  set_ep_orders(layer, *out);
   return out;
 }
 
@@ -212,6 +236,24 @@ void bind_sched(py::module_& m) {
             return out;
           },
           py::arg("rank"), "the rank's ops in the order they were added")
+      .def_readonly("hybrid", &BuiltSchedule::hybrid, "whether experts travel (HybridEP)")
+      .def_readonly("hybrid_domain", &BuiltSchedule::hybrid_domain,
+                    "HybridEP's domain size S_ED (1 without expert transfer)")
+      .def(
+          "ep_order",
+          [](const BuiltSchedule& b, int rank) {
+            for (size_t k = 0; k < b.ep_groups.size(); ++k)
+              for (int r : b.ep_groups[k])
+                if (r == rank)
+                  return std::make_pair(
+                      std::vector<int>(b.ep_groups[k].begin(), b.ep_groups[k].end()),
+                      b.ep_orders[k]);
+            throw Error("rank", "no EP group holds rank " + std::to_string(rank));
+          },
+          py::arg("rank"),
+          "(the rank's EP group in world ranks, position -> member index): HybridEP's "
+          "domains are hybrid_domain consecutive positions; the member at position p owns "
+          "experts [p L, (p + 1) L)")
       .def(
           "collective",
           [](const BuiltSchedule& b, int id) {

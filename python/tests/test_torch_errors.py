@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 import torch_errors  # noqa: E402
 
 EXPECTED = {
-    "hybridep": "moe.hybrid.expert_allgather",
+    "hybrid-esp": "expert_transfer=hybrid runs without ESP here (esp = 1)",
     "netmoe": "placement=netmoe",
     "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert_choice, got 'topk'",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",

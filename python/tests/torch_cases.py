@@ -40,6 +40,9 @@ CASES = [
     ("expert-choice", "fsmoe", "ep=4", ONE_NODE, "expert_choice", 1.0, "gelu", 2),
     ("capacity", "fsmoe", "ep=4", ONE_NODE, "gshard", 1.0, "gelu", 2),
     ("swiglu", "monta-o3", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "swiglu", 2),
+    ("hybridep-d2", "base=hybridep,hybrid_domain=2,compression=1", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("hybridep-2x1", "base=hybridep,hybrid_levels=2x1,compression=1,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("hybridep-edp", "base=hybridep,hybrid_domain=2,compression=1", "ep=2", ONE_NODE, "gshard", None, "swiglu", 2),
 ]
 
 
@@ -85,7 +88,7 @@ def run_case(case, rank):
 def ReferenceShard(layer, grads):
     """The reference's expert gradients cut to this rank's experts and ESP shard (the output
     bias is applied, and learned, by ESP shard 0: the others' stays zero)."""
-    first = layer.member * layer.local
+    first = layer.position * layer.local  # HybridEP: ownership follows the position order
     width = layer.ffn_hidden // layer.esp
     ffn = slice(layer.shard * width, (layer.shard + 1) * width)
     out = {}

@@ -13,7 +13,8 @@ EIGHT = {"name": "2x4", "levels": [
     "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
 
 CASES = {
-    "hybridep": lambda mt: mt.MoELayer(16, 32, 8, strategy="hybridep", parallel="ep=4"),
+    "hybrid-esp": lambda mt: mt.MoELayer(16, 32, 8, strategy="base=hybridep,hybrid_domain=2",
+                                         parallel="tp=2,ep=2,esp=2"),
     "netmoe": lambda mt: mt.MoELayer(16, 32, 8, strategy="netmoe", parallel="ep=4"),
     "unknown-gate": lambda mt: mt.MoELayer(16, 32, 8, gate="topk", parallel="ep=4"),
     "ffn-type": lambda mt: mt.MoELayer(16, 32, 8, ffn_type="relu", parallel="ep=4"),

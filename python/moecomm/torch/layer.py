@@ -15,6 +15,7 @@ from .. import Error, _moecomm
 from . import routing as rt
 from .collectives import Pending
 from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
+from .hybrid import DomainExperts
 from .runner import OpTimes, Runner
 from .token_path import Collectives, Layout, TokenPath, piece
 
@@ -22,7 +23,8 @@ from .token_path import Collectives, Layout, TokenPath, piece
 # belong to the model around it, and gradient synchronization to moecomm.torch.GradSync.
 TOKEN_OPS = ("moe.dispatch.a2a", "moe.dispatch.esp_allgather", "moe.dispatch.esp_allgather.copy",
              "moe.expert", "moe.combine.esp_reducescatter", "moe.combine.esp_allreduce",
-             "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy")
+             "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy",
+             "moe.hybrid.expert_allgather", "moe.hybrid.grad_reducescatter")
 FFN_TYPES = ("gelu", "swiglu")
 
 
@@ -125,6 +127,34 @@ class MoELayer(torch.nn.Module):
                         f"{self.esp}")
         self.chunks = {p: max([o.chunk + 1 for o in self.ops[p]] + [1]) for p in self.ops}
         self.ranks_per_node = self.schedule.ranks_per_node
+        self._bind_domains(ops)
+
+    def _bind_domains(self, ops: List[Any]) -> None:
+        """Which experts this rank owns and where a token for each expert goes. Without
+        expert transfer, member m owns experts [m L, (m + 1) L) and gets their tokens. Under
+        HybridEP the member at position p of the group's order owns [p L, (p + 1) L); domains
+        are ``domain`` consecutive positions; a token for an expert of this rank's domain
+        stays (its copy runs here), one for another domain goes to that domain's member at
+        this rank's offset (Algorithm 1), which runs it with its copy."""
+        _, order = self.schedule.ep_order(self.rank)
+        self.order = list(order)
+        self.position = self.order.index(self.member)
+        self.domain = self.schedule.hybrid_domain
+        self.exchange_local = self.domain * self.local  # experts a destination runs
+        gather = next((o for o in ops if o.name == "moe.hybrid.expert_allgather"), None)
+        self.domain_group = self.schedule.collective(gather.collective).group if gather else None
+        if gather is not None and self.esp > 1:
+            raise Error("MoELayer: expert_transfer=hybrid runs without ESP here (esp = 1)")
+
+    def _exchange_keys(self, expert: torch.Tensor) -> torch.Tensor:
+        """Each slot's destination j and expert there l' as j * domain L + l'."""
+        d, span = self.domain, self.domain * self.local
+        owner_domain = expert // span
+        offset = self.position % d
+        order = torch.tensor(self.order, dtype=torch.int64)
+        peer = order[owner_domain * d + offset]
+        dest = torch.where(owner_domain == self.position // d, torch.tensor(self.member), peer)
+        return dest * span + expert - owner_domain * span
 
     def _make_groups(self, world: int) -> None:
         sets, self._hier = [], {}
@@ -182,7 +212,7 @@ class MoELayer(torch.nn.Module):
         torch.nn.Linear's layout: ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu), ``w2``
         [E, hidden, ffn], gelu's biases ``b1`` [E, ffn] and ``b2`` [E, hidden]. The rank
         keeps its local experts and its ESP shard of the ffn dimension."""
-        first = self.member * self.local
+        first = self.position * self.local
         experts = slice(first, first + self.local)
         width = self.ffn_hidden // self.esp
         ffn = slice(self.shard * width, (self.shard + 1) * width)
@@ -222,10 +252,12 @@ class MoELayer(torch.nn.Module):
                              self.experts)
         return rt.order(token, expert, weight, self.experts, cap)
 
-    def _layout(self, counts: torch.Tensor) -> Layout:
+    def _layout(self, keys: torch.Tensor) -> Layout:
         """Every EP member's counts (the order's layout rides with the rows in moecomm's
         runtime; here one small AllGather within the gate op)."""
-        mine = counts.reshape(len(self.ep_group), self.local).to(torch.int64)
+        members = len(self.ep_group)
+        mine = torch.bincount(keys, minlength=members * self.exchange_local)
+        mine = mine.reshape(members, self.exchange_local).to(torch.int64)
         group = self.groups.get(self.ep_group)
         everyone = [torch.empty_like(mine) for _ in self.ep_group]
         dist.all_gather(everyone, mine, group=group)
@@ -239,12 +271,14 @@ class MoELayer(torch.nn.Module):
         rows = x.reshape(-1, self.hidden)
         start = time.perf_counter()
         routing = self._route(rows)
-        send = rows[routing.token]
-        layout = self._layout(routing.counts)
+        keys = self._exchange_keys(routing.expert)
+        by_key = torch.sort(keys, stable=True).indices
+        token, weight, keys = routing.token[by_key], routing.weight[by_key], keys[by_key]
+        send = rows[token]
+        layout = self._layout(keys)
         times.record(self.gate_ops["forward"].id, start, time.perf_counter())
         combined = _Exchange.apply(self, layout, times, send, *self.expert_params())
-        out = rows.new_zeros(rows.shape).index_add(0, routing.token,
-                                                   combined * routing.weight[:, None])
+        out = rows.new_zeros(rows.shape).index_add(0, token, combined * weight[:, None])
         self.last_times = times
         return out.reshape(x.shape)
 
@@ -252,11 +286,17 @@ class MoELayer(torch.nn.Module):
         """This rank's op ``op_id`` of the schedule (a ScheduleOp)."""
         return self._by_id[op_id]
 
-    def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes
-             ) -> Tuple[TokenPath, torch.Tensor]:
+    def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes,
+             kernels: Mapping[str, Any]) -> Tuple[TokenPath, torch.Tensor]:
         path = TokenPath(layout, self.chunks[phase], rows, expert, self.comms, self.schedule)
-        Runner(path.kernels(), times).run(self.ops[phase])
+        Runner({**path.kernels(), **kernels}, times).run(self.ops[phase])
         return path, path.finish()
+
+    def _domain_experts(self) -> Optional[DomainExperts]:
+        if self.domain_group is None:
+            return None
+        return DomainExperts(self.groups.get(self.domain_group), self.domain,
+                             self.position % self.domain, self.local)
 
 
 class _Exchange(torch.autograd.Function):
@@ -267,19 +307,23 @@ class _Exchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer: MoELayer, layout: Layout, times: OpTimes, send: torch.Tensor,
                 *params: torch.Tensor) -> torch.Tensor:
+        domain = layer._domain_experts()
+        weights = lambda: domain.copies if domain else params
+        kernels = {"moe.hybrid.expert_allgather": lambda op: domain.gather(params)}
         with torch.no_grad():
-            expert = lambda l, rows, keys: layer._expert(l, rows, params)
-            path, combined = layer._run("forward", layout, send.detach(), expert, times)
-        ctx.layer, ctx.layout, ctx.times = layer, layout, times
+            expert = lambda l, rows, keys: layer._expert(l, rows, weights())
+            path, combined = layer._run("forward", layout, send.detach(), expert, times, kernels)
+        ctx.layer, ctx.layout, ctx.times, ctx.domain = layer, layout, times, domain
+        ctx.weights = weights()
         ctx.inputs = _block_inputs(path, layout)
         ctx.save_for_backward(*params)
         return combined
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        layer, lay = ctx.layer, ctx.layout
-        params = ctx.saved_tensors
-        grads = [torch.zeros_like(p) for p in params]
+        layer, lay, domain = ctx.layer, ctx.layout, ctx.domain
+        params, weights = ctx.saved_tensors, ctx.weights
+        grads = [torch.zeros_like(w) for w in weights]  # the copies' under HybridEP
         n = layer.chunks["backward"]
 
         def expert(l: int, grad_rows: torch.Tensor, keys) -> torch.Tensor:
@@ -288,7 +332,7 @@ class _Exchange(torch.autograd.Function):
                            for c, (i, v, _) in keys])
             with torch.enable_grad():
                 x = x.detach().requires_grad_()
-                ps = [p.detach().requires_grad_() for p in params]
+                ps = [w.detach().requires_grad_() for w in weights]
                 y = layer._expert(l, x, ps)
                 got = torch.autograd.grad(y, [x, *ps], grad_rows, allow_unused=True)
             for acc, g in zip(grads, got[1:]):
@@ -296,9 +340,11 @@ class _Exchange(torch.autograd.Function):
                     acc += g
             return got[0]
 
+        kernels = {"moe.hybrid.grad_reducescatter": lambda op: domain.return_grads(grads, params)}
         with torch.no_grad():
-            _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times)
-        return (None, None, None, grad_send, *grads)
+            _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times,
+                                      kernels)
+        return (None, None, None, grad_send, *(domain.own_grads if domain else grads))
 
 
 def _block_inputs(path: TokenPath, lay: Layout) -> Dict[Tuple[int, int], torch.Tensor]:

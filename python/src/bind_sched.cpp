@@ -32,8 +32,10 @@ struct BuiltSchedule {
   core::ParallelConfig parallel;
   std::string strategy;
   std::vector<std::string> strategy_notes;
-  bool hybrid = false;                     // expert_transfer=hybrid
-  int hybrid_domain = 1;                   // HybridEP S_ED
+  bool hybrid = false;     // expert_transfer=hybrid
+  int hybrid_domain = 1;   // HybridEP S_ED
+  double compression = 1;  // HybridEP SR as the schedule pays it
+  bool shared_expert = true, sr_feedback = false;
   std::vector<core::RankGroup> ep_groups;  // world ranks of every EP group
   // Per EP group: position -> EP member index (HybridEP's location renumbering; identity
   // without it). Domains are hybrid_domain consecutive positions.
@@ -45,6 +47,9 @@ void set_ep_orders(const sched::LayerSetup& layer, BuiltSchedule& out) {
   out.ep_groups = groups.ep;
   out.hybrid = layer.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
   out.hybrid_domain = out.hybrid ? layer.strategy.hybrid_domain : 1;
+  out.compression = sched::effective_compression(layer.strategy);
+  out.shared_expert = layer.strategy.shared_expert;
+  out.sr_feedback = layer.strategy.sr_feedback;
   const std::vector<std::vector<int>> orders =
       out.hybrid ? sched::hybrid_orders(layer, groups) : std::vector<std::vector<int>>{};
   for (size_t k = 0; k < groups.ep.size(); ++k) {
@@ -239,6 +244,12 @@ void bind_sched(py::module_& m) {
       .def_readonly("hybrid", &BuiltSchedule::hybrid, "whether experts travel (HybridEP)")
       .def_readonly("hybrid_domain", &BuiltSchedule::hybrid_domain,
                     "HybridEP's domain size S_ED (1 without expert transfer)")
+      .def_readonly("compression", &BuiltSchedule::compression,
+                    "HybridEP SR's bytes per parameter byte (1: experts travel as they are)")
+      .def_readonly("shared_expert", &BuiltSchedule::shared_expert,
+                    "SR residuals against the shared expert (else against zero)")
+      .def_readonly("sr_feedback", &BuiltSchedule::sr_feedback,
+                    "SR error feedback: copies keep the residual received so far")
       .def(
           "ep_order",
           [](const BuiltSchedule& b, int rank) {

@@ -21,4 +21,5 @@ PYBIND11_MODULE(_moecomm, m) {
   moecomm::python::bind_place(m);
   moecomm::python::bind_infer(m);
   moecomm::python::bind_sched(m);
+  moecomm::python::bind_codec(m);
 }

@@ -15,7 +15,7 @@ from .. import Error, _moecomm
 from . import routing as rt
 from .collectives import Pending
 from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
-from .hybrid import DomainExperts
+from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
 from .token_path import Collectives, Layout, TokenPath, piece
 
@@ -24,7 +24,8 @@ from .token_path import Collectives, Layout, TokenPath, piece
 TOKEN_OPS = ("moe.dispatch.a2a", "moe.dispatch.esp_allgather", "moe.dispatch.esp_allgather.copy",
              "moe.expert", "moe.combine.esp_reducescatter", "moe.combine.esp_allreduce",
              "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy",
-             "moe.hybrid.expert_allgather", "moe.hybrid.grad_reducescatter")
+             "moe.hybrid.expert_allgather", "moe.hybrid.grad_reducescatter",
+             "moe.hybrid.shared_allreduce")
 FFN_TYPES = ("gelu", "swiglu")
 
 
@@ -106,8 +107,7 @@ class MoELayer(torch.nn.Module):
         unrun = sorted({o.name for o in ops if o.name.startswith("moe.") and o.name not in TOKEN_OPS})
         if unrun:
             raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the torch "
-                        f"executor does not run: {', '.join(unrun)} (HybridEP's expert "
-                        f"transfer runs in `moecomm train`)")
+                        f"executor does not run: {', '.join(unrun)}")
         self.ops = {phase: [o for o in ops if o.phase == phase and o.name in TOKEN_OPS]
                     for phase in ("forward", "backward")}
         self.gate_ops = {o.phase: o for o in ops if o.name == "gate"}
@@ -145,6 +145,7 @@ class MoELayer(torch.nn.Module):
         self.domain_group = self.schedule.collective(gather.collective).group if gather else None
         if gather is not None and self.esp > 1:
             raise Error("MoELayer: expert_transfer=hybrid runs without ESP here (esp = 1)")
+        self._codec: Optional[SharedResidual] = None
 
     def _exchange_keys(self, expert: torch.Tensor) -> torch.Tensor:
         """Each slot's destination j and expert there l' as j * domain L + l'."""
@@ -295,8 +296,13 @@ class MoELayer(torch.nn.Module):
     def _domain_experts(self) -> Optional[DomainExperts]:
         if self.domain_group is None:
             return None
+        s = self.schedule
+        if s.compression < 1 and self._codec is None:  # SR's state lives as long as the layer
+            shapes = [p.shape[1:] for p in self.expert_params()]
+            self._codec = SharedResidual(s.compression, s.shared_expert, s.sr_feedback,
+                                         self.experts, shapes, self.exchange_local)
         return DomainExperts(self.groups.get(self.domain_group), self.domain,
-                             self.position % self.domain, self.local)
+                             self.position % self.domain, self.local, self._codec)
 
 
 class _Exchange(torch.autograd.Function):
@@ -340,7 +346,9 @@ class _Exchange(torch.autograd.Function):
                     acc += g
             return got[0]
 
-        kernels = {"moe.hybrid.grad_reducescatter": lambda op: domain.return_grads(grads, params)}
+        ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)
+        kernels = {"moe.hybrid.grad_reducescatter": lambda op: domain.return_grads(grads, params),
+                   "moe.hybrid.shared_allreduce": lambda op: domain.share(params, ep(op))}
         with torch.no_grad():
             _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times,
                                       kernels)

@@ -35,3 +35,17 @@ def test_cases_cover_every_knob():
         assert knob in strategies
     assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert_choice"}
     assert {c[6] for c in torch_cases.CASES} == {"gelu", "swiglu"}
+
+
+def test_lina_micro_ops_overlap_the_backward_but_never_an_a2a(results):
+    """Two chained layers under Lina: exact, and on the measured spans the output layer's
+    gradient micro-ops run during the input layer's backward, never beside an A2A (without
+    the gate, 12 such overlaps per rank were measured)."""
+    for rank, res in enumerate(results):
+        got = res["lina-two-layers"]
+        assert "error" not in got, f"rank {rank}: {got.get('error')}"
+        for what, diff in got["diffs"].items():
+            assert diff <= TOLERANCE, f"rank {rank}: {what} differs by {diff:.3g}"
+        assert got["ops"] == 3  # grad_partitions=3 micro-ops of the expert gradients
+        assert got["micro_beside_a2a"] == 0
+        assert got["micro_during_backward"] >= 1

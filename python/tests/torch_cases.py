@@ -46,6 +46,11 @@ CASES = [
 ]
 
 
+# Cases whose GradSync runs after the backward (overlap=False); the rest start the gradient
+# ops during it.
+AFTER_BACKWARD = {"edp-fsmoe", "tp-replicate"}
+
+
 def run_case(case, rank):
     import moecomm.torch as mt
     from torch_reference import ReferenceMoE
@@ -69,10 +74,11 @@ def run_case(case, rank):
     sum((o * r).sum() for o, r in zip(ref_out, rs)).backward()
     # The layer: this rank's batch (TP members share one).
     b = rank // tp
+    sync = mt.GradSync([layer], overlap=name not in AFTER_BACKWARD)
     x = xs[b].clone().requires_grad_()
     out = layer(x)
     (out * rs[b]).sum().backward()
-    mt.GradSync([layer]).step()
+    sync.step()
     dense_ref = [ref.router.weight.grad] + ([ref.embeddings.grad] if ref.embeddings is not None else [])
     want = ReferenceShard(layer, ref.stacked_grads())
     pairs = {"output": [(out, ref_out[b])], "input_grad": [(x.grad, ref_x[b].grad)],
@@ -83,6 +89,54 @@ def run_case(case, rank):
     diffs = {k: max((a - w).abs().max().item() / max(1.0, w.abs().max().item()) for a, w in v)
              for k, v in pairs.items()}
     return {"diffs": diffs, "strategy": layer.strategy, "ops": len(layer.last_times.spans)}
+
+
+def run_two_lina_layers(rank):
+    """Two chained layers under Lina with 3 gradient micro-ops per bucket (ep=2: experts are
+    data parallel too): outputs and gradients against two chained references, and Lina's
+    rule on the measured spans: the output layer's micro-ops run during the input layer's
+    backward, and none runs beside an A2A."""
+    import moecomm.torch as mt
+    from torch_reference import ReferenceMoE
+    strategy = "base=lina,grad_partitions=3"
+    refs = [ReferenceMoE(HIDDEN, FFN, EXPERTS, 2, "gshard", None, "gelu", seed=s) for s in (7, 8)]
+    layers = [mt.MoELayer(HIDDEN, FFN, EXPERTS, 2, strategy=strategy, parallel="ep=2",
+                          tokens=TOKENS) for _ in refs]
+    for layer, ref in zip(layers, refs):
+        with torch.no_grad():
+            layer.gate_weight.copy_(ref.router.weight)
+        layer.load_experts(ref.stacked_experts())
+    sync = mt.GradSync(layers)
+    gen = torch.Generator().manual_seed(11)
+    xs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(4)]
+    rs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(4)]
+    ref_x = [x.clone().requires_grad_() for x in xs]
+    ref_out = [refs[1](refs[0](x)) for x in ref_x]
+    sum((o * r).sum() for o, r in zip(ref_out, rs)).backward()
+    x = xs[rank].clone().requires_grad_()
+    out = layers[1](layers[0](x))
+    (out * rs[rank]).sum().backward()
+    sync.step()
+    pairs = {"output": [(out, ref_out[rank])], "input_grad": [(x.grad, ref_x[rank].grad)],
+             "gate_grad": [], "expert_grad": []}
+    for layer, ref in zip(layers, refs):
+        pairs["gate_grad"].append((layer.gate_weight.grad, ref.router.weight.grad))
+        want = ReferenceShard(layer, ref.stacked_grads())
+        pairs["expert_grad"] += [(getattr(layer, n).grad, w) for n, w in want.items()]
+    diffs = {k: max((a - w).abs().max().item() / max(1.0, w.abs().max().item()) for a, w in v)
+             for k, v in pairs.items()}
+    absolute = lambda times: [(times.origin + s, times.origin + e, i)
+                              for i, (s, e) in times.spans.items()]
+    a2a = [(s, e) for layer in layers for s, e, i in absolute(layer.last_times)
+           if layer.schedule_op(i).kind == "all_to_all"]
+    micro = [(s, e) for s, e, i in absolute(sync.last_times[1])
+             if layers[1].schedule_op(i).name == "grad.expert.allreduce"]
+    input_backward_a2a_end = max(e for s, e, i in absolute(layers[0].last_times)
+                                 if layers[0].schedule_op(i).kind == "all_to_all")
+    beside = sum(1 for ms, me in micro for s, e in a2a if ms < e and s < me)
+    early = sum(1 for ms, me in micro if ms < input_backward_a2a_end)
+    return {"diffs": diffs, "strategy": layers[0].strategy, "ops": len(micro),
+            "micro_beside_a2a": beside, "micro_during_backward": early}
 
 
 def ReferenceShard(layer, grads):
@@ -104,6 +158,11 @@ def worker(rank, world, store, outdir, names):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     results = {}
+    if not names or "lina-two-layers" in names:
+        try:
+            results["lina-two-layers"] = run_two_lina_layers(rank)
+        except Exception:  # reported like the cases
+            results["lina-two-layers"] = {"error": traceback.format_exc()}
     for case in CASES:
         if names and case[0] not in names:
             continue
@@ -127,4 +186,5 @@ if __name__ == "__main__":
     d = tempfile.mkdtemp()
     for r, res in enumerate(run_all(d, sys.argv[1:])):
         for name, v in res.items():
-            print(r, name, v.get("diffs"), v.get("error", "")[-600:])
+            print(r, name, v.get("diffs"), v.get("micro_beside_a2a"),
+                  v.get("micro_during_backward"), v.get("error", "")[-600:])

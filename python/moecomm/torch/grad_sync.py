@@ -1,22 +1,29 @@
 """moecomm.torch.GradSync: data-parallel gradient synchronization as the schedule's gradient
-ops say (in place of DDP's buckets): each layer's dense gradients (the gate, and the model's
-other parameters with the first layer) over the dense data-parallel group, its experts'
-over the expert-data-parallel group, cut into the partitions the strategy's grad_sync and
-grad_partitions give (Lina Sec. 4.2, FSMoE Sec. 5), in the schedule's order. They run after
-the backward, so no A2A is in flight beside them: overlapping them with the backward's A2As
-(where Lina's A2A-first gate would decide) is not built here."""
+ops say, in place of DDP's buckets: each layer's dense gradients (the gate, and the model's
+other parameters with the first layer) over the dense data-parallel group, its experts' over
+the expert-data-parallel group, cut into the partitions the strategy's grad_sync and
+grad_partitions give (Lina Sec. 4.2, FSMoE Sec. 5).
+
+With ``overlap`` (the default), a layer's gradient ops start during the backward, as soon as
+every gradient they carry has been computed (a hook on each parameter), the way DDP's buckets
+do. Lina's micro-ops (the schedule's gradient ops of priority < 0) go through its A2A-first
+gate (runner.A2AFirstGate): issued in the gaps between the token path's A2As, never beside
+one. The others start at once. ``step()`` finishes them and writes the synchronized
+gradients; anything that did not start during the backward runs there."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Sequence
+import time
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
 from .. import Error
 from . import collectives as col
 from .layer import MoELayer
-from .runner import OpTimes, Runner
+from .runner import A2AFirstGate, OpTimes, Runner
 
 GRAD_OPS = ("grad.dense.allreduce", "grad.expert.allreduce")
+Bucket = Tuple[int, str]  # (layer index, gradient op name)
 
 
 class GradSync:
@@ -27,18 +34,39 @@ class GradSync:
         dense: the model's parameters outside the layers (attention, embeddings, head):
             synchronized with the first layer's dense gradients.
         average: divide by the group size, as DDP does (default: sum).
+        overlap: start each layer's gradient ops during the backward (one backward per
+            step: call :meth:`step` between two backwards).
 
     Call :meth:`step` after ``loss.backward()`` and before the optimizer's step.
     """
 
     def __init__(self, layers: Sequence[MoELayer], dense: Iterable[torch.nn.Parameter] = (),
-                 average: bool = False) -> None:
+                 average: bool = False, overlap: bool = True) -> None:
         if not layers:
             raise Error("GradSync: give at least one MoELayer")
         self.layers = list(layers)
         self.average = average
         self.extra = [p for p in dense if p.requires_grad]
-        self.last_times: Dict[int, OpTimes] = {}
+        self.last_times: Dict[int, OpTimes] = {i: OpTimes() for i in range(len(self.layers))}
+        self._buckets: List[Bucket] = [(i, n) for i in reversed(range(len(self.layers)))
+                                       for n in GRAD_OPS if self._ops(i, n)]
+        micro = any(o.priority < 0 for i, n in self._buckets for o in self._ops(i, n))
+        self.gate = A2AFirstGate() if micro and overlap else None
+        for layer in self.layers:
+            layer.network_gate = self.gate
+        self._fresh: Dict[int, torch.Tensor] = {}  # by id(param): this backward's gradient
+        self._stepped = True  # the last step() ran: the next gradient starts a new step
+        self._started: Dict[Bucket, Tuple[torch.Tensor, List]] = {}
+        self._hooks = []
+        if overlap:
+            for bucket in self._buckets:
+                for p in self._params(*bucket):
+                    self._hooks.append(p.register_hook(
+                        lambda g, p=p, bucket=bucket: self._on_grad(bucket, p, g)))
+
+    def _ops(self, index: int, name: str) -> List:
+        layer = self.layers[index]
+        return [o for o in layer.schedule.ops(layer.rank) if o.name == name]
 
     def _params(self, index: int, name: str) -> List[torch.nn.Parameter]:
         layer = self.layers[index]
@@ -46,35 +74,82 @@ class GradSync:
             return layer.expert_params()
         return layer.dense_params() + (self.extra if index == 0 else [])
 
+    # --- during the backward
+    def _on_grad(self, bucket: Bucket, p: torch.nn.Parameter, grad: torch.Tensor) -> None:
+        if self._stepped:
+            self._new_times()
+        if id(p) in self._fresh:
+            raise Error("GradSync(overlap=True): a second backward before step(); call "
+                        "step() after each backward, or use overlap=False to accumulate")
+        self._fresh[id(p)] = grad
+        params = self._params(*bucket)
+        if bucket not in self._started and all(id(q) in self._fresh for q in params):
+            flat = torch.cat([self._fresh[id(q)].reshape(-1) for q in params])
+            self._start(bucket, flat)
+
+    def _start(self, bucket: Bucket, flat: torch.Tensor) -> None:
+        started: List = []
+        self._started[bucket] = (flat, started)
+        for op in self._ops(*bucket):
+            def issue(op=op):
+                start = time.perf_counter()
+                pending = self._kernel(bucket, flat)(op)
+                started.append((op, pending, start))
+                return lambda: self._finish(bucket[0], op, pending, start)
+            if self.gate is not None and op.priority < 0:
+                self.gate.submit(issue)
+            else:
+                issue()
+
+    def _finish(self, index: int, op: object, pending: col.Pending, start: float) -> None:
+        if op.id not in self.last_times[index].spans:
+            pending.wait()
+            self.last_times[index].record(op.id, start, time.perf_counter())
+
+    # --- after it
     def step(self) -> None:
-        """Runs every layer's gradient ops, output side first (the order backward ends them)."""
-        for index in reversed(range(len(self.layers))):
-            layer = self.layers[index]
-            ops = [o for o in layer.schedule.ops(layer.rank) if o.name in GRAD_OPS]
-            flats = {name: self._flatten(index, name) for name in GRAD_OPS}
-            times = OpTimes()
-            kernels = {name: self._kernel(layer, flats[name]) for name in GRAD_OPS}
-            Runner(kernels, times).run(ops)
-            for name in GRAD_OPS:
-                self._unflatten(index, name, flats[name])
-            self.last_times[index] = times
+        """Finishes the started gradient ops, runs the others (output side first), and sets
+        every synchronized parameter's ``.grad``."""
+        if self._stepped:
+            self._new_times()
+        if self.gate is not None:
+            self.gate.drain()
+        for bucket in self._buckets:
+            if bucket in self._started:
+                flat, started = self._started[bucket]
+                for op, pending, start in started:
+                    self._finish(bucket[0], op, pending, start)
+            else:
+                flat = self._flatten(*bucket)
+                kernels = {bucket[1]: self._kernel(bucket, flat)}
+                Runner(kernels, self.last_times[bucket[0]]).run(self._ops(*bucket))
+            self._unflatten(bucket, flat)
+        self._fresh.clear()
+        self._started.clear()
+        self._stepped = True
+
+    def _new_times(self) -> None:
+        self.last_times = {i: OpTimes() for i in range(len(self.layers))}
+        self._stepped = False
 
     def _flatten(self, index: int, name: str) -> torch.Tensor:
-        params = self._params(index, name)
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p)
+                 for p in self._params(index, name)]
         return torch.cat([g.reshape(-1) for g in grads]) if grads else torch.zeros(0)
 
-    def _unflatten(self, index: int, name: str, flat: torch.Tensor) -> None:
+    def _unflatten(self, bucket: Bucket, flat: torch.Tensor) -> None:
         at = 0
-        for p in self._params(index, name):
+        for p in self._params(*bucket):
             n = p.numel()
             p.grad = flat[at:at + n].view_as(p).clone()
             at += n
 
-    def _kernel(self, layer: MoELayer, flat: torch.Tensor):
+    def _kernel(self, bucket: Bucket, flat: torch.Tensor):
+        layer = self.layers[bucket[0]]
+        parts = len(self._ops(*bucket))
+
         def run(op: object) -> col.Pending:
             coll = layer.schedule.collective(op.collective)
-            parts = sum(1 for o in layer.schedule.ops(layer.rank) if o.name == op.name)
             p = max(op.chunk, 0)
             piece = flat[flat.numel() * p // parts:flat.numel() * (p + 1) // parts]
             pending = col.all_reduce(piece, layer.groups.get(coll.group))

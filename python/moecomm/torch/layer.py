@@ -99,6 +99,7 @@ class MoELayer(torch.nn.Module):
         self._make_groups(world)
         self._init_weights(seed, xmoe_dim)
         self.last_times: Optional[OpTimes] = None
+        self.network_gate = None  # Lina's A2A-first gate, set by a GradSync with micro-ops
 
     # --- setup
     def _bind_ops(self) -> None:
@@ -290,7 +291,7 @@ class MoELayer(torch.nn.Module):
     def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes,
              kernels: Mapping[str, Any]) -> Tuple[TokenPath, torch.Tensor]:
         path = TokenPath(layout, self.chunks[phase], rows, expert, self.comms, self.schedule)
-        Runner({**path.kernels(), **kernels}, times).run(self.ops[phase])
+        Runner({**path.kernels(), **kernels}, times, self.network_gate).run(self.ops[phase])
         return path, path.finish()
 
     def _domain_experts(self) -> Optional[DomainExperts]:

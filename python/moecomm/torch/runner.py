@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import Error
 from .collectives import Pending
@@ -28,12 +28,48 @@ class OpTimes:
 Kernel = Callable[[object], Optional[Pending]]
 
 
-class Runner:
-    """Runs ops with the kernels registered by label name."""
+class A2AFirstGate:
+    """Lina's A2A-first rule (lina.txt Sec. 4.1; sched/policy.h: a gradient micro-op, a
+    collective of priority < 0, never shares the network with an A2A): micro-ops wait in a
+    queue as their gradients become ready; one is issued in each gap the token path leaves
+    (an A2A just finished and none in flight), and an A2A is issued only after the micro-ops
+    in flight have finished (strict priority without preemption). The gaps fall at the same
+    point of every rank's op sequence, so every member of a micro-op's group issues it at the
+    same place in its order of collectives, and they cannot wait on each other in a cycle."""
 
-    def __init__(self, kernels: Dict[str, Kernel], times: OpTimes) -> None:
+    def __init__(self) -> None:
+        self._queue: List[Callable[[], None]] = []
+        self._inflight: List[Callable[[], None]] = []
+
+    def submit(self, issue: Callable[[], Callable[[], None]]) -> None:
+        """``issue()`` starts the micro-op and returns what finishes it."""
+        self._queue.append(issue)
+
+    def before_a2a(self) -> None:
+        for finish in self._inflight:
+            finish()
+        self._inflight.clear()
+
+    def gap(self) -> None:
+        if self._queue:
+            self._inflight.append(self._queue.pop(0)())
+
+    def drain(self) -> None:
+        """After the backward: every micro-op issued and finished."""
+        while self._queue:
+            self._inflight.append(self._queue.pop(0)())
+        self.before_a2a()
+
+
+class Runner:
+    """Runs ops with the kernels registered by label name, under Lina's ``gate`` when the
+    schedule has gradient micro-ops (GradSync sets it)."""
+
+    def __init__(self, kernels: Dict[str, Kernel], times: OpTimes,
+                 gate: Optional[A2AFirstGate] = None) -> None:
         self.kernels = kernels
         self.times = times
+        self.gate = gate
         self._inflight: Dict[int, Tuple[object, Pending, float]] = {}
 
     def run(self, ops: Iterable[object]) -> None:
@@ -47,6 +83,8 @@ class Runner:
             for dep in [op.prev, *op.deps]:
                 if dep in self._inflight:
                     self.finish(dep)
+            if self.gate is not None and op.kind == "all_to_all":
+                self.gate.before_a2a()
             start = time.perf_counter()
             pending = kernel(op)
             if pending is None:
@@ -59,6 +97,9 @@ class Runner:
         op, pending, start = self._inflight.pop(op_id)
         pending.wait()
         self.times.record(op_id, start, time.perf_counter())
+        if self.gate is not None and op.kind == "all_to_all" and not any(
+                o.kind == "all_to_all" for o, _, _ in self._inflight.values()):
+            self.gate.gap()
 
     def finish_all(self) -> None:
         for op_id in sorted(self._inflight):

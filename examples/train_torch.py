@@ -74,11 +74,13 @@ def train(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     if not dist.is_initialized():
         dist.init_process_group(args.backend, init_method="file://" + store, rank=rank,
                                 world_size=world)
+    device = torch.device("cpu")
     if args.backend == "nccl":  # GPU only: one device per rank
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
     cluster = mt.profile_cluster()
     torch.manual_seed(0)  # the dense weights start equal on every rank
-    model = TinyMoELM(args, cluster)
+    model = TinyMoELM(args, cluster).to(device)
     sync = mt.GradSync(list(model.moe), dense=[model.embed.weight, *model.head.parameters()],
                        average=True)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -92,7 +94,7 @@ def train(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
         print(f"{'step':>4} {'loss':>8} {'forward ms':>11} {'backward ms':>12} "
               f"{'grad sync ms':>13} {'a2a ms':>8}", flush=True)
     for step in range(args.steps):
-        tokens, targets = batch(args, rank // tp, step)
+        tokens, targets = (t.to(device) for t in batch(args, rank // tp, step))
         t0 = time.perf_counter()
         loss = F.cross_entropy(model(tokens), targets)
         t1 = time.perf_counter()
@@ -104,7 +106,7 @@ def train(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
         opt.step()
         a2a = sum(e - s for layer in model.moe for i, (s, e) in layer.last_times.spans.items()
                   if layer.schedule_op(i).kind == "all_to_all")
-        total = torch.tensor([loss.item()])
+        total = torch.tensor([loss.item()], device=device)
         dist.all_reduce(total)
         if rank == 0:
             print(f"{step:>4} {total.item() / world:>8.4f} {(t1 - t0) * 1e3:>11.2f} "

@@ -64,13 +64,13 @@ class SharedResidual:
                 enc = _moecomm.sr_encode(_np(p[j]), ref, self.kept[t])
                 self._keep(first_slot + j, t, _moecomm.sr_decode(enc, ref, self.numel[t]))
                 out.append(enc)
-        return torch.from_numpy(np.concatenate(out))
+        return torch.from_numpy(np.concatenate(out)).to(own[0].device)
 
     def decode(self, blocks: torch.Tensor, own: Sequence[torch.Tensor], offset: int
                ) -> List[torch.Tensor]:
         """Every member's block into the domain's copies; the owner keeps its exact weights."""
-        local, data = own[0].shape[0], blocks.numpy()
-        copies = [torch.empty(blocks.shape[0] * local, *p.shape[1:]) for p in own]
+        local, data = own[0].shape[0], blocks.cpu().numpy()
+        copies = [p.new_empty((blocks.shape[0] * local, *p.shape[1:])) for p in own]
         for m in range(blocks.shape[0]):
             at = 0
             for j in range(local):
@@ -83,7 +83,7 @@ class SharedResidual:
                         w = _moecomm.sr_decode(data[m, at:at + size], self._reference(slot, t),
                                                self.numel[t])
                         self._keep(slot, t, w)
-                        copies[t][slot] = torch.from_numpy(w).reshape(self.shapes[t])
+                        copies[t][slot] = torch.from_numpy(w).reshape(self.shapes[t]).to(p.device)
                     at += size
         return copies
 
@@ -94,7 +94,7 @@ class SharedResidual:
 
     def set_shared_sum(self, summed: torch.Tensor) -> None:
         parts = torch.split(summed, self.numel)
-        self.shared = [(q / self.experts).numpy().astype(np.float32) for q in parts]
+        self.shared = [(q / self.experts).cpu().numpy().astype(np.float32) for q in parts]
 
 
 class DomainExperts:

@@ -153,13 +153,13 @@ class MoELayer(torch.nn.Module):
         d, span = self.domain, self.domain * self.local
         owner_domain = expert // span
         offset = self.position % d
-        order = torch.tensor(self.order, dtype=torch.int64)
+        order = torch.tensor(self.order, dtype=torch.int64, device=expert.device)
         peer = order[owner_domain * d + offset]
-        dest = torch.where(owner_domain == self.position // d, torch.tensor(self.member), peer)
+        dest = torch.where(owner_domain == self.position // d, order[self.position], peer)
         return dest * span + expert - owner_domain * span
 
     def _make_groups(self, world: int) -> None:
-        sets, self._hier = [], {}
+        sets = []
         for r in range(world):
             for o in self.schedule.ops(r):
                 if o.collective < 0:

@@ -13,19 +13,26 @@ import torch.distributed as dist
 from .layer import MoELayer
 
 
-def _slowest(seconds: float) -> float:
-    t = torch.tensor([seconds], dtype=torch.float64)
+def _slowest(seconds: float, device: torch.device) -> float:
+    t = torch.tensor([seconds], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
 
 
-def _timed(fn, repeats: int) -> float:
+def _timed(fn, repeats: int, device: torch.device) -> float:
     fn()  # warm-up
+    _sync(device)
     dist.barrier()
     start = time.perf_counter()
     for _ in range(repeats):
         fn()
-    return _slowest((time.perf_counter() - start) / repeats)
+    _sync(device)
+    return _slowest((time.perf_counter() - start) / repeats, device)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":  # GPU only: kernels run asynchronously
+        torch.cuda.synchronize(device)
 
 
 def profile_cluster(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 5,
@@ -36,16 +43,19 @@ def profile_cluster(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20), repeats:
     the bytes a rank sends to the others over (time - alpha). The device's fp32 rate is a
     ``gemm`` x ``gemm`` matmul's. Returns a cluster dict (README "Files")."""
     world = dist.get_world_size()
+    # NCCL moves device memory (this line and the next only run on GPUs).
+    on_gpu = str(dist.get_backend()).lower() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     points = []
     for size in sizes:
         floats = max(world, size // 4 // world * world)
-        send, recv = torch.randn(floats), torch.empty(floats)
-        t = _timed(lambda: dist.all_to_all_single(recv, send), repeats)
+        send, recv = torch.randn(floats, device=device), torch.empty(floats, device=device)
+        t = _timed(lambda: dist.all_to_all_single(recv, send), repeats, device)
         points.append((floats * 4 * (world - 1) / world, t))
     sent, secs = np.array(points).T
     slope, alpha = np.polyfit(sent, secs, 1)
-    a, b = torch.randn(gemm, gemm), torch.randn(gemm, gemm)
-    flops = 2 * gemm ** 3 / _timed(lambda: a @ b, repeats)
+    a, b = torch.randn(gemm, gemm, device=device), torch.randn(gemm, gemm, device=device)
+    flops = 2 * gemm ** 3 / _timed(lambda: a @ b, repeats, device)
     return {"name": f"torch-{dist.get_backend()}-{world}",
             "description": "measured by moecomm.torch.profile_cluster",
             "levels": [{"name": "proc", "count": world,

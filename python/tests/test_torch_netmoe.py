@@ -1,7 +1,7 @@
 """moecomm.torch.SampleMovingMoE (placement=netmoe) on 4 gloo processes: outputs and
 gradients (after GradSync) equal the single-process block y = h + MoE(LN(h)) of
 torch_netmoe_cases.py within 1e-5 (fp32, relative to the reference's magnitude), for one and
-two nodes, chunks per phase, experts that wait, 2DH, EDP replicas and two blocks in a row;
+two nodes, chunks per phase, experts that wait, 2DH and 1DH, EDP replicas and two blocks in a row;
 the placement is moecomm.place.solve's on the reference's counts; bad input raises
 moecomm.Error on every rank. The schedule binding builds netmoe only from routed sizes."""
 from __future__ import annotations
@@ -34,6 +34,10 @@ def test_block_equals_reference(results, case):
         for what, ok in got["checks"].items():
             assert ok, f"rank {rank} {case}: {what} differs"
         assert got["ops"] > 0
+        # Every op ran and was timed beside the simulation (moecomm.torch.op_times).
+        assert {"gate", "moe.netmoe.counts_allgather", "moe.netmoe.aux_allgather",
+                "moe.netmoe.solve", "moe.dispatch.a2a", "moe.expert", "moe.combine.a2a"} \
+            <= set(got["timed"])
         assert "placement=netmoe" in got["strategy"]
 
 
@@ -43,14 +47,15 @@ def test_samples_move(results):
     moved = {c[0]: (results[0]["cases"][c[0]]["moved_ranks"],
                     results[0]["cases"][c[0]]["moved_nodes"]) for c in cases.CASES}
     assert moved["netmoe"][0] > 0 and moved["netmoe"][1] == 0
-    for name in ("netmoe-2x2", "chunks-2", "chunks-3-2-wait", "2dh-xmoe-swiglu", "two-blocks"):
+    for name in ("netmoe-2x2", "chunks-2", "chunks-3-2-wait", "2dh-xmoe-swiglu", "1dh",
+                 "two-blocks"):
         assert moved[name][1] > 0, f"{name}: no sample changed node"
 
 
 def test_cases_cover_the_knobs():
     strategies = " ".join(c[1] for c in cases.CASES)
     for knob in ("chunks=2", "chunks_fwd=3,chunks_bwd=2", "chunks_fwd=2,chunks_bwd=3",
-                 "pipeline_experts=false", "a2a=2dh"):
+                 "pipeline_experts=false", "a2a=2dh", "a2a=1dh"):
         assert knob in strategies
     assert {c[4] for c in cases.CASES} == {"gshard", "sigmoid", "xmoe"}
     assert {c[5] for c in cases.CASES} == {"gelu", "swiglu"}

@@ -3,6 +3,7 @@ the largest differences from a plain single-process block y = h + MoE(LN(h)), wh
 samples went, and each bad input's error message."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ CASES = [
      TWO_NODES, "sigmoid", "gelu", 1, 1, False),
     ("2dh-xmoe-swiglu", "base=netmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "xmoe", "swiglu", 2, 1,
      False),
+    ("1dh", "base=netmoe,a2a=1dh", "ep=4", TWO_NODES, "gshard", "gelu", 2, 1, False),
     ("edp", "base=netmoe,chunks=2", "ep=2", TWO_NODES, "gshard", "gelu", 2, 1, False),
     ("two-blocks", "base=netmoe,chunks_fwd=2,chunks_bwd=3", "ep=4", TWO_NODES, "gshard", "gelu", 2,
      2, True),
@@ -143,7 +145,9 @@ def run_case(case, rank: int, world: int) -> dict:
         first = member * layer.local
         for n, g in ref.moe.stacked_grads().items():
             pairs["expert_grad"].append((getattr(layer, n).grad, g[first:first + layer.local]))
+    timed = {row["name"] for row in mt.op_times(layers[0])}
     return {"diffs": {k: max(rel(a, w) for a, w in v) for k, v in pairs.items()},
+            "timed": sorted(timed),
             "checks": checks, "moved_nodes": moved_nodes, "moved_ranks": moved_ranks, "strategy": layers[0].strategy,
             "ops": len(layers[0].last_times.spans)}
 
@@ -184,7 +188,10 @@ def worker(rank: int, world: int, store: str, outdir: str, names) -> None:
     import moecomm
     import moecomm.torch as mt
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    # A collective that waits for a peer (a size mismatch in a broken build) fails in a
+    # minute instead of gloo's half hour.
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
     results = {}
     for case in CASES:
         if names and case[0] not in names:

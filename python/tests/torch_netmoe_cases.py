@@ -107,7 +107,7 @@ def run_case(case, rank: int, world: int) -> dict:
     # group[g // B]'s sample g % B.
     home = lambda ids: ([group[int(g) // B] for g in ids], [int(g) % B for g in ids])
     h = xs[rank].clone().requires_grad_()
-    y, ids, moved_targets = h, None, None
+    y, ids = h, None
     checks = {"placement": True, "counts": True, "home_load": True, "targets": True}
     moved_nodes = moved_ranks = 0
     dpn = layers[0].grid[1]
@@ -148,7 +148,8 @@ def run_case(case, rank: int, world: int) -> dict:
     timed = {row["name"] for row in mt.op_times(layers[0])}
     return {"diffs": {k: max(rel(a, w) for a, w in v) for k, v in pairs.items()},
             "timed": sorted(timed),
-            "checks": checks, "moved_nodes": moved_nodes, "moved_ranks": moved_ranks, "strategy": layers[0].strategy,
+            "checks": checks, "moved_nodes": moved_nodes, "moved_ranks": moved_ranks,
+            "strategy": layers[0].strategy,
             "ops": len(layers[0].last_times.spans)}
 
 
@@ -227,7 +228,8 @@ if __name__ == "__main__":
     d = tempfile.mkdtemp()
     for r, res in enumerate(run_all(d, sys.argv[1:])):
         for name, v in res["cases"].items():
-            print(r, name, v.get("diffs"), v.get("checks"), v.get("moved_ranks"), v.get("moved_nodes"),
+            print(r, name, v.get("diffs"), v.get("checks"), v.get("moved_ranks"),
+                  v.get("moved_nodes"),
                   v.get("error", "")[-1500:])
         for name, v in res["errors"].items():
             print(r, name, v)

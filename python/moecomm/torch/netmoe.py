@@ -118,10 +118,12 @@ class SampleMovingMoE(torch.nn.Module):
         solver: the placement's assignment solver (``moecomm.place.solvers()``).
         seed: initialises the weights (the same on every rank for the replicated gate).
 
-    Attributes: ``strategy``, ``schedule``, ``member``, ``local``, ``ln2``, ``last_times``,
-    ``last_counts`` (the group's per-sample counts the last placement solved, [P B, E]),
-    ``last_placement`` (its moecomm.place.Placement), ``home_expert_load`` ([P, E]: slots per
-    expert of each home rank's samples, wherever they sat).
+    Attributes: ``strategy``, ``schedule``, ``ep_group``, ``member``, ``local``, ``grid``
+    (nodes x members per node of the EP group), ``ln2``, ``moves_targets`` (built with
+    vocab_size), ``last_times``, ``last_counts`` (the group's per-sample counts the last
+    placement solved, [P B, E]), ``last_placement`` (its moecomm.place.Placement),
+    ``home_expert_load`` ([P, E]: slots per expert of each home rank's samples, wherever they
+    sat: what the aux AllGather delivers).
     """
 
     def __init__(self, hidden: int, ffn_hidden: int, experts: int, top_k: int = 2, *,
@@ -566,9 +568,14 @@ class _Step:
         return w[:, None] * self.layer._expert(l, a, experts) + first[:, None] * h
 
     def experts(self, op: object) -> None:
+        """Each local expert on the chunk's rows from every source at once."""
         for c in (range(self.nf) if op.chunk < 0 else [op.chunk]):
-            self.z[c] = {k: self._apply(k[1], rows, self.params)
-                         for k, rows in self.recv[c].items()}
+            self.z[c] = {}
+            for l in range(self.L):
+                keys = [(i, l) for i in range(self.P)]
+                z = self._apply(l, torch.cat([self.recv[c][k] for k in keys]), self.params)
+                self.z[c].update(zip(keys, torch.split(z, [self.recv[c][k].shape[0]
+                                                          for k in keys])))
 
     def _moved(self, src: int, q: int, c: int, n: int, dest_of) -> torch.Tensor:
         """Per destination, rows of expert-side member q's chunk c of n that came from
@@ -662,7 +669,7 @@ class _Step:
         # it from the counts and the placement, as in the forward).
         matrix = [[0] * P for _ in range(P)]
         for q in range(P):
-            moved = sum(self._moved_bwd(i, q, j) for i in range(P))
+            moved = sum(self._moved(i, q, j, nb, self.place) for i in range(P))
             for d in range(P):
                 matrix[d][q] = int(moved[d])
         pending = self.layer._a2a(op, payload, matrix)
@@ -684,27 +691,31 @@ class _Step:
 
         return Pending(pending, unpack)
 
-    def _moved_bwd(self, src: int, q: int, j: int) -> torch.Tensor:
-        """Per new rank, rows of member q's backward chunk j from member src."""
-        return self._moved(src, q, j, self.nb, self.place)
-
     def experts_backward(self, op: object) -> None:
+        """The chunk's gradients, the forward recomputed per local expert: dh (residual, LN2
+        and expert), each slot's weight gradient, and LN2's and the experts' parameters'."""
+        m = self.layer.hidden
         for j in (range(self.nb) if op.chunk < 0 else [op.chunk]):
-            for (i, l), dz in self.dz[j].items():
-                lo, hi = self._bwd_piece(i, l, j)
-                rows = self.block[(i, l)][lo:hi]
-                m = self.layer.hidden
+            for l in range(self.L):
+                keys = [(i, l) for i in range(self.P)]
+                rows = torch.cat([self.block[k][slice(*self._bwd_piece(*k, j))] for k in keys])
+                sizes = [self.dz[j][k].shape[0] for k in keys]
+                if rows.shape[0] == 0:
+                    self.dh[j].update((k, rows.new_zeros((0, m + 1))) for k in keys)
+                    continue
                 with torch.enable_grad():
                     h = rows[:, :m].detach().requires_grad_()
                     w = rows[:, m + 2].detach().requires_grad_()
                     params = [p.detach().requires_grad_() for p in self.params]
-                    joined = torch.cat([h, rows[:, m:m + 2], w[:, None]], dim=1)
-                    z = self._apply(l, joined, params)
+                    z = self._apply(l, torch.cat([h, rows[:, m:m + 2], w[:, None]], dim=1),
+                                    params)
+                    dz = torch.cat([self.dz[j][k] for k in keys])
                     got = torch.autograd.grad(z, [h, w, *params], dz, allow_unused=True)
                 for acc, g in zip(self.grads, got[2:]):
                     if g is not None:
                         acc += g
-                self.dh[j][(i, l)] = torch.cat([got[0], got[1][:, None]], dim=1)
+                dh = torch.cat([got[0], got[1][:, None]], dim=1)
+                self.dh[j].update(zip(keys, torch.split(dh, sizes)))
             self.dz[j] = {}
 
     def dh_exchange(self, op: object) -> Pending:

@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "cli/planned_knobs.h"
+#include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/rank_groups.h"
 #include "core/topology.h"
@@ -119,11 +120,24 @@ PyCollective collective_of(const sched::Schedule& s, sched::CollectiveId id) {
   return p;
 }
 
+// How the schedule's A2A matrices are sized, as moecomm.simulate takes it: uniform routing, or a
+// synthetic routing with data locality whose samples sit where NetMoE's placement puts them
+// (placement=netmoe needs it to build its ops; an executor runs its own data's sizes).
+struct RoutingArgs {
+  std::string routing = "auto";
+  double locality = 0.9;
+  bool lm_head = false;
+};
+
 std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& cluster,
                                      const py::object& parallel, const std::string& strategy,
-                                     int layers, int64_t seq_len, int64_t micro_batch) {
+                                     int layers, int64_t seq_len, int64_t micro_batch,
+                                     const RoutingArgs& args) {
   if (layers < 1 || layers > 1024)
     throw Error("layers", "must be in [1, 1024], got " + std::to_string(layers));
+  if (args.routing != "auto" && args.routing != "uniform" && args.routing != "synthetic")
+    throw Error("routing", "must be auto, uniform or synthetic, got \"" + args.routing + "\"");
+  if (!(args.locality >= 0 && args.locality <= 1)) throw Error("locality", "must be in [0, 1]");
   const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
   const bool ep_given = parallel_spec(parallel).ep.has_value();
   py::gil_scoped_release release;
@@ -133,10 +147,20 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
   layer.cluster = setup.cluster;
   out->strategy_notes = cli::planned_knobs(setup, strategy, ep_given, "strategy", layer);
   layer.layers = layers;
-  if (layer.strategy.placement == sched::Placement::kNetMoe)
-    throw Error("strategy",
-                "placement=netmoe needs the step's routing to build its schedule; the torch "
-                "executor runs the other knobs");
+  layer.lm_head = args.lm_head;
+  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
+  if (netmoe && args.routing == "uniform")
+    throw Error("routing",
+                "placement=netmoe moves samples by their routing: use routing=\"synthetic\" (the "
+                "default for netmoe), not uniform");
+  if (args.routing == "synthetic" || (args.routing == "auto" && netmoe)) {
+    place::SyntheticRoutingSpec spec;
+    spec.locality = args.locality;
+    spec.layer_correlation = 0.9;    // as moecomm.simulate
+    cli::ModelSetup packed = setup;  // Lina's packing may have moved the EP size
+    packed.parallel = layer.parallel;
+    layer.a2a_pair_bytes = cli::routed_dispatch(packed, spec, netmoe, "flow").matrices;
+  }
   out->schedule = sched::build_training_step(layer);
   out->cluster = setup.cluster;
   out->model = setup.model;
@@ -276,9 +300,20 @@ void bind_sched(py::module_& m) {
       .def("simulated_times", &simulated_times, py::arg("compute_efficiency") = 0.0,
            "the simulator's (start_s, end_s) of every op, indexed by op id, on the cluster the "
            "schedule was built for");
-  m.def("build_schedule", &build, py::arg("model"), py::arg("cluster"), py::arg("parallel"),
-        py::arg("strategy"), py::arg("layers") = 1, py::arg("seq_len") = 0,
-        py::arg("micro_batch") = 0, "build one training step's schedule");
+  m.def(
+      "build_schedule",
+      [](const py::object& model, const py::object& cluster, const py::object& parallel,
+         const std::string& strategy, int layers, int64_t seq_len, int64_t micro_batch,
+         const std::string& routing, double locality, bool lm_head) {
+        return build(model, cluster, parallel, strategy, layers, seq_len, micro_batch,
+                     RoutingArgs{routing, locality, lm_head});
+      },
+      py::arg("model"), py::arg("cluster"), py::arg("parallel"), py::arg("strategy"),
+      py::arg("layers") = 1, py::arg("seq_len") = 0, py::arg("micro_batch") = 0,
+      py::arg("routing") = "auto", py::arg("locality") = 0.9, py::arg("lm_head") = false,
+      "build one training step's schedule; routing and locality as moecomm.simulate (the "
+      "A2A sizes it is priced with), lm_head: the whole model's step (the LM head, and under "
+      "placement=netmoe the targets' AllGather)");
 }
 
 }  // namespace moecomm::python

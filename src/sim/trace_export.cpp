@@ -114,7 +114,10 @@ std::string format_rank_selection(const std::vector<int>& ranks) {
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ",";
     out += std::to_string(ranks[i]);
-    if (j > i) out += "-" + std::to_string(ranks[j]);
+    if (j > i) {  // appended apart: GCC 12's -O3 -Wrestrict misfires on "-" + std::string
+      out += '-';
+      out += std::to_string(ranks[j]);
+    }
     i = j + 1;
   }
   return out;

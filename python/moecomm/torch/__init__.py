@@ -7,7 +7,8 @@ See the README's "moecomm.torch" section.
 """
 from .grad_sync import GradSync
 from .layer import MoELayer, default_cluster
+from .netmoe import SampleMovingMoE, SampleMovingOutput
 from .report import format_op_times, op_times, profile_cluster
 
-__all__ = ["MoELayer", "GradSync", "default_cluster", "profile_cluster", "op_times",
-           "format_op_times"]
+__all__ = ["MoELayer", "SampleMovingMoE", "SampleMovingOutput", "GradSync", "default_cluster",
+           "profile_cluster", "op_times", "format_op_times"]

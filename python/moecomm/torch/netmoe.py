@@ -1,0 +1,770 @@
+"""moecomm.torch.SampleMovingMoE: the MoE sublayer of a block under NetMoE's dynamic sample
+placement (NetMoE Sec. 3, Algorithm 1), run as the schedule of ``placement=netmoe`` says,
+with torch tensors and torch.distributed, the way moecomm's C++ runtime runs it
+(nn/sample_moving_moe.h, rt/netmoe_binding.h):
+
+  y = h + sum_k w_k E_k(LN2(h)),   computed so that y lands on the samples' NEW ranks.
+
+Ops of the schedule and their kernels (bound by label name; no knob has code here):
+
+  gate                          LN2, the gate and the order, at the rank holding the samples;
+                                the per-sample expert counts (NetMoE Eq. 2)
+  moe.netmoe.counts_allgather   the EP group's sample ids and per-sample counts (line 9):
+                                every member learns every sender's rows per expert (the
+                                scatter's layout) and the placement problem
+  moe.netmoe.solve              the two-stage placement on moecomm's C++ solver, on its own
+                                thread without the GIL (moecomm.place.AsyncSamplePlacer),
+                                while the scatter and the experts run; every member solves
+                                the same deterministic problem, so no broadcast is needed
+  moe.netmoe.aux_allgather      each member's slots per expert, summed by the samples' home
+                                ranks (what the baseline's load-balancing loss is computed
+                                from, per home); the layers here have no aux loss, so the sums
+                                are what the op delivers: ``home_expert_load``
+  moe.netmoe.targets_allgather  (schedules with the LM head: ``vocab_size``) the group's
+                                targets, so the samples' targets follow them
+  moe.dispatch.a2a              forward: the scatter (line 10) of h itself, not LN2(h), with
+                                metadata columns (global token, first slot, weight), chunk by
+                                chunk; backward: dy from the new ranks to the experts
+  moe.expert                    LN2, the expert, the weight, and the residual on each token's
+                                first slot (lines 11-12); backward: the chunk's gradients
+  moe.combine.a2a               forward: the gather (lines 13-14), each row straight to its
+                                sample's new rank, tagged with its place there and its
+                                backward chunk; backward: dh and each slot's weight gradient
+                                back to the rank that ran the gate
+
+Chunks (chunks_fwd, chunks_bwd) cut every (source, local expert) block of the scatter into
+contiguous pieces (token_path.piece, the C++ exchange_chunks.h), so chunking changes when
+rows travel, never what is computed; the backward chunks by its own degree.
+
+Samples are whole sequences with a global id within the EP group (home member * B + b); on
+each rank the samples it holds after the layer sit in ascending global id.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .. import Error, _moecomm
+from .. import place as _place
+from . import collectives as col
+from . import routing as rt
+from .collectives import Pending
+from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
+from .layer import FFN_TYPES, default_cluster
+from .runner import OpTimes, Runner
+from .token_path import Layout, piece
+
+NAME = "SampleMovingMoE"
+FORWARD_OPS = ("moe.netmoe.counts_allgather", "moe.netmoe.aux_allgather", "moe.netmoe.solve",
+               "moe.netmoe.targets_allgather", "moe.dispatch.a2a", "moe.expert",
+               "moe.combine.a2a")
+BACKWARD_OPS = ("moe.dispatch.a2a", "moe.expert", "moe.combine.a2a")
+# Metadata columns riding with the scatter's rows (fp32 bits): global token, first slot,
+# weight; and with the gather's: the row's place at the new rank times chunks_bwd plus its
+# backward chunk.
+SCATTER_META, GATHER_META = 3, 1
+
+
+class SampleMovingOutput(NamedTuple):
+    """What :class:`SampleMovingMoE` returns: the block output of the samples now on this rank
+    ([B, S, hidden]), their global ids ([B], ascending) and, when targets were given, their
+    targets ([B, S])."""
+    y: torch.Tensor
+    sample_ids: torch.Tensor
+    targets: Optional[torch.Tensor]
+
+
+def _strategy_text(strategy: Union[str, Any]) -> str:
+    text = strategy if isinstance(strategy, str) else getattr(strategy, "strategy", None)
+    if not isinstance(text, str):
+        raise Error(f"{NAME}: strategy must be a string (as `moecomm train --strategy`) or an "
+                    f"object with a .strategy string (a PlanRow), got {type(strategy).__name__}")
+    return text
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """int32 values as fp32 columns, bit for bit (they ride with the rows in one A2A)."""
+    return t.to(torch.int32).view(torch.float32)
+
+
+def _ints(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32).to(torch.int64)
+
+
+class SampleMovingMoE(torch.nn.Module):
+    """The MoE sublayer y = h + MoE(LN2(h)) whose samples move to where NetMoE's placement
+    puts them (``placement=netmoe``), expert and data parallel over torch.distributed.
+
+    Args:
+        hidden, ffn_hidden, experts, top_k: the model's sizes.
+        gate: ``gshard``, ``sigmoid`` or ``xmoe`` (token choice: every slot is kept, so each
+            token's residual rides on its first slot exactly once).
+        ffn_type: ``gelu`` (GPT FFN with biases) or ``swiglu``.
+        strategy: knobs with ``placement=netmoe`` (``"netmoe"``,
+            ``"base=netmoe,chunks=2"``), as ``moecomm train --strategy``, or a PlanRow.
+        parallel: sizes as ``moecomm plan --parallel`` (tp = 1); samples move within EP groups.
+        cluster: preset, JSON file or dict: which ranks share a node (the placement's two
+            stages) and what the schedule is priced on (default: one node of every rank).
+        samples, seq_len: samples per rank and tokens per sample the schedule is sized for
+            (the executor moves its data's real sizes).
+        vocab_size: the model's vocabulary: the step's schedule then has the LM head and the
+            targets' AllGather, and forward moves ``targets`` with the samples.
+        solver: the placement's assignment solver (``moecomm.place.solvers()``).
+        seed: initialises the weights (the same on every rank for the replicated gate).
+
+    Attributes: ``strategy``, ``schedule``, ``ep_group``, ``member``, ``local``, ``grid``
+    (nodes x members per node of the EP group), ``ln2``, ``moves_targets`` (built with
+    vocab_size), ``last_times``, ``last_counts`` (the group's per-sample counts the last
+    placement solved, [P B, E]), ``last_placement`` (its moecomm.place.Placement),
+    ``home_expert_load`` ([P, E]: slots per expert of each home rank's samples, wherever they
+    sat: what the aux AllGather delivers).
+    """
+
+    def __init__(self, hidden: int, ffn_hidden: int, experts: int, top_k: int = 2, *,
+                 gate: str = "gshard", ffn_type: str = "gelu",
+                 strategy: Union[str, Any] = "netmoe",
+                 parallel: Union[str, Mapping[str, Any], None] = None,
+                 cluster: Union[str, Mapping[str, Any], None] = None, samples: int = 4,
+                 seq_len: int = 256, vocab_size: Optional[int] = None, solver: str = "flow",
+                 xmoe_dim: int = 8, temperature: float = 0.07, eps: float = 1e-5,
+                 seed: int = 0) -> None:
+        super().__init__()
+        if not dist.is_initialized():
+            raise Error(f"{NAME}: torch.distributed is not initialized (call "
+                        f"init_process_group first)")
+        rt.check_gate(gate)
+        if gate == "expert_choice":
+            raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
+                        f"(expert choice drops tokens; the residual rides on each token's "
+                        f"first slot)")
+        if ffn_type not in FFN_TYPES:
+            raise Error(f"{NAME}: ffn_type must be gelu or swiglu, got '{ffn_type}'")
+        for what, v in (("samples", samples), ("seq_len", seq_len)):
+            if not isinstance(v, int) or v < 1:
+                raise Error(f"{NAME}: {what} must be a positive integer, got {v!r}")
+        self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
+        self.gate, self.ffn_type, self.temperature = gate, ffn_type, temperature
+        world = dist.get_world_size()
+        self.rank = dist.get_rank()
+        model = {"name": "torch-netmoe", "hidden": hidden, "ffn_hidden": ffn_hidden,
+                 "experts": experts, "top_k": top_k, "layers": 1, "heads": hidden,
+                 "seq_len": seq_len, "micro_batch": samples, "capacity_factor": None,
+                 "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
+        if vocab_size is not None:
+            model["vocab_size"] = vocab_size
+        self.schedule = _moecomm.build_schedule(
+            model, cluster or default_cluster(world), parallel, _strategy_text(strategy),
+            routing="auto", lm_head=vocab_size is not None)
+        if self.schedule.world_size != world:
+            raise Error(f"{NAME}: the layout has {self.schedule.world_size} ranks but "
+                        f"torch.distributed's world has {world}")
+        self.strategy = self.schedule.strategy
+        if self.schedule.parallel["tp"] != 1:
+            raise Error(f"{NAME}: placement=netmoe runs with tp=1 only (as `moecomm train`), "
+                        f"got tp={self.schedule.parallel['tp']}")
+        self._bind_ops()
+        self._make_groups(world)
+        self.placer = _place.AsyncSamplePlacer(_expert_blocks(experts, self.members),
+                                               self.grid[1], devices=self.members, solver=solver)
+        self.ln2 = torch.nn.LayerNorm(hidden, eps=eps)
+        self._init_weights(seed, xmoe_dim)
+        self.last_times: Optional[OpTimes] = None
+        self.last_counts: Optional[np.ndarray] = None
+        self.last_placement: Optional[Any] = None
+        self.home_expert_load: Optional[torch.Tensor] = None
+
+    # --- setup
+    def _bind_ops(self) -> None:
+        self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
+        ops = [o for o in self._by_id.values() if o.name.startswith("moe.")]
+        if not any(o.name.startswith("moe.netmoe.") for o in ops):
+            raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has no placement=netmoe "
+                        f"(moecomm.torch.MoELayer runs the strategies that keep samples home)")
+        known = set(FORWARD_OPS) | set(BACKWARD_OPS)
+        unrun = sorted({o.name for o in ops if o.name not in known})
+        if unrun:
+            raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has ops the sample-moving "
+                        f"layer does not run: {', '.join(unrun)} (placement=netmoe moves whole "
+                        f"samples over the EP group: no ESP split, no expert transfer)")
+        self.ops = {"forward": [o for o in ops if o.phase == "forward" and o.name in FORWARD_OPS],
+                    "backward": [o for o in ops if o.phase == "backward"
+                                 and o.name in BACKWARD_OPS]}
+        self.gate_ops = {o.phase: o for o in self._by_id.values()
+                         if o.name == "gate" and o.layer == 0}
+        self.moves_targets = any(o.name == "moe.netmoe.targets_allgather"
+                                 for o in self.ops["forward"])
+        dispatch = next(o for o in ops if o.name == "moe.dispatch.a2a")
+        self.ep_group = list(self.schedule.collective(dispatch.collective).group)
+        self.member = dispatch.member
+        self.members = len(self.ep_group)
+        if self.experts % self.members:
+            raise Error(f"{NAME}: ep = {self.members} does not divide the number of experts "
+                        f"({self.experts})")
+        self.local = self.experts // self.members
+        self.chunks = {p: max([o.chunk + 1 for o in self.ops[p] if o.name == "moe.dispatch.a2a"]
+                              + [1]) for p in self.ops}
+        self.ranks_per_node = self.schedule.ranks_per_node
+        nodes = nodes_of(self.ep_group, self.ranks_per_node)
+        if not nodes or [m for n in nodes for m in n] != list(range(self.members)):
+            raise Error(f"{NAME}: placement=netmoe needs the EP group {self.ep_group} node-major "
+                        f"with the same number of members on every node ({self.ranks_per_node} "
+                        f"ranks per node)")
+        self.grid = (len(nodes), len(nodes[0]))  # nodes x members per node: the placer's grid
+
+    def _make_groups(self, world: int) -> None:
+        sets = []
+        for r in range(world):
+            for o in self.schedule.ops(r):
+                if o.collective < 0:
+                    continue
+                c = self.schedule.collective(o.collective)
+                sets.append(c.group)
+                if c.algorithm in ("1dh", "2dh"):
+                    sets += hierarchical_rank_sets(c.group, self.ranks_per_node)
+        self.groups = GroupRegistry(sets)
+
+    def _init_weights(self, seed: int, xmoe_dim: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        h, f, e = self.hidden, self.ffn_hidden, self.experts
+        rand = lambda *shape, fan: (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(fan)
+        if self.gate == "xmoe":
+            self.gate_weight = torch.nn.Parameter(rand(xmoe_dim, h, fan=h))
+            self.expert_embeddings = torch.nn.Parameter(rand(e, xmoe_dim, fan=xmoe_dim))
+        else:
+            self.gate_weight = torch.nn.Parameter(rand(e, h, fan=h))
+            self.expert_embeddings = None
+        full = {"w1": rand(e, f, h, fan=h), "w2": rand(e, h, f, fan=f)}
+        if self.ffn_type == "gelu":
+            full.update(b1=rand(e, f, fan=h), b2=rand(e, h, fan=f))
+        else:
+            full["w3"] = rand(e, f, h, fan=h)
+        self.load_experts(full)
+
+    def _expert_names(self) -> Tuple[str, ...]:
+        return ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
+
+    def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
+        """Sets this rank's experts from every expert's weights stacked in torch.nn.Linear's
+        layout (as MoELayer.load_experts): ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu),
+        ``w2`` [E, hidden, ffn], gelu's ``b1`` [E, ffn] and ``b2`` [E, hidden]."""
+        first = self.member * self.local
+        for name in self._expert_names():
+            if name not in full:
+                raise Error(f"{NAME}.load_experts: missing '{name}'")
+            value = full[name].detach()[first:first + self.local].clone().contiguous()
+            if hasattr(self, name):
+                getattr(self, name).data.copy_(value)
+            else:
+                self.register_parameter(name, torch.nn.Parameter(value))
+
+    def expert_params(self) -> List[torch.nn.Parameter]:
+        return [getattr(self, n) for n in self._expert_names()]
+
+    def dense_params(self) -> List[torch.nn.Parameter]:
+        """The replicated parameters (GradSync sums them over the data-parallel group): the
+        gate and LN2, whose gradients come from the gate's side and the experts' side."""
+        gate = [p for p in (self.gate_weight, self.expert_embeddings) if p is not None]
+        return gate + [self.ln2.weight, self.ln2.bias]
+
+    def schedule_op(self, op_id: int) -> Any:
+        """This rank's op ``op_id`` of the schedule (a ScheduleOp)."""
+        return self._by_id[op_id]
+
+    # --- compute
+    def _expert(self, l: int, x: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.ffn_type == "gelu":
+            w1, b1, w2, b2 = params
+            return F.gelu(x @ w1[l].t() + b1[l]) @ w2[l].t() + b2[l]
+        w1, w3, w2 = params
+        return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()
+
+    def _check(self, h: torch.Tensor, sample_ids: Optional[torch.Tensor],
+               targets: Optional[torch.Tensor]) -> torch.Tensor:
+        if not isinstance(h, torch.Tensor) or h.dim() != 3:
+            raise Error(f"{NAME}: h must be this rank's samples [B, S, hidden], got "
+                        f"{tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__}")
+        if h.shape[-1] != self.hidden:
+            raise Error(f"{NAME}: h's last dimension is {h.shape[-1]}, hidden is {self.hidden}")
+        if h.dtype != torch.float32:
+            raise Error(f"{NAME}: h must be float32 (the rows' metadata ride as fp32 columns), "
+                        f"got {h.dtype}")
+        b, s = h.shape[0], h.shape[1]
+        if b < 1 or s < 1:
+            raise Error(f"{NAME}: h has no tokens (shape {tuple(h.shape)})")
+        if sample_ids is None:
+            ids = torch.arange(b, dtype=torch.int64) + self.member * b
+        else:
+            ids = torch.as_tensor(sample_ids)
+            if ids.shape != (b,) or ids.dtype not in (torch.int32, torch.int64):
+                raise Error(f"{NAME}: sample_ids must be [B] = [{b}] integers, got "
+                            f"{tuple(ids.shape)} {ids.dtype}")
+            ids = ids.to(torch.int64)
+        if targets is not None and not self.moves_targets:
+            raise Error(f"{NAME}: targets move with the samples when the layer is built with "
+                        f"vocab_size (the schedule's LM head and targets AllGather)")
+        if targets is None and self.moves_targets:
+            raise Error(f"{NAME}: the layer was built with vocab_size: pass this rank's home "
+                        f"samples' targets [B, S]")
+        if targets is not None and (targets.shape != (b, s) or targets.dtype not in
+                                    (torch.int32, torch.int64)):
+            raise Error(f"{NAME}: targets must be [B, S] = [{b}, {s}] integers, got "
+                        f"{tuple(targets.shape)} {targets.dtype}")
+        return ids
+
+    def forward(self, h: torch.Tensor, sample_ids: Optional[torch.Tensor] = None,
+                targets: Optional[torch.Tensor] = None) -> SampleMovingOutput:
+        """h: the samples this rank holds [B, S, hidden] (every EP member the same B and S);
+        sample_ids: their global ids [B] (default: this member's own, member * B + b; a
+        previous layer's output ids otherwise); targets: this rank's HOME samples' targets
+        [B, S] (member * B + b), when built with vocab_size (the layer before the head).
+        Returns y = h + MoE(LN2(h)) of the samples placed here, their ids and, with targets,
+        theirs."""
+        ids = self._check(h, sample_ids, targets)
+        b, s, m = h.shape
+        times = OpTimes()
+        start = time.perf_counter()
+        rows = h.reshape(b * s, m)
+        a = F.layer_norm(rows, (m,), self.ln2.weight, self.ln2.bias, self.ln2.eps)
+        token, expert, weight = rt.choose(self.gate, a, self.gate_weight, self.top_k, None,
+                                          self.experts, self.expert_embeddings, self.temperature)
+        routing = rt.order(token, expert, weight, self.experts, None)
+        step = _Step(self, ids, s, routing, targets)
+        if "forward" in self.gate_ops:
+            times.record(self.gate_ops["forward"].id, start, time.perf_counter())
+        y = _SampleExchange.apply(self, step, times, rows[routing.token], routing.weight,
+                                  self.ln2.weight, self.ln2.bias, *self.expert_params())
+        self.last_times = times
+        return SampleMovingOutput(y.reshape(b, s, m), step.new_ids, step.new_targets)
+
+    # --- collectives
+    def _a2a(self, op: object, payload: torch.Tensor, matrix: Sequence[Sequence[int]]
+             ) -> Pending:
+        """The op's A2A-v, ``matrix[i][j]`` rows from member i to member j, as its
+        collective's algorithm routes it (flat, 1DH, 2DH)."""
+        coll = self.schedule.collective(op.collective)
+        me = self.member
+        if coll.algorithm in ("1dh", "2dh"):
+            nodes = nodes_of(coll.group, self.ranks_per_node)
+            phases = col.hierarchical_plan(coll.algorithm, nodes)
+            return col.routed_all_to_all(payload, matrix, me, phases,
+                                         lambda kind, mm: self._routed(coll.group, kind, mm))
+        return col.all_to_all_v(payload, [matrix[me][j] for j in range(len(matrix))],
+                                [matrix[i][me] for i in range(len(matrix))],
+                                self.groups.get(coll.group))
+
+    def _routed(self, group: Sequence[int], kind: str, member: int):
+        nodes = nodes_of(group, self.ranks_per_node)
+        g = list(group)
+        node = next(n for n in nodes if member in n)
+        if kind == "node":
+            return self.groups.get([g[m] for m in node])
+        if kind == "across":
+            return self.groups.get([g[n[node.index(member)]] for n in nodes])
+        return self.groups.get([g[n[0]] for n in nodes])
+
+
+def _expert_blocks(experts: int, members: int) -> List[int]:
+    """Experts in contiguous blocks over the members (place::expert_blocks)."""
+    return [e * members // experts for e in range(experts)]
+
+
+class _Step:
+    """One forward and backward of the layer: what the kernels share."""
+
+    def __init__(self, layer: SampleMovingMoE, ids: torch.Tensor, seq_len: int,
+                 routing: rt.Routing, targets: Optional[torch.Tensor]) -> None:
+        self.layer = layer
+        self.P, self.L, self.E = layer.members, layer.local, layer.experts
+        self.me = layer.member
+        self.ids, self.S, self.B = ids, seq_len, ids.shape[0]
+        self.targets = targets
+        self.nf, self.nb = layer.chunks["forward"], layer.chunks["backward"]
+        tok = routing.token
+        # Per send row (expert-major, token order within): its global token, whether it is
+        # its token's first slot (the residual rides there), and its expert.
+        self.row_token = ids[tok // seq_len] * seq_len + tok % seq_len
+        by_token = torch.sort(tok, stable=True)  # a token's rows in send order
+        starts = torch.ones_like(tok, dtype=torch.bool)
+        starts[1:] = by_token.values[1:] != by_token.values[:-1]
+        self.row_first = torch.zeros_like(tok)
+        self.row_first[by_token.indices[starts]] = 1
+        self.row_expert = routing.expert
+        # NetMoE Eq. 2: slots per (sample held, expert).
+        self.sample_counts = torch.zeros(self.B, self.E, dtype=torch.int64)
+        self.sample_counts.index_put_((tok // seq_len, routing.expert),
+                                      torch.ones_like(tok), accumulate=True)
+        self.new_ids = self.new_targets = None
+        self.submitted = self.collected = False
+
+    # --- forward kernels
+    def forward_kernels(self) -> Dict[str, Any]:
+        return {"moe.netmoe.counts_allgather": self.counts_allgather,
+                "moe.netmoe.aux_allgather": self.aux_allgather,
+                "moe.netmoe.solve": self.solve,
+                "moe.netmoe.targets_allgather": self.targets_allgather,
+                "moe.dispatch.a2a": self.scatter,
+                "moe.expert": self.experts,
+                "moe.combine.a2a": self.gather}
+
+    def backward_kernels(self) -> Dict[str, Any]:
+        return {"moe.dispatch.a2a": self.dy_exchange,
+                "moe.expert": self.experts_backward,
+                "moe.combine.a2a": self.dh_exchange}
+
+    def begin_forward(self, send: torch.Tensor, weight: torch.Tensor,
+                      params: Sequence[torch.Tensor]) -> None:
+        self.params = params  # ln2 weight, ln2 bias, then the experts'
+        self.send = send
+        self.payload = torch.cat([send, _bits(self.row_token)[:, None],
+                                  _bits(self.row_first)[:, None], weight[:, None]], dim=1)
+        self.recv: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nf)]
+        self.z: List[Optional[Dict[Tuple[int, int], torch.Tensor]]] = [None] * self.nf
+        self.y = send.new_zeros((self.B * self.S, send.shape[1]))
+        self.got: List[Tuple[torch.Tensor, torch.Tensor]] = []  # per arrival: (source, tag)
+        self.sent: List[Tuple[torch.Tensor, torch.Tensor]] = []  # per row sent: (dest, row)
+
+    def _group(self, op: object):
+        return self.layer.groups.get(self.layer.schedule.collective(op.collective).group)
+
+    def counts_allgather(self, op: object) -> Pending:
+        """Line 9: every member's B, S, sample ids and per-sample counts."""
+        group = self._group(op)
+        shape = torch.tensor([self.B, self.S], dtype=torch.int64)
+        shapes = [torch.empty_like(shape) for _ in range(self.P)]
+        dist.all_gather(shapes, shape, group=group)
+        if any(t.tolist() != shape.tolist() for t in shapes):
+            raise Error(f"{NAME}: every EP member must hold the same number of samples and "
+                        f"tokens per sample, got [B, S] = "
+                        f"{', '.join(str(t.tolist()) for t in shapes)}")
+        block = torch.cat([self.ids, self.sample_counts.reshape(-1)])
+        pending = col.all_gather_v(block, [block.shape[0]] * self.P, group)
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait().reshape(self.P, -1)
+            self.all_ids = got[:, :self.B]
+            self.all_counts = got[:, self.B:].reshape(self.P, self.B, self.E)
+            total = self.P * self.B
+            seen = torch.bincount(self.all_ids.reshape(-1).clamp(0, total), minlength=total + 1)
+            if (seen[:total] != 1).any():
+                bad = int(torch.nonzero(seen[:total] != 1)[0])
+                raise Error(f"{NAME}: the EP group's sample ids must be 0..{total - 1}, each "
+                            f"once (member * B + b at home); id {bad} is held "
+                            f"{int(seen[bad])} times")
+            per = self.all_counts.sum(1)  # [i][e]: rows member i sends expert e
+            self.lay = Layout(per.reshape(self.P, self.P, self.L).tolist(), self.me, 1, 0)
+            self.offsets = (torch.cumsum(per, 1) - per).tolist()  # [i][e]: its first send row
+            num = torch.zeros(total, self.E, dtype=torch.int64)
+            num[self.all_ids.reshape(-1)] = self.all_counts.reshape(total, self.E)
+            self.num = num
+            # Each sender's send rows' samples (expert-major, its samples in order within),
+            # from which every member knows where every row goes once placed.
+            self.row_sample = [torch.repeat_interleave(self.all_ids[i].repeat(self.E),
+                                                       self.all_counts[i].t().reshape(-1))
+                               for i in range(self.P)]
+            return got
+
+        return Pending(pending, unpack)
+
+    def aux_allgather(self, op: object) -> Pending:
+        """Slots per expert summed by home rank over the tokens held, all-gathered and summed:
+        every member learns each home's expert load wherever its samples sat."""
+        rows_by_sample = self.row_token // self.S  # global sample of each send row
+        mine = torch.zeros(self.P, self.E, dtype=torch.int64)
+        mine.index_put_((rows_by_sample // self.B, self.row_expert),
+                        torch.ones_like(rows_by_sample), accumulate=True)
+        pending = col.all_gather_v(mine.reshape(-1), [self.P * self.E] * self.P,
+                                   self._group(op))
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait()
+            self.layer.home_expert_load = got.reshape(self.P, self.P, self.E).sum(0)
+            return got
+
+        return Pending(pending, unpack)
+
+    def solve(self, op: object) -> Pending:
+        """Lines 9 and 13: the placement starts solving now (a C++ thread, no GIL) and is
+        collected when the gather needs it."""
+        self.layer.placer.submit(self.num.numpy())
+        self.submitted = True
+
+        def collect() -> torch.Tensor:
+            self.collected = True
+            placed = self.layer.placer.collect()
+            self._set_placement(torch.as_tensor(np.asarray(placed.sample_device),
+                                                dtype=torch.int64))
+            self.layer.last_counts = self.num.numpy().copy()
+            self.layer.last_placement = placed
+            return self.place
+
+        return Pending(None, collect)
+
+    def abandon(self) -> None:
+        if self.submitted and not self.collected:
+            self.collected = True
+            try:
+                self.layer.placer.collect()
+            except Error:
+                pass  # the step failed already; its error is the one to report
+
+    def _set_placement(self, place: torch.Tensor) -> None:
+        per = torch.bincount(place, minlength=self.P)
+        if place.shape[0] != self.P * self.B or (per != self.B).any():
+            raise Error(f"{NAME}: the placement does not keep {self.B} samples per member "
+                        f"(got {per.tolist()})")
+        self.place = place
+        self.new_ids = torch.nonzero(place == self.me).reshape(-1)  # ascending global id
+        self.slot = torch.zeros_like(place)
+        for d in range(self.P):
+            mine = torch.nonzero(place == d).reshape(-1)
+            self.slot[mine] = torch.arange(mine.shape[0])
+        if self.targets is not None and hasattr(self, "all_targets"):
+            self.new_targets = self.all_targets[self.new_ids]
+
+    def targets_allgather(self, op: object) -> Pending:
+        """The group's targets (each member's home samples', member-major: by global id), so
+        that each sample's targets reach the rank it ends on (as moecomm train's step)."""
+        pending = col.all_gather_v(self.targets.to(torch.int64), [self.B] * self.P,
+                                   self._group(op))
+
+        def unpack() -> torch.Tensor:
+            self.all_targets = pending.wait()
+            if hasattr(self, "place"):
+                self.new_targets = self.all_targets[self.new_ids]
+            return self.all_targets
+
+        return Pending(pending, unpack)
+
+    def scatter(self, op: object) -> Pending:
+        """Line 10, chunk c: h and its metadata to the experts' members."""
+        lay, c, n = self.lay, max(op.chunk, 0), self.nf
+        parts = [self.payload[slice(*lay.send_rows(j, l, c, n, 0))]
+                 for j in range(self.P) for l in range(self.L)]
+        matrix = [[sum(lay.size(i, j, l, c, n, 0) for l in range(self.L)) for j in range(self.P)]
+                  for i in range(self.P)]
+        pending = self.layer._a2a(op, torch.cat(parts), matrix)
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait()
+            keys = [(i, l) for i in range(self.P) for l in range(self.L)]
+            sizes = [lay.size(i, self.me, l, c, n, 0) for i, l in keys]
+            self.recv[c].update(zip(keys, torch.split(got, sizes)))
+            return got
+
+        return Pending(pending, unpack)
+
+    def _apply(self, l: int, rows: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Lines 11-12 on rows (h and metadata) of local expert l: w E(LN2(h)) + [first] h."""
+        m = self.layer.hidden
+        h, first, w = rows[:, :m], _ints(rows[:, m + 1:m + 2]).reshape(-1), rows[:, m + 2]
+        ln_w, ln_b, *experts = params
+        a = F.layer_norm(h, (m,), ln_w, ln_b, self.layer.ln2.eps)
+        return w[:, None] * self.layer._expert(l, a, experts) + first[:, None] * h
+
+    def experts(self, op: object) -> None:
+        """Each local expert on the chunk's rows from every source at once."""
+        for c in (range(self.nf) if op.chunk < 0 else [op.chunk]):
+            self.z[c] = {}
+            for l in range(self.L):
+                keys = [(i, l) for i in range(self.P)]
+                z = self._apply(l, torch.cat([self.recv[c][k] for k in keys]), self.params)
+                self.z[c].update(zip(keys, torch.split(z, [self.recv[c][k].shape[0]
+                                                          for k in keys])))
+
+    def _moved(self, src: int, q: int, c: int, n: int, dest_of) -> torch.Tensor:
+        """Per destination, rows of expert-side member q's chunk c of n that came from
+        member src (every member knows them from the gathered counts and the placement)."""
+        out = torch.zeros(self.P, dtype=torch.int64)
+        samples = self.row_sample[src]
+        for l in range(self.L):
+            at = self.offsets[src][q * self.L + l]
+            lo, hi = piece(self.lay.counts[src][q][l], c, n, 0, 1)
+            out += torch.bincount(dest_of[samples[at + lo:at + hi]], minlength=self.P)
+        return out
+
+    def gather(self, op: object) -> Pending:
+        """Lines 13-14, chunk c: each output row straight to its sample's new rank, tagged with
+        its place there and its backward chunk."""
+        c, n, nb, S = max(op.chunk, 0), self.nf, self.nb, self.S
+        keys = [(i, l) for i in range(self.P) for l in range(self.L)]
+        z = torch.cat([self.z[c][k] for k in keys])
+        token = torch.cat([_ints(self.recv[c][k][:, self.layer.hidden:self.layer.hidden + 1])
+                           for k in keys]).reshape(-1)
+        # Each row's (source, expert) block and place there, hence its backward chunk.
+        rows = torch.cat([self._block_rows(i, l, c) for i, l in keys])
+        sample = token // S
+        dest = self.place[sample]
+        tag = (self.slot[sample] * S + token % S) * nb + self._bwd_chunk(rows)
+        order = torch.sort(dest, stable=True).indices
+        self.sent.append((dest[order], rows[order]))
+        self.z[c] = None
+        matrix = [[0] * self.P for _ in range(self.P)]
+        for q in range(self.P):
+            got = sum(self._moved(i, q, c, n, self.place) for i in range(self.P))
+            matrix[q] = got.tolist()
+        payload = torch.cat([z[order], _bits(tag[order])[:, None]], dim=1)
+        pending = self.layer._a2a(op, payload, matrix)
+        recv = [matrix[q][self.me] for q in range(self.P)]
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait()
+            m = self.layer.hidden
+            where = _ints(got[:, m:m + 1]).reshape(-1)
+            self.y.index_add_(0, where // nb, got[:, :m])
+            src = torch.repeat_interleave(torch.arange(self.P), torch.tensor(recv))
+            self.got.append((src, where))
+            return got
+
+        return Pending(pending, unpack)
+
+    def _block_rows(self, i: int, l: int, c: int) -> torch.Tensor:
+        """Rows [lo, hi) of block (i, l) (what member i sent this one for local expert l) in
+        forward chunk c, as indices into the block."""
+        lo, hi = piece(self.lay.counts[i][self.me][l], c, self.nf, 0, 1)
+        return torch.stack([torch.full((hi - lo,), i * self.L + l, dtype=torch.int64),
+                            torch.arange(lo, hi)], dim=1)
+
+    def _bwd_chunk(self, rows: torch.Tensor) -> torch.Tensor:
+        """The backward chunk of block rows ([block i * L + l, row r] pairs): chunk j of nb
+        holds rows [count j / nb, count (j + 1) / nb), so j = floor(((r + 1) nb - 1) / count)."""
+        counts = torch.tensor([self.lay.counts[i][self.me][l] for i in range(self.P)
+                               for l in range(self.L)], dtype=torch.int64)
+        count = counts[rows[:, 0]].clamp_min(1)
+        return torch.div((rows[:, 1] + 1) * self.nb - 1, count, rounding_mode="floor")
+
+    # --- backward kernels
+    def begin_backward(self, dy: torch.Tensor) -> None:
+        keys = [(i, l) for i in range(self.P) for l in range(self.L)]
+        self.block = {k: torch.cat([self.recv[c][k] for c in range(self.nf)]) for k in keys}
+        self.recv = []
+        self.dy = dy
+        self.got_src = torch.cat([s for s, _ in self.got])
+        self.got_where = torch.cat([w for _, w in self.got])
+        self.sent_dest = torch.cat([d for d, _ in self.sent])
+        self.sent_rows = torch.cat([r for _, r in self.sent])
+        self.dz: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
+        self.dh: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
+        self.dsend = dy.new_zeros(self.send.shape)
+        self.dweight = dy.new_zeros(self.send.shape[0])
+        self.grads = [torch.zeros_like(p) for p in self.params]
+
+    def _bwd_piece(self, i: int, l: int, j: int) -> Tuple[int, int]:
+        return piece(self.lay.counts[i][self.me][l], j, self.nb, 0, 1)
+
+    def dy_exchange(self, op: object) -> Pending:
+        """The gather's backward, chunk j: dy of the rows tagged j back to the members whose
+        experts made them, in the order they came; they place them by what they sent."""
+        j, nb, P = max(op.chunk, 0), self.nb, self.P
+        tagged = self.got_where % nb == j
+        src, where = self.got_src[tagged], self.got_where[tagged]
+        order = torch.sort(src, stable=True).indices
+        payload = self.dy[where[order] // nb]
+        # Rows member d sends member q in chunk j: what q sent d tagged j (every member knows
+        # it from the counts and the placement, as in the forward).
+        matrix = [[0] * P for _ in range(P)]
+        for q in range(P):
+            moved = sum(self._moved(i, q, j, nb, self.place) for i in range(P))
+            for d in range(P):
+                matrix[d][q] = int(moved[d])
+        pending = self.layer._a2a(op, payload, matrix)
+        mine = self._bwd_chunk(self.sent_rows) == j
+        dests, rows = self.sent_dest[mine], self.sent_rows[mine]
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait()
+            # Arrivals are destination-major, each in the order this member sent them.
+            order_back = torch.sort(dests, stable=True).indices
+            blocks, offsets = rows[order_back, 0], rows[order_back, 1]
+            for (i, l) in [(i, l) for i in range(P) for l in range(self.L)]:
+                lo, hi = self._bwd_piece(i, l, j)
+                sel = torch.nonzero(blocks == i * self.L + l).reshape(-1)
+                dz = got.new_zeros((hi - lo, got.shape[1]))
+                dz[offsets[sel] - lo] = got[sel]
+                self.dz[j][(i, l)] = dz
+            return got
+
+        return Pending(pending, unpack)
+
+    def experts_backward(self, op: object) -> None:
+        """The chunk's gradients, the forward recomputed per local expert: dh (residual, LN2
+        and expert), each slot's weight gradient, and LN2's and the experts' parameters'."""
+        m = self.layer.hidden
+        for j in (range(self.nb) if op.chunk < 0 else [op.chunk]):
+            for l in range(self.L):
+                keys = [(i, l) for i in range(self.P)]
+                rows = torch.cat([self.block[k][slice(*self._bwd_piece(*k, j))] for k in keys])
+                sizes = [self.dz[j][k].shape[0] for k in keys]
+                if rows.shape[0] == 0:
+                    self.dh[j].update((k, rows.new_zeros((0, m + 1))) for k in keys)
+                    continue
+                with torch.enable_grad():
+                    h = rows[:, :m].detach().requires_grad_()
+                    w = rows[:, m + 2].detach().requires_grad_()
+                    params = [p.detach().requires_grad_() for p in self.params]
+                    z = self._apply(l, torch.cat([h, rows[:, m:m + 2], w[:, None]], dim=1),
+                                    params)
+                    dz = torch.cat([self.dz[j][k] for k in keys])
+                    got = torch.autograd.grad(z, [h, w, *params], dz, allow_unused=True)
+                for acc, g in zip(self.grads, got[2:]):
+                    if g is not None:
+                        acc += g
+                dh = torch.cat([got[0], got[1][:, None]], dim=1)
+                self.dh[j].update(zip(keys, torch.split(dh, sizes)))
+            self.dz[j] = {}
+
+    def dh_exchange(self, op: object) -> Pending:
+        """The scatter's backward, chunk j: dh and each slot's weight gradient back to the
+        member that ran the gate (the transpose of the forward scatter)."""
+        lay, j, nb = self.lay, max(op.chunk, 0), self.nb
+        keys = [(i, l) for i in range(self.P) for l in range(self.L)]
+        payload = torch.cat([self.dh[j][k] for k in keys])
+        matrix = [[sum(lay.size(d, q, l, j, nb, 0) for l in range(self.L))
+                   for d in range(self.P)] for q in range(self.P)]
+        pending = self.layer._a2a(op, payload, matrix)
+        self.dh[j] = {}
+
+        def unpack() -> torch.Tensor:
+            got = pending.wait()
+            sizes = [lay.size(self.me, q, l, j, nb, 0) for q in range(self.P)
+                     for l in range(self.L)]
+            blocks = torch.split(got, sizes)
+            for (q, l), block in zip([(q, l) for q in range(self.P) for l in range(self.L)],
+                                     blocks):
+                lo, hi = lay.send_rows(q, l, j, nb, 0)
+                self.dsend[lo:hi] = block[:, :-1]
+                self.dweight[lo:hi] = block[:, -1]
+            return got
+
+        return Pending(pending, unpack)
+
+
+class _SampleExchange(torch.autograd.Function):
+    """Scatter, experts and gather as the schedule's forward ops; its backward ops in
+    backward (the expert gradients are recomputed per backward chunk)."""
+
+    @staticmethod
+    def forward(ctx, layer: SampleMovingMoE, step: _Step, times: OpTimes, send: torch.Tensor,
+                weight: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            step.begin_forward(send.detach(), weight.detach(), [p.detach() for p in params])
+            try:
+                Runner(step.forward_kernels(), times).run(layer.ops["forward"])
+            except BaseException:
+                step.abandon()  # a solve in flight is collected: the next step may submit
+                raise
+        ctx.layer, ctx.step, ctx.times = layer, step, times
+        return step.y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        step = ctx.step
+        with torch.no_grad():
+            step.begin_backward(dy.contiguous())
+            Runner(step.backward_kernels(), ctx.times).run(ctx.layer.ops["backward"])
+        return (None, None, None, step.dsend, step.dweight, *step.grads)

@@ -9,7 +9,7 @@ import torch_errors  # noqa: E402
 
 EXPECTED = {
     "hybrid-esp": "expert_transfer=hybrid runs without ESP here (esp = 1)",
-    "netmoe": "placement=netmoe",
+    "netmoe": "placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE",
     "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert_choice, got 'topk'",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",
     "experts-split": "ep = 4 does not divide the number of experts (6)",

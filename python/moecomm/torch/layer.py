@@ -107,8 +107,10 @@ class MoELayer(torch.nn.Module):
         ops = [o for o in self._by_id.values() if o.layer == 0]
         unrun = sorted({o.name for o in ops if o.name.startswith("moe.") and o.name not in TOKEN_OPS})
         if unrun:
-            raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the torch "
-                        f"executor does not run: {', '.join(unrun)}")
+            hint = (" (placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE)"
+                    if any(n.startswith("moe.netmoe.") for n in unrun) else "")
+            raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the layer "
+                        f"does not run: {', '.join(unrun)}{hint}")
         self.ops = {phase: [o for o in ops if o.phase == phase and o.name in TOKEN_OPS]
                     for phase in ("forward", "backward")}
         self.gate_ops = {o.phase: o for o in ops if o.name == "gate"}

@@ -10,11 +10,11 @@
 
 #include "bindings.h"
 #include "cli/planned_knobs.h"
-#include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/rank_groups.h"
 #include "core/topology.h"
 #include "inputs.h"
+#include "routing_args.h"
 #include "sched/build_hybridep.h"
 #include "sched/layer_builder.h"
 #include "sim/simulator.h"
@@ -135,9 +135,7 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
                                      const RoutingArgs& args) {
   if (layers < 1 || layers > 1024)
     throw Error("layers", "must be in [1, 1024], got " + std::to_string(layers));
-  if (args.routing != "auto" && args.routing != "uniform" && args.routing != "synthetic")
-    throw Error("routing", "must be auto, uniform or synthetic, got \"" + args.routing + "\"");
-  if (!(args.locality >= 0 && args.locality <= 1)) throw Error("locality", "must be in [0, 1]");
+  check_routing(args.routing, args.locality);
   const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
   const bool ep_given = parallel_spec(parallel).ep.has_value();
   py::gil_scoped_release release;
@@ -148,19 +146,7 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
   out->strategy_notes = cli::planned_knobs(setup, strategy, ep_given, "strategy", layer);
   layer.layers = layers;
   layer.lm_head = args.lm_head;
-  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
-  if (netmoe && args.routing == "uniform")
-    throw Error("routing",
-                "placement=netmoe moves samples by their routing: use routing=\"synthetic\" (the "
-                "default for netmoe), not uniform");
-  if (args.routing == "synthetic" || (args.routing == "auto" && netmoe)) {
-    place::SyntheticRoutingSpec spec;
-    spec.locality = args.locality;
-    spec.layer_correlation = 0.9;    // as moecomm.simulate
-    cli::ModelSetup packed = setup;  // Lina's packing may have moved the EP size
-    packed.parallel = layer.parallel;
-    layer.a2a_pair_bytes = cli::routed_dispatch(packed, spec, netmoe, "flow").matrices;
-  }
+  route(setup, args.routing, args.locality, layer);
   out->schedule = sched::build_training_step(layer);
   out->cluster = setup.cluster;
   out->model = setup.model;

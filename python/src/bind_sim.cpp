@@ -11,11 +11,11 @@
 
 #include "bindings.h"
 #include "cli/planned_knobs.h"
-#include "cli/routed_dispatch.h"
 #include "core/error.h"
 #include "core/topology.h"
 #include "inputs.h"
 #include "py_json.h"
+#include "routing_args.h"
 #include "sched/layer_builder.h"
 #include "sim/sim_report.h"
 #include "sim/simulator.h"
@@ -56,9 +56,7 @@ void check_args(const SimArgs& a) {
   if (!(a.completion_tolerance >= 0 && a.completion_tolerance <= 0.1))
     throw Error("completion_tolerance", "must be in [0, 0.1]");
   if (!a.fairness.empty()) core::parse_fairness(a.fairness, "fairness");
-  if (a.routing != "auto" && a.routing != "uniform" && a.routing != "synthetic")
-    throw Error("routing", "must be auto, uniform or synthetic, got \"" + a.routing + "\"");
-  if (!(a.locality >= 0 && a.locality <= 1)) throw Error("locality", "must be in [0, 1]");
+  check_routing(a.routing, a.locality);
 }
 
 // Everything after the Python inputs are read: runs without the GIL.
@@ -70,24 +68,12 @@ SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_gi
   out.strategy_notes = cli::planned_knobs(setup, args.strategy, ep_given, "strategy", layer);
   layer.layers = args.layers;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
-  if (netmoe && args.routing == "uniform")
-    throw Error("routing",
-                "placement=netmoe moves samples by their routing: use routing=\"synthetic\" (the "
-                "default for netmoe), not uniform");
-  if (args.routing == "synthetic" || (args.routing == "auto" && netmoe)) {
-    place::SyntheticRoutingSpec spec;
-    spec.locality = args.locality;
-    spec.layer_correlation = 0.9;    // as `moecomm sim`
-    cli::ModelSetup packed = setup;  // Lina's packing may have moved the EP size
-    packed.parallel = layer.parallel;
-    const cli::RoutedDispatch routed = cli::routed_dispatch(packed, spec, netmoe, "flow");
-    layer.a2a_pair_bytes = routed.matrices;
+  if (const auto routed = route(setup, args.routing, args.locality, layer))
     out.routing = nlohmann::json{{"source", "synthetic"},
                                  {"locality", args.locality},
                                  {"placement", netmoe ? "netmoe" : "home"},
-                                 {"dispatch_inter_node_MB", routed.inter_node_bytes / 1e6},
-                                 {"placement_solve_us", routed.placement_solve_us}};
-  }
+                                 {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
+                                 {"placement_solve_us", routed->placement_solve_us}};
   const auto start = std::chrono::steady_clock::now();
   const sched::Schedule schedule = sched::build_training_step(layer);
   const core::Topology topology(setup.cluster);

@@ -206,3 +206,16 @@ def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: i
         return torch.cat([blocks[(i, me)] for i in range(n)])
 
     return Pending(first, rest)
+
+
+def a2a_by_algorithm(payload: torch.Tensor, matrix: Sequence[Sequence[int]], me: int,
+                     collective: object, groups: object) -> Pending:
+    """A schedule collective's A2A-v of ``payload``: ``matrix[i][j]`` rows from member i to
+    member j, flat or routed as its algorithm says (1DH, 2DH; ``groups``: ScheduleGroups)."""
+    if collective.algorithm in ("1dh", "2dh"):
+        phases = hierarchical_plan(collective.algorithm, groups.nodes(collective.group))
+        group_of = lambda kind, m: groups.routed(collective.group, kind, m)
+        return routed_all_to_all(payload, matrix, me, phases, group_of)
+    n = len(matrix)
+    return all_to_all_v(payload, [matrix[me][j] for j in range(n)],
+                        [matrix[i][me] for i in range(n)], groups.get(collective.group))

@@ -49,3 +49,44 @@ def hierarchical_rank_sets(group: Sequence[int], ranks_per_node: int) -> List[Li
     out += [[g[node[l]] for node in nodes] for l in range(len(nodes[0]))]
     out.append([g[node[0]] for node in nodes])
     return out
+
+
+class ScheduleGroups:
+    """Every process group a schedule's collectives run on, created on every rank: the
+    collectives' groups and the node, cross-node and leader sub-groups of its 1DH and 2DH
+    A2As (node = rank // ranks_per_node)."""
+
+    def __init__(self, schedule: object, ranks_per_node: int) -> None:
+        self.ranks_per_node = ranks_per_node
+        sets = []
+        for r in range(schedule.world_size):
+            for o in schedule.ops(r):
+                if o.collective < 0:
+                    continue
+                c = schedule.collective(o.collective)
+                sets.append(c.group)
+                if c.algorithm in ("1dh", "2dh"):
+                    sets += hierarchical_rank_sets(c.group, ranks_per_node)
+        self.registry = GroupRegistry(sets)
+
+    def get(self, ranks: Sequence[int]) -> Optional[dist.ProcessGroup]:
+        return self.registry.get(ranks)
+
+    def nodes(self, group: Sequence[int]) -> List[List[int]]:
+        """``group``'s member indices by node; an error where nodes hold unequal shares."""
+        found = nodes_of(group, self.ranks_per_node)
+        if not found:
+            raise Error(f"torch executor: a hierarchical A2A over ranks {list(group)} needs "
+                        f"the same number of them on every node")
+        return found
+
+    def routed(self, group: Sequence[int], kind: str, member: int) -> Optional[dist.ProcessGroup]:
+        """The sub-group of ``kind`` (collectives.hierarchical_plan's) holding ``member``."""
+        nodes = self.nodes(group)
+        g = list(group)
+        node = next(n for n in nodes if member in n)
+        if kind == "node":
+            return self.get([g[m] for m in node])
+        if kind == "across":
+            return self.get([g[n[node.index(member)]] for n in nodes])
+        return self.get([g[n[0]] for n in nodes])

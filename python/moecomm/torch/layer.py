@@ -3,21 +3,20 @@ for a strategy, with torch tensors and torch.distributed (DESIGN.md "One schedul
 executors")."""
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .collectives import Pending
-from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
+from .experts import (check_ffn_type, expert_names, expert_rows, initial_weights,
+                      strategy_text)
+from .groups import ScheduleGroups
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
-from .token_path import Collectives, Layout, TokenPath, piece
+from .token_path import Layout, TokenPath, piece
 
 # The ops of the step the layer runs; the rest (attention, its TP AllReduce, the LM head)
 # belong to the model around it, and gradient synchronization to moecomm.torch.GradSync.
@@ -26,7 +25,6 @@ TOKEN_OPS = ("moe.dispatch.a2a", "moe.dispatch.esp_allgather", "moe.dispatch.esp
              "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy",
              "moe.hybrid.expert_allgather", "moe.hybrid.grad_reducescatter",
              "moe.hybrid.shared_allreduce")
-FFN_TYPES = ("gelu", "swiglu")
 
 
 def default_cluster(world: int) -> Dict[str, Any]:
@@ -34,14 +32,6 @@ def default_cluster(world: int) -> Dict[str, Any]:
     return {"name": f"local-{world}",
             "levels": [{"name": "gpu", "count": world, "bandwidth_GBps": 10, "latency_us": 10}],
             "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
-
-
-def _strategy_text(strategy: Union[str, Any]) -> str:
-    text = strategy if isinstance(strategy, str) else getattr(strategy, "strategy", None)
-    if not isinstance(text, str):
-        raise Error(f"MoELayer: strategy must be a string (as `moecomm train --strategy`) or "
-                    f"an object with a .strategy string (a PlanRow), got {type(strategy).__name__}")
-    return text
 
 
 class MoELayer(torch.nn.Module):
@@ -78,8 +68,7 @@ class MoELayer(torch.nn.Module):
             raise Error("MoELayer: torch.distributed is not initialized (call "
                         "init_process_group first)")
         rt.check_gate(gate)
-        if ffn_type not in FFN_TYPES:
-            raise Error(f"MoELayer: ffn_type must be gelu or swiglu, got '{ffn_type}'")
+        check_ffn_type(ffn_type, "MoELayer")
         self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
         self.gate, self.capacity_factor, self.ffn_type = gate, capacity_factor, ffn_type
         self.temperature = temperature
@@ -90,13 +79,13 @@ class MoELayer(torch.nn.Module):
                  "seq_len": tokens, "micro_batch": 1, "capacity_factor": capacity_factor,
                  "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
         self.schedule = _moecomm.build_schedule(model, cluster or default_cluster(world),
-                                                parallel, _strategy_text(strategy))
+                                                parallel, strategy_text(strategy, "MoELayer"))
         if self.schedule.world_size != world:
             raise Error(f"MoELayer: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")
         self.strategy = self.schedule.strategy
         self._bind_ops()
-        self._make_groups(world)
+        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
         self._init_weights(seed, xmoe_dim)
         self.last_times: Optional[OpTimes] = None
         self.network_gate = None  # Lina's A2A-first gate, set by a GradSync with micro-ops
@@ -160,55 +149,14 @@ class MoELayer(torch.nn.Module):
         dest = torch.where(owner_domain == self.position // d, order[self.position], peer)
         return dest * span + expert - owner_domain * span
 
-    def _make_groups(self, world: int) -> None:
-        sets = []
-        for r in range(world):
-            for o in self.schedule.ops(r):
-                if o.collective < 0:
-                    continue
-                c = self.schedule.collective(o.collective)
-                sets.append(c.group)
-                if c.algorithm in ("1dh", "2dh"):
-                    sets += hierarchical_rank_sets(c.group, self.ranks_per_node)
-        self.groups = GroupRegistry(sets)
-
-        def routed(group: Sequence[int], kind: str, member: int):
-            nodes = nodes_of(group, self.ranks_per_node)
-            g = list(group)
-            node = next(n for n in nodes if member in n)
-            local = node.index(member)
-            if kind == "node":
-                return self.groups.get([g[m] for m in node])
-            if kind == "across":
-                return self.groups.get([g[n[local]] for n in nodes])
-            return self.groups.get([g[n[0]] for n in nodes])
-
-        def nodes(group: Sequence[int]) -> List[List[int]]:
-            found = nodes_of(group, self.ranks_per_node)
-            if not found:
-                raise Error(f"MoELayer: a hierarchical A2A over ranks {list(group)} needs "
-                            f"the same number of them on every node")
-            return found
-
-        self.comms = Collectives(self.groups.get, routed, nodes)
-
     def _init_weights(self, seed: int, xmoe_dim: int) -> None:
-        gen = torch.Generator().manual_seed(seed)
-        h, f, e = self.hidden, self.ffn_hidden, self.experts
-        rand = lambda *shape, fan: (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(fan)
-        if self.gate == "xmoe":
-            self.gate_weight = torch.nn.Parameter(rand(xmoe_dim, h, fan=h))
-            self.expert_embeddings = torch.nn.Parameter(rand(e, xmoe_dim, fan=xmoe_dim))
-        else:
-            self.gate_weight = torch.nn.Parameter(rand(e, h, fan=h))
-            self.expert_embeddings = None
         # Every expert drawn in global order, then this rank keeps its experts' shard: the
         # weights do not depend on the layout.
-        full = {"w1": rand(e, f, h, fan=h), "w2": rand(e, h, f, fan=f)}
-        if self.ffn_type == "gelu":
-            full.update(b1=rand(e, f, fan=h), b2=rand(e, h, fan=f))
-        else:
-            full["w3"] = rand(e, f, h, fan=h)
+        gate, embeddings, full = initial_weights(seed, self.hidden, self.ffn_hidden,
+                                                 self.experts, self.gate, self.ffn_type,
+                                                 xmoe_dim)
+        self.gate_weight = torch.nn.Parameter(gate)
+        self.expert_embeddings = None if embeddings is None else torch.nn.Parameter(embeddings)
         self.load_experts(full)
 
     def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
@@ -220,8 +168,7 @@ class MoELayer(torch.nn.Module):
         experts = slice(first, first + self.local)
         width = self.ffn_hidden // self.esp
         ffn = slice(self.shard * width, (self.shard + 1) * width)
-        names = ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
-        for name in names:
+        for name in expert_names(self.ffn_type):
             if name not in full:
                 raise Error(f"MoELayer.load_experts: missing '{name}'")
             t = full[name].detach()[experts]
@@ -233,20 +180,15 @@ class MoELayer(torch.nn.Module):
                 self.register_parameter(name, torch.nn.Parameter(value))
 
     def expert_params(self) -> List[torch.nn.Parameter]:
-        names = ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
-        return [getattr(self, n) for n in names]
+        return [getattr(self, n) for n in expert_names(self.ffn_type)]
 
     def dense_params(self) -> List[torch.nn.Parameter]:
         return [p for p in (self.gate_weight, self.expert_embeddings) if p is not None]
 
     # --- compute
     def _expert(self, l: int, x: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        if self.ffn_type == "gelu":
-            w1, b1, w2, b2 = params
-            y = F.gelu(x @ w1[l].t() + b1[l]) @ w2[l].t()
-            return y + b2[l] if self.shard == 0 else y  # ESP shards sum: one adds the bias
-        w1, w3, w2 = params
-        return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()
+        # ESP shards' outputs are summed: shard 0 adds the output bias.
+        return expert_rows(self.ffn_type, l, x, params, output_bias=self.shard == 0)
 
     def _route(self, x: torch.Tensor) -> rt.Routing:
         token, expert, weight = rt.choose(self.gate, x, self.gate_weight, self.top_k,
@@ -292,7 +234,7 @@ class MoELayer(torch.nn.Module):
 
     def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes,
              kernels: Mapping[str, Any]) -> Tuple[TokenPath, torch.Tensor]:
-        path = TokenPath(layout, self.chunks[phase], rows, expert, self.comms, self.schedule)
+        path = TokenPath(layout, self.chunks[phase], rows, expert, self.groups, self.schedule)
         Runner({**path.kernels(), **kernels}, times, self.network_gate).run(self.ops[phase])
         return path, path.finish()
 

@@ -41,7 +41,6 @@ each rank the samples it holds after the layer sit in ascending global id.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -55,8 +54,10 @@ from .. import place as _place
 from . import collectives as col
 from . import routing as rt
 from .collectives import Pending
-from .groups import GroupRegistry, hierarchical_rank_sets, nodes_of
-from .layer import FFN_TYPES, default_cluster
+from .experts import (check_ffn_type, expert_names, expert_rows, initial_weights,
+                      strategy_text)
+from .groups import ScheduleGroups, nodes_of
+from .layer import default_cluster
 from .runner import OpTimes, Runner
 from .token_path import Layout, piece
 
@@ -78,14 +79,6 @@ class SampleMovingOutput(NamedTuple):
     y: torch.Tensor
     sample_ids: torch.Tensor
     targets: Optional[torch.Tensor]
-
-
-def _strategy_text(strategy: Union[str, Any]) -> str:
-    text = strategy if isinstance(strategy, str) else getattr(strategy, "strategy", None)
-    if not isinstance(text, str):
-        raise Error(f"{NAME}: strategy must be a string (as `moecomm train --strategy`) or an "
-                    f"object with a .strategy string (a PlanRow), got {type(strategy).__name__}")
-    return text
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -143,8 +136,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
                         f"(expert choice drops tokens; the residual rides on each token's "
                         f"first slot)")
-        if ffn_type not in FFN_TYPES:
-            raise Error(f"{NAME}: ffn_type must be gelu or swiglu, got '{ffn_type}'")
+        check_ffn_type(ffn_type, NAME)
         for what, v in (("samples", samples), ("seq_len", seq_len)):
             if not isinstance(v, int) or v < 1:
                 raise Error(f"{NAME}: {what} must be a positive integer, got {v!r}")
@@ -159,7 +151,7 @@ class SampleMovingMoE(torch.nn.Module):
         if vocab_size is not None:
             model["vocab_size"] = vocab_size
         self.schedule = _moecomm.build_schedule(
-            model, cluster or default_cluster(world), parallel, _strategy_text(strategy),
+            model, cluster or default_cluster(world), parallel, strategy_text(strategy, NAME),
             routing="auto", lm_head=vocab_size is not None)
         if self.schedule.world_size != world:
             raise Error(f"{NAME}: the layout has {self.schedule.world_size} ranks but "
@@ -169,7 +161,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: placement=netmoe runs with tp=1 only (as `moecomm train`), "
                         f"got tp={self.schedule.parallel['tp']}")
         self._bind_ops()
-        self._make_groups(world)
+        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
         self.placer = _place.AsyncSamplePlacer(_expert_blocks(experts, self.members),
                                                self.grid[1], devices=self.members, solver=solver)
         self.ln2 = torch.nn.LayerNorm(hidden, eps=eps)
@@ -217,44 +209,20 @@ class SampleMovingMoE(torch.nn.Module):
                         f"ranks per node)")
         self.grid = (len(nodes), len(nodes[0]))  # nodes x members per node: the placer's grid
 
-    def _make_groups(self, world: int) -> None:
-        sets = []
-        for r in range(world):
-            for o in self.schedule.ops(r):
-                if o.collective < 0:
-                    continue
-                c = self.schedule.collective(o.collective)
-                sets.append(c.group)
-                if c.algorithm in ("1dh", "2dh"):
-                    sets += hierarchical_rank_sets(c.group, self.ranks_per_node)
-        self.groups = GroupRegistry(sets)
-
     def _init_weights(self, seed: int, xmoe_dim: int) -> None:
-        gen = torch.Generator().manual_seed(seed)
-        h, f, e = self.hidden, self.ffn_hidden, self.experts
-        rand = lambda *shape, fan: (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(fan)
-        if self.gate == "xmoe":
-            self.gate_weight = torch.nn.Parameter(rand(xmoe_dim, h, fan=h))
-            self.expert_embeddings = torch.nn.Parameter(rand(e, xmoe_dim, fan=xmoe_dim))
-        else:
-            self.gate_weight = torch.nn.Parameter(rand(e, h, fan=h))
-            self.expert_embeddings = None
-        full = {"w1": rand(e, f, h, fan=h), "w2": rand(e, h, f, fan=f)}
-        if self.ffn_type == "gelu":
-            full.update(b1=rand(e, f, fan=h), b2=rand(e, h, fan=f))
-        else:
-            full["w3"] = rand(e, f, h, fan=h)
+        gate, embeddings, full = initial_weights(seed, self.hidden, self.ffn_hidden,
+                                                 self.experts, self.gate, self.ffn_type,
+                                                 xmoe_dim)
+        self.gate_weight = torch.nn.Parameter(gate)
+        self.expert_embeddings = None if embeddings is None else torch.nn.Parameter(embeddings)
         self.load_experts(full)
-
-    def _expert_names(self) -> Tuple[str, ...]:
-        return ("w1", "b1", "w2", "b2") if self.ffn_type == "gelu" else ("w1", "w3", "w2")
 
     def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
         """Sets this rank's experts from every expert's weights stacked in torch.nn.Linear's
         layout (as MoELayer.load_experts): ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu),
         ``w2`` [E, hidden, ffn], gelu's ``b1`` [E, ffn] and ``b2`` [E, hidden]."""
         first = self.member * self.local
-        for name in self._expert_names():
+        for name in expert_names(self.ffn_type):
             if name not in full:
                 raise Error(f"{NAME}.load_experts: missing '{name}'")
             value = full[name].detach()[first:first + self.local].clone().contiguous()
@@ -264,7 +232,7 @@ class SampleMovingMoE(torch.nn.Module):
                 self.register_parameter(name, torch.nn.Parameter(value))
 
     def expert_params(self) -> List[torch.nn.Parameter]:
-        return [getattr(self, n) for n in self._expert_names()]
+        return [getattr(self, n) for n in expert_names(self.ffn_type)]
 
     def dense_params(self) -> List[torch.nn.Parameter]:
         """The replicated parameters (GradSync sums them over the data-parallel group): the
@@ -277,13 +245,6 @@ class SampleMovingMoE(torch.nn.Module):
         return self._by_id[op_id]
 
     # --- compute
-    def _expert(self, l: int, x: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        if self.ffn_type == "gelu":
-            w1, b1, w2, b2 = params
-            return F.gelu(x @ w1[l].t() + b1[l]) @ w2[l].t() + b2[l]
-        w1, w3, w2 = params
-        return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()
-
     def _check(self, h: torch.Tensor, sample_ids: Optional[torch.Tensor],
                targets: Optional[torch.Tensor]) -> torch.Tensor:
         if not isinstance(h, torch.Tensor) or h.dim() != 3:
@@ -345,28 +306,9 @@ class SampleMovingMoE(torch.nn.Module):
     # --- collectives
     def _a2a(self, op: object, payload: torch.Tensor, matrix: Sequence[Sequence[int]]
              ) -> Pending:
-        """The op's A2A-v, ``matrix[i][j]`` rows from member i to member j, as its
-        collective's algorithm routes it (flat, 1DH, 2DH)."""
-        coll = self.schedule.collective(op.collective)
-        me = self.member
-        if coll.algorithm in ("1dh", "2dh"):
-            nodes = nodes_of(coll.group, self.ranks_per_node)
-            phases = col.hierarchical_plan(coll.algorithm, nodes)
-            return col.routed_all_to_all(payload, matrix, me, phases,
-                                         lambda kind, mm: self._routed(coll.group, kind, mm))
-        return col.all_to_all_v(payload, [matrix[me][j] for j in range(len(matrix))],
-                                [matrix[i][me] for i in range(len(matrix))],
-                                self.groups.get(coll.group))
-
-    def _routed(self, group: Sequence[int], kind: str, member: int):
-        nodes = nodes_of(group, self.ranks_per_node)
-        g = list(group)
-        node = next(n for n in nodes if member in n)
-        if kind == "node":
-            return self.groups.get([g[m] for m in node])
-        if kind == "across":
-            return self.groups.get([g[n[node.index(member)]] for n in nodes])
-        return self.groups.get([g[n[0]] for n in nodes])
+        """The op's A2A-v, ``matrix[i][j]`` rows from member i to member j."""
+        return col.a2a_by_algorithm(payload, matrix, self.member,
+                                    self.schedule.collective(op.collective), self.groups)
 
 
 def _expert_blocks(experts: int, members: int) -> List[int]:
@@ -565,7 +507,8 @@ class _Step:
         h, first, w = rows[:, :m], _ints(rows[:, m + 1:m + 2]).reshape(-1), rows[:, m + 2]
         ln_w, ln_b, *experts = params
         a = F.layer_norm(h, (m,), ln_w, ln_b, self.layer.ln2.eps)
-        return w[:, None] * self.layer._expert(l, a, experts) + first[:, None] * h
+        return (w[:, None] * expert_rows(self.layer.ffn_type, l, a, experts)
+                + first[:, None] * h)
 
     def experts(self, op: object) -> None:
         """Each local expert on the chunk's rows from every source at once."""

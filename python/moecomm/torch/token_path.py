@@ -21,12 +21,13 @@ division), and TP part v of U of a chunk its rows split the same way.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from . import collectives as col
 from .collectives import Pending
+from .groups import ScheduleGroups
 
 
 def piece(count: int, c: int, n: int, v: int, parts: int) -> Tuple[int, int]:
@@ -65,17 +66,6 @@ class Layout:
         return self.offset[(j, l)] + lo, self.offset[(j, l)] + hi
 
 
-class Collectives:
-    """Where the token path's collectives run: process groups and the member's positions."""
-
-    def __init__(self, group_of: Callable[[Sequence[int]], object],
-                 routed_group_of: Callable[[Sequence[int], str, int], object],
-                 nodes_of: Callable[[Sequence[int]], List[List[int]]]) -> None:
-        self.group_of = group_of
-        self.routed_group_of = routed_group_of
-        self.nodes_of = nodes_of
-
-
 # (local expert, rows, [(chunk, (source i, part v, local expert l))] of the rows' blocks) -> rows
 Expert = Callable[[int, torch.Tensor, List[Tuple[int, Tuple[int, int, int]]]], torch.Tensor]
 
@@ -87,12 +77,12 @@ class TokenPath:
     input gradient rows out), set by the layer."""
 
     def __init__(self, layout: Layout, chunks: int, send: torch.Tensor, expert: Expert,
-                 comms: Collectives, schedule: object) -> None:
+                 groups: ScheduleGroups, schedule: object) -> None:
         self.lay = layout
         self.n = chunks
         self.send = send
         self.expert_fn = expert
-        self.comms = comms
+        self.groups = groups
         self.schedule = schedule
         self.result = send.new_zeros(send.shape)
         # By chunk: what the experts' side holds, keyed (source i, part v, local expert l).
@@ -121,22 +111,16 @@ class TokenPath:
 
     def _group(self, op: object) -> Tuple[object, List[int]]:
         members = self.schedule.collective(op.collective).group
-        return self.comms.group_of(members), members
+        return self.groups.get(members), members
 
     def _a2a(self, op: object, payload: torch.Tensor, size: Callable[[int, int], int]
              ) -> Pending:
         """The op's A2A-v of ``payload``, ``size(i, j)`` rows from member i to member j, as
         its collective's algorithm routes it (flat, 1DH, 2DH)."""
-        members, me = self.lay.members, self.lay.me
-        coll = self.schedule.collective(op.collective)
-        if coll.algorithm in ("1dh", "2dh"):
-            matrix = [[size(i, j) for j in range(members)] for i in range(members)]
-            phases = col.hierarchical_plan(coll.algorithm, self.comms.nodes_of(coll.group))
-            group_of = lambda kind, m: self.comms.routed_group_of(coll.group, kind, m)
-            return col.routed_all_to_all(payload, matrix, me, phases, group_of)
-        return col.all_to_all_v(payload, [size(me, j) for j in range(members)],
-                                [size(i, me) for i in range(members)],
-                                self.comms.group_of(coll.group))
+        members = range(self.lay.members)
+        matrix = [[size(i, j) for j in members] for i in members]
+        return col.a2a_by_algorithm(payload, matrix, self.lay.me,
+                                    self.schedule.collective(op.collective), self.groups)
 
     # --- toward the experts
     def dispatch(self, op: object) -> Pending:

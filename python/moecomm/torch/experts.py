@@ -1,0 +1,64 @@
+"""What MoELayer and SampleMovingMoE share: the strategy argument, the initial weights and
+the experts' compute (GPT FFN with biases, or SwiGLU), in torch.nn.Linear's layout."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+
+from .. import Error
+
+FFN_TYPES = ("gelu", "swiglu")
+
+
+def strategy_text(strategy: Union[str, Any], who: str) -> str:
+    """A strategy string (as `moecomm train --strategy`), or a PlanRow's ``.strategy``."""
+    text = strategy if isinstance(strategy, str) else getattr(strategy, "strategy", None)
+    if not isinstance(text, str):
+        raise Error(f"{who}: strategy must be a string (as `moecomm train --strategy`) or "
+                    f"an object with a .strategy string (a PlanRow), got {type(strategy).__name__}")
+    return text
+
+
+def check_ffn_type(ffn_type: str, who: str) -> None:
+    if ffn_type not in FFN_TYPES:
+        raise Error(f"{who}: ffn_type must be gelu or swiglu, got '{ffn_type}'")
+
+
+def expert_names(ffn_type: str) -> Tuple[str, ...]:
+    """The experts' stacked parameters, in the order the layers keep them."""
+    return ("w1", "b1", "w2", "b2") if ffn_type == "gelu" else ("w1", "w3", "w2")
+
+
+def initial_weights(seed: int, hidden: int, ffn_hidden: int, experts: int, gate: str,
+                    ffn_type: str, xmoe_dim: int
+                    ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Dict[str, torch.Tensor]]:
+    """(gate weight, X-MoE's expert embeddings or None, every expert's weights stacked), drawn
+    in one order from ``seed``: the same on every rank whatever the layout."""
+    gen = torch.Generator().manual_seed(seed)
+    h, f, e = hidden, ffn_hidden, experts
+    rand = lambda *shape, fan: (torch.rand(*shape, generator=gen) * 2 - 1) / math.sqrt(fan)
+    if gate == "xmoe":
+        gate_weight, embeddings = rand(xmoe_dim, h, fan=h), rand(e, xmoe_dim, fan=xmoe_dim)
+    else:
+        gate_weight, embeddings = rand(e, h, fan=h), None
+    full = {"w1": rand(e, f, h, fan=h), "w2": rand(e, h, f, fan=f)}
+    if ffn_type == "gelu":
+        full.update(b1=rand(e, f, fan=h), b2=rand(e, h, fan=f))
+    else:
+        full["w3"] = rand(e, f, h, fan=h)
+    return gate_weight, embeddings, full
+
+
+def expert_rows(ffn_type: str, l: int, x: torch.Tensor, params: Sequence[torch.Tensor],
+                output_bias: bool = True) -> torch.Tensor:
+    """Local expert l on rows x. ``output_bias``: add gelu's b2 (one ESP shard of several
+    adds it, as the shards' outputs are summed)."""
+    if ffn_type == "gelu":
+        w1, b1, w2, b2 = params
+        y = F.gelu(x @ w1[l].t() + b1[l]) @ w2[l].t()
+        return y + b2[l] if output_bias else y
+    w1, w3, w2 = params
+    return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()

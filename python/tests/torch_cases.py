@@ -2,13 +2,12 @@
 per rank and case, the largest differences from the reference MoE (torch_reference.py)."""
 from __future__ import annotations
 
-import json
-import os
 import sys
-import traceback
 
 import torch
 import torch.distributed as dist
+
+from torch_spawn import guarded, run_on_ranks
 
 HIDDEN, FFN, EXPERTS, TOKENS = 16, 32, 8, 24
 ONE_NODE = None  # MoELayer's default: one node of 4 ranks
@@ -154,31 +153,18 @@ def ReferenceShard(layer, grads):
     return out
 
 
-def worker(rank, world, store, outdir, names):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+def run_rank(rank, names):
     results = {}
     if not names or "lina-two-layers" in names:
-        try:
-            results["lina-two-layers"] = run_two_lina_layers(rank)
-        except Exception:  # reported like the cases
-            results["lina-two-layers"] = {"error": traceback.format_exc()}
+        results["lina-two-layers"] = guarded(run_two_lina_layers, rank)
     for case in CASES:
-        if names and case[0] not in names:
-            continue
-        try:
-            results[case[0]] = run_case(case, rank)
-        except Exception:  # reported per case; the other cases still run
-            results[case[0]] = {"error": traceback.format_exc()}
-    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
+        if not names or case[0] in names:
+            results[case[0]] = guarded(run_case, case, rank)
+    return results
 
 
 def run_all(outdir: str, names=()):
-    import torch.multiprocessing as mp
-    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir, list(names)), nprocs=4)
-    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]
+    return run_on_ranks(run_rank, outdir, list(names))
 
 
 if __name__ == "__main__":

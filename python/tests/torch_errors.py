@@ -1,11 +1,10 @@
 """Bad input to moecomm.torch on 4 gloo processes: each case's error message, per rank."""
 from __future__ import annotations
 
-import json
-import os
 
 import torch
-import torch.distributed as dist
+
+from torch_spawn import run_on_ranks
 
 EIGHT = {"name": "2x4", "levels": [
     {"name": "node", "count": 2, "bandwidth_GBps": 1, "latency_us": 20},
@@ -27,11 +26,9 @@ CASES = {
 }
 
 
-def worker(rank, world, store, outdir):
+def run_rank(rank):
     import moecomm
     import moecomm.torch as mt
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     out = {}
     for name, make in CASES.items():
         try:
@@ -39,12 +36,8 @@ def worker(rank, world, store, outdir):
             out[name] = None
         except moecomm.Error as e:
             out[name] = str(e)
-    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
-        json.dump(out, f)
-    dist.destroy_process_group()
+    return out
 
 
 def run_all(outdir: str):
-    import torch.multiprocessing as mp
-    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir), nprocs=4)
-    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]
+    return run_on_ranks(run_rank, outdir)

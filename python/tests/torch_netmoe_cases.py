@@ -3,14 +3,12 @@ the largest differences from a plain single-process block y = h + MoE(LN(h)), wh
 samples went, and each bad input's error message."""
 from __future__ import annotations
 
-import datetime
-import json
-import os
 import sys
 import traceback
 
 import torch
-import torch.distributed as dist
+
+from torch_spawn import WORLD, guarded, run_on_ranks
 
 HIDDEN, FFN, EXPERTS, SAMPLES, SEQ, VOCAB = 16, 32, 8, 4, 6, 50
 ONE_NODE = None  # the layer's default: one node of 4 ranks
@@ -185,22 +183,11 @@ ERRORS = {
 }
 
 
-def worker(rank: int, world: int, store: str, outdir: str, names) -> None:
+def run_rank(rank: int, names) -> dict:
     import moecomm
     import moecomm.torch as mt
-    torch.set_num_threads(1)
-    # A collective that waits for a peer (a size mismatch in a broken build) fails in a
-    # minute instead of gloo's half hour.
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
-    results = {}
-    for case in CASES:
-        if names and case[0] not in names:
-            continue
-        try:
-            results[case[0]] = run_case(case, rank, world)
-        except Exception:  # reported per case; the other cases still run
-            results[case[0]] = {"error": traceback.format_exc()}
+    results = {case[0]: guarded(run_case, case, rank, WORLD) for case in CASES
+               if not names or case[0] in names}
     errors = {}
     for name, make in ERRORS.items():
         if names and name not in names:
@@ -212,15 +199,11 @@ def worker(rank: int, world: int, store: str, outdir: str, names) -> None:
             errors[name] = str(e)
         except Exception:
             errors[name] = "not moecomm.Error: " + traceback.format_exc()
-    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
-        json.dump({"cases": results, "errors": errors}, f)
-    dist.destroy_process_group()
+    return {"cases": results, "errors": errors}
 
 
 def run_all(outdir: str, names=()):
-    import torch.multiprocessing as mp
-    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir, list(names)), nprocs=4)
-    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]
+    return run_on_ranks(run_rank, outdir, list(names))
 
 
 if __name__ == "__main__":

@@ -5,14 +5,12 @@ and, with feedback, the residual received in step 1), the copies' gradients summ
 owners' (HybridEP returns them uncompressed)."""
 from __future__ import annotations
 
-import json
-import os
-import traceback
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
+
+from torch_spawn import guarded, run_on_ranks
 
 HIDDEN, FFN, EXPERTS, TOKENS, LOCAL, DOMAIN = 16, 32, 8, 24, 2, 2
 CASES = [
@@ -108,24 +106,12 @@ def run_case(strategy: str, rank: int) -> dict:
     return {"diffs": diffs, "copies_differ_by": moved}
 
 
-def worker(rank, world, store, outdir):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
-    results = {}
-    for name, strategy in CASES:
-        try:
-            results[name] = run_case(strategy, rank)
-        except Exception:  # reported per case
-            results[name] = {"error": traceback.format_exc()}
-    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
+def run_rank(rank):
+    return {name: guarded(run_case, strategy, rank) for name, strategy in CASES}
 
 
 def run_all(outdir: str):
-    import torch.multiprocessing as mp
-    mp.spawn(worker, args=(4, os.path.join(outdir, "store"), outdir), nprocs=4)
-    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(4)]
+    return run_on_ranks(run_rank, outdir)
 
 
 if __name__ == "__main__":

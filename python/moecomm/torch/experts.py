@@ -52,6 +52,26 @@ def initial_weights(seed: int, hidden: int, ffn_hidden: int, experts: int, gate:
     return gate_weight, embeddings, full
 
 
+def set_param(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    """``module.<name>`` takes ``value``: copied into the parameter if it exists (optimizers
+    keep their references), else registered."""
+    if hasattr(module, name):
+        getattr(module, name).data.copy_(value)
+    else:
+        module.register_parameter(name, torch.nn.Parameter(value.clone().contiguous()))
+
+
+def init_weights(module: torch.nn.Module, seed: int, xmoe_dim: int) -> None:
+    """Sets a layer's ``gate_weight`` and ``expert_embeddings`` and loads its experts
+    (``module.load_experts``) from :func:`initial_weights`."""
+    gate, embeddings, full = initial_weights(seed, module.hidden, module.ffn_hidden,
+                                             module.experts, module.gate, module.ffn_type,
+                                             xmoe_dim)
+    module.gate_weight = torch.nn.Parameter(gate)
+    module.expert_embeddings = None if embeddings is None else torch.nn.Parameter(embeddings)
+    module.load_experts(full)
+
+
 def expert_rows(ffn_type: str, l: int, x: torch.Tensor, params: Sequence[torch.Tensor],
                 output_bias: bool = True) -> torch.Tensor:
     """Local expert l on rows x. ``output_bias``: add gelu's b2 (one ESP shard of several

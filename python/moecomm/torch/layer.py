@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .experts import (check_ffn_type, expert_names, expert_rows, initial_weights,
+from .experts import (check_ffn_type, expert_names, expert_rows, init_weights, set_param,
                       strategy_text)
 from .groups import ScheduleGroups
 from .hybrid import DomainExperts, SharedResidual
@@ -86,7 +86,7 @@ class MoELayer(torch.nn.Module):
         self.strategy = self.schedule.strategy
         self._bind_ops()
         self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
-        self._init_weights(seed, xmoe_dim)
+        init_weights(self, seed, xmoe_dim)
         self.last_times: Optional[OpTimes] = None
         self.network_gate = None  # Lina's A2A-first gate, set by a GradSync with micro-ops
 
@@ -149,16 +149,6 @@ class MoELayer(torch.nn.Module):
         dest = torch.where(owner_domain == self.position // d, order[self.position], peer)
         return dest * span + expert - owner_domain * span
 
-    def _init_weights(self, seed: int, xmoe_dim: int) -> None:
-        # Every expert drawn in global order, then this rank keeps its experts' shard: the
-        # weights do not depend on the layout.
-        gate, embeddings, full = initial_weights(seed, self.hidden, self.ffn_hidden,
-                                                 self.experts, self.gate, self.ffn_type,
-                                                 xmoe_dim)
-        self.gate_weight = torch.nn.Parameter(gate)
-        self.expert_embeddings = None if embeddings is None else torch.nn.Parameter(embeddings)
-        self.load_experts(full)
-
     def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
         """Sets this rank's experts from every expert's weights, stacked over the experts in
         torch.nn.Linear's layout: ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu), ``w2``
@@ -173,11 +163,7 @@ class MoELayer(torch.nn.Module):
                 raise Error(f"MoELayer.load_experts: missing '{name}'")
             t = full[name].detach()[experts]
             t = t[:, :, ffn] if name == "w2" else (t if name == "b2" else t[:, ffn])
-            value = t.clone().contiguous()
-            if hasattr(self, name):
-                getattr(self, name).data.copy_(value)
-            else:
-                self.register_parameter(name, torch.nn.Parameter(value))
+            set_param(self, name, t)
 
     def expert_params(self) -> List[torch.nn.Parameter]:
         return [getattr(self, n) for n in expert_names(self.ffn_type)]

@@ -54,7 +54,7 @@ from .. import place as _place
 from . import collectives as col
 from . import routing as rt
 from .collectives import Pending
-from .experts import (check_ffn_type, expert_names, expert_rows, initial_weights,
+from .experts import (check_ffn_type, expert_names, expert_rows, init_weights, set_param,
                       strategy_text)
 from .groups import ScheduleGroups, nodes_of
 from .layer import default_cluster
@@ -165,7 +165,7 @@ class SampleMovingMoE(torch.nn.Module):
         self.placer = _place.AsyncSamplePlacer(_expert_blocks(experts, self.members),
                                                self.grid[1], devices=self.members, solver=solver)
         self.ln2 = torch.nn.LayerNorm(hidden, eps=eps)
-        self._init_weights(seed, xmoe_dim)
+        init_weights(self, seed, xmoe_dim)
         self.last_times: Optional[OpTimes] = None
         self.last_counts: Optional[np.ndarray] = None
         self.last_placement: Optional[Any] = None
@@ -209,14 +209,6 @@ class SampleMovingMoE(torch.nn.Module):
                         f"ranks per node)")
         self.grid = (len(nodes), len(nodes[0]))  # nodes x members per node: the placer's grid
 
-    def _init_weights(self, seed: int, xmoe_dim: int) -> None:
-        gate, embeddings, full = initial_weights(seed, self.hidden, self.ffn_hidden,
-                                                 self.experts, self.gate, self.ffn_type,
-                                                 xmoe_dim)
-        self.gate_weight = torch.nn.Parameter(gate)
-        self.expert_embeddings = None if embeddings is None else torch.nn.Parameter(embeddings)
-        self.load_experts(full)
-
     def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
         """Sets this rank's experts from every expert's weights stacked in torch.nn.Linear's
         layout (as MoELayer.load_experts): ``w1`` [E, ffn, hidden] (and ``w3`` for swiglu),
@@ -225,11 +217,7 @@ class SampleMovingMoE(torch.nn.Module):
         for name in expert_names(self.ffn_type):
             if name not in full:
                 raise Error(f"{NAME}.load_experts: missing '{name}'")
-            value = full[name].detach()[first:first + self.local].clone().contiguous()
-            if hasattr(self, name):
-                getattr(self, name).data.copy_(value)
-            else:
-                self.register_parameter(name, torch.nn.Parameter(value))
+            set_param(self, name, full[name].detach()[first:first + self.local])
 
     def expert_params(self) -> List[torch.nn.Parameter]:
         return [getattr(self, n) for n in expert_names(self.ffn_type)]

@@ -74,4 +74,60 @@ class ReplicationPlan:
     devices_of_expert: list[list[int]]
     def experts_of_device(self, devices: int) -> list[list[int]]: ...
 
+class ScheduleOp:
+    id: int
+    rank: int
+    stream: int
+    stream_name: str
+    priority: int
+    kind: str
+    name: str
+    layer: int
+    phase: str
+    chunk: int
+    knob: str
+    flops: float
+    bytes: float
+    collective: int
+    member: int
+    peer: int
+    tag: int
+    prev: int
+    deps: list[int]
+
+class ScheduleCollective:
+    id: int
+    kind: str
+    algorithm: str
+    name: str
+    group: list[int]
+    bytes: float
+    pair_bytes: list[float]
+    root: int
+    priority: int
+
+class Schedule:
+    world_size: int
+    num_ops: int
+    strategy: str
+    strategy_notes: list[str]
+    ranks_per_node: int
+    parallel: dict[str, int]
+    hybrid: bool
+    hybrid_domain: int
+    compression: float
+    shared_expert: bool
+    sr_feedback: bool
+    def ops(self, rank: int) -> list[ScheduleOp]: ...
+    def collective(self, id: int) -> ScheduleCollective: ...
+    def ep_order(self, rank: int) -> tuple[list[int], list[int]]: ...
+    def simulated_times(self, compute_efficiency: float = 0.0) -> list[tuple[float, float]]: ...
+
+def build_schedule(model: Any, cluster: Any, parallel: Any, strategy: str, layers: int = 1,
+                   seq_len: int = 0, micro_batch: int = 0, routing: str = "auto",
+                   locality: float = 0.9, lm_head: bool = False) -> Schedule: ...
+def sr_kept(numel: int, compression: float) -> int: ...
+def sr_encode(weights: np.ndarray, shared: np.ndarray, k: int) -> np.ndarray: ...
+def sr_decode(encoded: np.ndarray, shared: np.ndarray, numel: int) -> np.ndarray: ...
+
 def __getattr__(name: str) -> Any: ...  # the functions the package wraps

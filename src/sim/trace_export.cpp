@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/item_list.h"
 
 namespace moecomm::sim {
 namespace {
@@ -78,11 +79,7 @@ std::vector<int> parse_rank_selection(const std::string& text, int world_size,
   if (text.empty()) throw Error(where, "the selection is empty" + example);
   std::vector<int> ranks;
   std::vector<bool> seen(size_t(std::max(world_size, 0)), false);
-  size_t begin = 0;
-  while (true) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    const std::string field = text.substr(begin, end - begin);
-    if (field.empty()) throw Error(where, "empty field in \"" + text + "\"" + example);
+  for (const std::string& field : core::split_items(text, where)) {
     const size_t dash = field.find('-');
     const int first = parse_rank(std::string_view(field).substr(0, dash));
     const int last =
@@ -101,8 +98,6 @@ std::vector<int> parse_rank_selection(const std::string& text, int world_size,
       seen[size_t(r)] = true;
       ranks.push_back(r);
     }
-    if (end == text.size()) break;
-    begin = end + 1;
   }
   return ranks;
 }

@@ -183,7 +183,7 @@ TEST(SimCommand, RanksSelectTheSvgRowsAndTheTraceProcesses) {
 TEST(SimCommand, BadRankSelectionsAreErrorsNamingTheFlag) {
   const std::string svg = ::testing::TempDir() + "/sim_bad_ranks.svg";
   for (const auto& [ranks, why] : std::vector<std::pair<std::string, std::string>>{
-           {"0-7,,32", "--ranks: empty field in \"0-7,,32\""},
+           {"0-7,,32", "--ranks: item 2 of \"0-7,,32\" is empty"},
            {"48", "--ranks: rank 48 is outside the 48 ranks [0, 47]"},
            {"3-1", "--ranks: the range \"3-1\" ends before it starts: write 1-3"},
            {"0-3,2", "--ranks: rank 2 is selected twice"},

@@ -434,8 +434,8 @@ TEST(RankSelection, BadSelectionsAreErrorsNamingTheFlag) {
   EXPECT_ERROR_HAS(parse_rank_selection("", 8, "--ranks"), "--ranks: the selection is empty",
                    "e.g. 0-7,32");
   EXPECT_ERROR_HAS(parse_rank_selection("0-3,,5", 8, "--ranks"),
-                   "--ranks: empty field in \"0-3,,5\"");
-  EXPECT_ERROR_HAS(parse_rank_selection("1,", 8, "--ranks"), "--ranks: empty field");
+                   "--ranks: item 2 of \"0-3,,5\" is empty (separate items by single commas");
+  EXPECT_ERROR_HAS(parse_rank_selection("1,", 8, "--ranks"), "--ranks: item 2 of \"1,\" is empty");
   EXPECT_ERROR_HAS(parse_rank_selection("a", 8, "--ranks"),
                    "--ranks: \"a\" is neither a rank nor a range of ranks");
   EXPECT_ERROR_HAS(parse_rank_selection("-1", 8, "--ranks"), "\"-1\" is neither");

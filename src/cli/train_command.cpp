@@ -186,9 +186,10 @@ int TrainCommand::run(std::ostream& out, std::ostream& err) const {
   return run_under_mpi(err, [&] { return train(out, err); });
 }
 
-int TrainCommand::train(std::ostream& out, std::ostream& err) const {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+// The run's config from the flags and files, checked as rt::train checks it. Throws Error on
+// bad input; every rank reads the same flags and files, so all throw alike.
+rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
+                                     std::ostream& out) const {
   const int me = mpi_world_rank();
   rt::TrainConfig c;
   c.model = train_model(model_, world);
@@ -212,8 +213,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
   c.bf16_a2a = bf16_;
-  const std::vector<std::string> notes =
-      resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
+  notes = resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
   c.record_routing = !routing_trace_.empty();
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
   check_memory(c, world);
@@ -232,6 +232,23 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     if (me == 0 && !json_) out << "(placement=netmoe: no routing trace is written)\n";
   }
   if (c.record_routing && me == 0) check_writable(routing_trace_);
+  rt::checked_train_config(c);
+  return c;
+}
+
+int TrainCommand::train(std::ostream& out, std::ostream& err) const {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int me = mpi_world_rank();
+  std::vector<std::string> notes;
+  rt::TrainConfig c;
+  std::string error;
+  try {
+    c = config(world, notes, out);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (!all_ranks_accept(error, err)) return 2;  // one message, every rank exits 2
   if (me == 0 && !json_) {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
@@ -294,7 +311,6 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
                   result.entropy_floor);
     out << line;
   }
-  (void)err;
   return 0;
 }
 

@@ -6,6 +6,9 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
+
+#include "rt/train_loop.h"
 
 namespace moecomm::cli {
 
@@ -17,6 +20,7 @@ class TrainCommand {
 
  private:
   int train(std::ostream& out, std::ostream& err) const;
+  rt::TrainConfig config(int world, std::vector<std::string>& notes, std::ostream& out) const;
 
   CLI::App* sub_;
   std::string model_ = "tiny", parallel_, cluster_, data_ = "synthetic", gate_ = "gshard", expert_,

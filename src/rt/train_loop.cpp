@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "rt/scheduled_train.h"
+#include "rt/train_groups.h"
 #include "rt/train_report.h"
 
 namespace moecomm::rt {
@@ -46,13 +47,19 @@ void check(const TrainConfig& c) {
 
 }  // namespace
 
-TrainResult train(const TrainConfig& config_in,
-                  const std::function<void(const StepReport&)>& on_step) {
-  TrainConfig c = config_in;
+TrainConfig checked_train_config(const TrainConfig& config) {
+  TrainConfig c = config;
   if (c.ep == 0) c.ep = world_size() / std::max(c.tp, 1);
   if (c.ranks_per_node == 0) c.ranks_per_node = world_size();
   check(c);
-  return train_scheduled(c, on_step);
+  check_scheduled(c);
+  train_groups(world_size(), c.tp, c.ep, c.model.moe.experts, world_rank(), "--parallel");
+  return c;
+}
+
+TrainResult train(const TrainConfig& config,
+                  const std::function<void(const StepReport&)>& on_step) {
+  return train_scheduled(checked_train_config(config), on_step);
 }
 
 }  // namespace moecomm::rt

@@ -126,6 +126,11 @@ struct TrainResult {
   std::vector<std::vector<OpTime>> op_times;
 };
 
+// The config train() runs: ep and ranks_per_node filled in from the world, then checked as
+// train() checks it. Every rank given the same config throws the same Error, before any
+// collective: a command can report it once (cli::all_ranks_accept).
+TrainConfig checked_train_config(const TrainConfig& config);
+
 // Collective over MPI_COMM_WORLD, which MPI must have initialised with MPI_THREAD_MULTIPLE
 // (each of the schedule's streams runs on a thread of its own). Throws Error on
 // a configuration that does not fit the world; a stalled collective throws CommTimeout naming the

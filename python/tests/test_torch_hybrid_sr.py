@@ -1,6 +1,7 @@
 """HybridEP with SR compression in moecomm.torch: step 2 (after the shared expert and the
 feedback residual moved in step 1) equals the reference of torch_sr_cases.py, which runs each
-token with the owner's exact expert or the copy the C++ codec decodes, within 1e-5."""
+token with the owner's exact expert or the copy its own SR codec (no moecomm code; checked
+against the C++ codec the layer uses) decodes, within 1e-5."""
 from __future__ import annotations
 
 import pytest
@@ -24,3 +25,4 @@ def test_compressed_experts_equal_reference(results, case):
             assert diff <= 1e-5, f"rank {rank} {case}: {what} differs by {diff:.3g}"
         # The copies are lossy: the test would not notice exact copies otherwise.
         assert got["copies_differ_by"] > 1e-3
+        assert got["codec_agrees"]

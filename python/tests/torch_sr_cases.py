@@ -2,8 +2,11 @@
 against a reference that runs each token with the weights HybridEP's Algorithm 1 gives it (the
 owner's exact expert, or the copy decoded from the owner's encoding against the shared expert
 and, with feedback, the residual received in step 1), the copies' gradients summed into the
-owners' (HybridEP returns them uncompressed)."""
+owners' (HybridEP returns them uncompressed). The reference's codec is written here, without
+moecomm code, and checked against the C++ one the layer uses."""
 from __future__ import annotations
+
+import math
 
 
 import numpy as np
@@ -13,6 +16,7 @@ import torch.nn.functional as F
 from torch_spawn import guarded, run_on_ranks
 
 HIDDEN, FFN, EXPERTS, TOKENS, LOCAL, DOMAIN = 16, 32, 8, 24, 2, 2
+COMPRESSION = 0.3
 CASES = [
     ("sr-shared", "base=hybridep,hybrid_levels=2,compression=0.3"),
     ("sr-feedback", "base=hybridep,hybrid_levels=2,compression=0.3,sr_feedback=true"),
@@ -31,32 +35,58 @@ def processor(rank: int, expert: int) -> int:
     return (owner // DOMAIN) * DOMAIN + rank % DOMAIN
 
 
+def kept(numel: int, compression: float) -> int:
+    """HybridEP SR's entries per tensor: a kept entry costs 8 bytes (value and index) against
+    4 per dense value, so k = floor(compression numel / 2), at least 1."""
+    return max(1, min(numel, math.floor(compression * numel / 2 * (1 + 1e-12))))
+
+
+def sr_round_trip(w: torch.Tensor, ref: torch.Tensor, k: int) -> torch.Tensor:
+    """What a copy holder decodes, written here without moecomm: the reference plus the k
+    largest entries of the residual w - ref (an empty reference is zero)."""
+    ref = ref if ref.numel() else torch.zeros_like(w)
+    residual = w - ref
+    out = ref.clone()
+    top = torch.topk(residual.abs(), k).indices
+    out[top] = ref[top] + residual[top]
+    return out
+
+
 def expected_copies(full: dict, strategy: str) -> dict:
-    """Step 2's copy of every expert, from the C++ codec the test calls directly."""
-    from moecomm import _moecomm
+    """Step 2's copy of every expert (step 1 moved the shared expert and, with feedback, the
+    residual the holders keep)."""
     shared_on = "shared_expert=false" not in strategy
     feedback = "sr_feedback=true" in strategy
-    flat = {n: full[n].detach().reshape(EXPERTS, -1).numpy().astype(np.float32) for n in NAMES}
-    kept = {n: _moecomm.sr_kept(flat[n].shape[1], 0.3) for n in NAMES}
-    empty = np.zeros(0, np.float32)
-
-    def code(w, ref, n):
-        return _moecomm.sr_decode(_moecomm.sr_encode(w, ref, kept[n]), ref, w.size)
-
     copies = {}
     for n in NAMES:
-        shared1 = np.zeros(flat[n].shape[1], np.float32) if shared_on else empty
-        shared2 = flat[n].sum(0) / EXPERTS if shared_on else empty
+        flat = full[n].detach().reshape(EXPERTS, -1)
+        k = kept(flat.shape[1], COMPRESSION)
+        shared1 = torch.zeros(flat.shape[1]) if shared_on else torch.zeros(0)
+        shared2 = flat.sum(0) / EXPERTS if shared_on else torch.zeros(0)
         rows = []
         for e in range(EXPERTS):
-            w = flat[n][e]
             ref2 = shared2
             if feedback:
-                received = code(w, shared1, n) - (shared1 if shared_on else 0)
+                received = sr_round_trip(flat[e], shared1, k) - (shared1 if shared_on else 0)
                 ref2 = (shared2 if shared_on else 0) + received
-            rows.append(code(w, ref2, n))
-        copies[n] = torch.from_numpy(np.stack(rows)).reshape(full[n].shape)
+            rows.append(sr_round_trip(flat[e], ref2, k))
+        copies[n] = torch.stack(rows).reshape(full[n].shape)
     return copies
+
+
+def codec_agrees(full: dict) -> bool:
+    """The test's codec decodes what moecomm's C++ codec decodes (one expert, w/o S)."""
+    from moecomm import _moecomm
+    for n in NAMES:
+        w = full[n].detach()[0].reshape(-1)
+        k = kept(w.numel(), COMPRESSION)
+        if k != _moecomm.sr_kept(w.numel(), COMPRESSION):
+            return False
+        empty = np.zeros(0, np.float32)
+        theirs = _moecomm.sr_decode(_moecomm.sr_encode(w.numpy(), empty, k), empty, w.numel())
+        if not torch.equal(torch.from_numpy(theirs), sr_round_trip(w, torch.zeros(0), k)):
+            return False
+    return True
 
 
 def run_case(strategy: str, rank: int) -> dict:
@@ -103,7 +133,7 @@ def run_case(strategy: str, rank: int) -> dict:
         (getattr(layer, n).grad - (exact[n].grad + copy[n].grad)[first:first + LOCAL]).abs().max().item()
         / scale(exact[n].grad + copy[n].grad) for n in NAMES)
     moved = max((copy[n] - full[n]).abs().max().item() for n in NAMES)
-    return {"diffs": diffs, "copies_differ_by": moved}
+    return {"diffs": diffs, "copies_differ_by": moved, "codec_agrees": codec_agrees(full)}
 
 
 def run_rank(rank):

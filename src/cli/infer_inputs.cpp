@@ -5,11 +5,16 @@
 #include <cstdint>
 #include <iomanip>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/infer_variants.h"
 #include "core/error.h"
+#include "core/item_list.h"
 #include "core/presets.h"
+#include "core/suggest.h"
 
 namespace moecomm::cli {
 
@@ -71,6 +76,13 @@ int synthetic_whole(const std::string& key, const std::string& value, double v, 
   return static_cast<int>(v);
 }
 
+const std::vector<std::string>& synthetic_keys() {
+  static const std::vector<std::string> keys = {"skew",      "locality",   "correlation",
+                                                "preferred", "layers",     "samples",
+                                                "tokens",    "iterations", "seed"};
+  return keys;
+}
+
 void set_synthetic_key(const std::string& key, const std::string& value, double v,
                        place::SyntheticRoutingSpec& s) {
   const auto whole = [&](double lo, double hi) { return synthetic_whole(key, value, v, lo, hi); };
@@ -93,22 +105,23 @@ void set_synthetic_key(const std::string& key, const std::string& value, double 
   } else if (key == "seed") {
     s.seed = static_cast<uint64_t>(whole(0, 2147483647.0));
   } else {
-    throw Error("--synthetic", "unknown key '" + key +
-                                   "' (skew, locality, correlation, preferred, layers, "
+    throw Error("--synthetic", "unknown key '" + key + "'" +
+                                   core::did_you_mean(key, synthetic_keys()) +
+                                   " (skew, locality, correlation, preferred, layers, "
                                    "samples, tokens, iterations, seed)");
   }
 }
 
-// "skew=1.2,locality=0.5,correlation=0.8,..." over the defaults.
+// "skew=1.2,locality=0.5,correlation=0.8,..." over the defaults. An empty item or a key
+// given twice is refused, as in --strategy and --parallel: either is a typo.
 void parse_synthetic(const std::string& text, place::SyntheticRoutingSpec& s) {
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
+  std::set<std::string> given;
+  for (const std::string& item : core::split_items(text, "--synthetic")) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     const double v = synthetic_number(item, eq, value);
+    if (!given.insert(key).second) throw Error("--synthetic", key + " is given twice");
     set_synthetic_key(key, value, v, s);
   }
 }

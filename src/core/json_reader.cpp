@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "core/suggest.h"
 
 namespace moecomm::core {
 
@@ -44,6 +47,7 @@ JsonReader::JsonReader(const json& obj, std::string where) : obj_(obj), where_(s
 }
 
 bool JsonReader::has(const std::string& key) const {
+  asked_.insert(key);
   return obj_.contains(key);
 }
 
@@ -154,8 +158,13 @@ JsonReader JsonReader::object(const std::string& key) {
 }
 
 void JsonReader::reject_unknown() const {
-  for (const auto& [key, _] : obj_.items())
-    if (!read_.count(key)) throw Error(where(key), "unknown key");
+  for (const auto& [key, _] : obj_.items()) {
+    if (read_.count(key)) continue;
+    std::set<std::string> known = asked_;
+    known.insert(read_.begin(), read_.end());
+    throw Error(where(key), "unknown key" + did_you_mean(key, std::vector<std::string>(
+                                                                  known.begin(), known.end())));
+  }
 }
 
 }  // namespace moecomm::core

@@ -29,6 +29,8 @@ class JsonReader {
   // where: the file and key path of `obj`, e.g. "a.json" or "a.json: device".
   JsonReader(const nlohmann::json& obj, std::string where);
 
+  // Whether the object has `key`; the key counts as one the reader knows (a near miss of it
+  // is suggested for an unknown key).
   bool has(const std::string& key) const;
   std::string where(const std::string& key) const;
 
@@ -47,7 +49,8 @@ class JsonReader {
   // The value, of any type; marks the key as read.
   const nlohmann::json& value(const std::string& key);
 
-  // Throws on the first key that was never read.
+  // Throws on the first key that was never read, with the near miss among the keys read or
+  // asked about ("unknown key; did you mean 'bandwidth_GBps'?").
   void reject_unknown() const;
 
  private:
@@ -56,6 +59,7 @@ class JsonReader {
   const nlohmann::json& obj_;
   std::string where_;
   std::set<std::string> read_;
+  mutable std::set<std::string> asked_;  // keys has() was asked about
 };
 
 }  // namespace moecomm::core

@@ -146,10 +146,16 @@ TEST(Cluster, FairnessIsOptionalAndRoundTrips) {
 TEST(Cluster, UnknownKey) {
   json j = good();
   j["levels"][1]["bandwith_GBps"] = 3;
-  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].bandwith_GBps", "unknown key");
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: levels[1].bandwith_GBps",
+                   "unknown key; did you mean 'bandwidth_GBps'?");
   j = good();
   j["colour"] = "blue";
   EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: colour", "unknown key");
+  // An optional key absent from the file (only asked about) is suggested too.
+  j = good();
+  j["device"]["compute_eficiency"] = 0.5;
+  EXPECT_ERROR_HAS(parse_cluster(j, "c.json"), "c.json: device.compute_eficiency",
+                   "unknown key; did you mean 'compute_efficiency'?");
 }
 
 TEST(Cluster, MissingKey) {

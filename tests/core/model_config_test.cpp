@@ -55,7 +55,8 @@ TEST(ModelConfig, ComputeDtypeIsStatedOrImpliedByDtypeBytes) {
 TEST(ModelConfig, Errors) {
   json j = good();
   j["hiden"] = 1;
-  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: hiden", "unknown key");
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: hiden",
+                   "unknown key; did you mean 'hidden'?");
   j = good();
   j.erase("experts");
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: experts", "missing key");

@@ -26,7 +26,8 @@ class Comm {
   int global_rank(int member) const { return group_.at(member); }
   int my_global_rank() const { return group_.at(rank_); }
   const core::RankGroup& group() const { return group_; }
-  const std::string& name() const { return name_; }  // e.g. "ep stream 1"
+  // What it carries, for messages: the schedule's stream name ("token comm"), "world", ...
+  const std::string& name() const { return name_; }
 
  private:
   void release();

@@ -17,7 +17,7 @@ namespace moecomm::rt {
 struct CommKey {
   core::RankGroup group;  // global ranks; member i is group[i]
   int channel = 0;
-  std::string name = {};  // for messages ("ep stream 1"); not part of the key
+  std::string name = {};  // for messages ("token comm"); not part of the key
 
   bool operator<(const CommKey& o) const {
     return std::tie(channel, group) < std::tie(o.channel, o.group);

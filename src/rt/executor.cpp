@@ -82,7 +82,7 @@ void Executor::build_comms() {
     const bool uniform =
         std::all_of(streams.begin(), streams.end(), [&](int st) { return st == streams.front(); });
     if (uniform) {
-      keys.push_back({col.group, streams.front(), "stream " + std::to_string(streams.front())});
+      keys.push_back({col.group, streams.front(), s_.stream_name(streams.front())});
     } else {
       const int k = mixed.emplace(streams, static_cast<int>(mixed.size())).first->second;
       keys.push_back({col.group, kMixedChannels + k, "members' streams"});

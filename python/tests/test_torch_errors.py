@@ -33,6 +33,12 @@ def test_error_names_the_problem(errors, case):
         assert EXPECTED[case] in got[case], f"rank {rank}: {got[case]}"
 
 
+def test_plan_row_gives_its_strategy(errors):
+    for got in errors:
+        assert "name=fsmoe-custom" in got["plan-row-strategy"]
+        assert "chunks_fwd=2,chunks_bwd=2" in got["plan-row-strategy"]
+
+
 def test_uninitialized_torch_distributed():
     import moecomm
     import moecomm.torch as mt

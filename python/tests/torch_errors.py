@@ -1,6 +1,8 @@
-"""Bad input to moecomm.torch on 4 gloo processes: each case's error message, per rank."""
+"""Bad input to moecomm.torch on 4 gloo processes: each case's error message, per rank (and
+a PlanRow-like strategy object, which is not an error)."""
 from __future__ import annotations
 
+import types
 
 import torch
 
@@ -30,6 +32,9 @@ def run_rank(rank):
     import moecomm
     import moecomm.torch as mt
     out = {}
+    # Not an error: a PlanRow (anything with a .strategy string) is taken as its strategy.
+    row = types.SimpleNamespace(strategy="base=fsmoe,chunks=2")
+    out["plan-row-strategy"] = mt.MoELayer(16, 32, 8, strategy=row, parallel="ep=4").strategy
     for name, make in CASES.items():
         try:
             make(mt)

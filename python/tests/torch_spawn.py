@@ -39,3 +39,14 @@ def _worker(rank: int, store: str, outdir: str, fn: Callable, args: tuple) -> No
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
     dist.destroy_process_group()
+
+
+TOLERANCE = 1e-5  # relative to the reference's magnitude, fp32
+
+
+def assert_matches_reference(got: Dict[str, Any], rank: int, case: str) -> None:
+    """One rank's result of a case: no error, and every difference from the reference (its
+    "diffs", each relative to the reference's magnitude) within TOLERANCE."""
+    assert "error" not in got, f"rank {rank}: {got.get('error')}"
+    for what, diff in got["diffs"].items():
+        assert diff <= TOLERANCE, f"rank {rank} {case}: {what} differs by {diff:.3g}"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages moecomm builds with, only those that are missing.
+# Installs the Debian packages moecomm builds, tests and runs its examples with, only those
+# that are missing. `install-deps.sh --list` prints them, one a line, and installs nothing
+# (tests/deps/check_python_imports.py checks the suite's imports against that list).
 set -euo pipefail
 PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           libgtest-dev libgmock-dev libbenchmark-dev libnlopt-dev libnlopt-cxx-dev
@@ -11,7 +13,13 @@ PACKAGES=(build-essential cmake make pkg-config nlohmann-json3-dev libcli11-dev
           clang libclang-rt-14-dev
           # The Python package (python/): bindings, its tests, `pip install .` into a venv.
           python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest
-          python3-setuptools python3-venv python3-pip)
+          python3-setuptools python3-venv python3-pip
+          # moecomm.torch (the torch executor), its tests and examples/train_torch.py.
+          python3-torch)
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

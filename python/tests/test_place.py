@@ -6,6 +6,7 @@ import pytest
 
 import moecomm
 from moecomm import place
+from conftest import require
 
 
 def test_solve_beats_home_placement(netmoe_instance):
@@ -86,7 +87,7 @@ def test_sync_placer_and_stage_pieces(netmoe_instance):
 
 
 def test_torch_tensors_are_read_without_copies(netmoe_instance):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     num, expert_device, g = netmoe_instance
     counts = torch.from_numpy(num)
     p = place.solve(counts, torch.from_numpy(expert_device), g)

@@ -1,6 +1,7 @@
 import pytest
 
 import moecomm
+from conftest import moecomm_binary
 
 
 def test_baseline_step():
@@ -54,9 +55,7 @@ def test_same_step_as_the_command_line():
     import json
     import os
     import subprocess
-    binary = os.environ.get("MOECOMM_BINARY", "")
-    if not os.path.exists(binary):
-        pytest.skip("the moecomm binary is not built")
+    binary = moecomm_binary()
     for strategy in ("monta-o2", "lina"):
         out = subprocess.run([binary, "sim", "--model", "netmoe-moe-gpt-s", "--strategy",
                               strategy, "--json"], capture_output=True, text=True,

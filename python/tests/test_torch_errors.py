@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
+from conftest import require
+
+require("torch")
 
 import torch_errors  # noqa: E402
 

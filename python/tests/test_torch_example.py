@@ -6,11 +6,9 @@ import os
 import subprocess
 import sys
 
-import pytest
+from conftest import SOURCE_DIR, require
 
-from conftest import SOURCE_DIR
-
-pytest.importorskip("torch")
+require("torch")
 
 
 def test_train_torch_example_loss_falls():

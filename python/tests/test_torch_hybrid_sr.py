@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
+from conftest import require
+
+require("torch")
 
 import torch_sr_cases  # noqa: E402
 from torch_spawn import assert_matches_reference  # noqa: E402

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import require
+
+torch = require("torch")
 
 import torch_cases  # noqa: E402
 from torch_spawn import assert_matches_reference  # noqa: E402

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import require
+
+torch = require("torch")
 
 import moecomm  # noqa: E402
 import torch_netmoe_cases as cases  # noqa: E402

@@ -111,7 +111,7 @@ std::string shown(const std::string& value) {
   constexpr size_t kLongest = 48, kStart = 32;
   if (value.empty()) return "''";
   if (value.size() <= kLongest) return value;
-  return value.substr(0, kStart) + "... (hash " + hex(fnv1a(value), 8) + ")";
+  return value.substr(0, kStart) + "... (hash " + hex(fnv1a(value) >> 32, 8) + ")";
 }
 
 // Every rank's value of its setting `index`: the lengths, then the characters.

@@ -36,7 +36,7 @@ uint64_t fnv1a(const std::string& text);
 
 // The message for ranks that disagree on `name`, values[r] being rank r's value, e.g.
 // "ranks disagree on gate: rank 0 has gshard, ranks 1-3 have sigmoid". A value longer than
-// 48 characters is shown by its start and its hash.
+// 48 characters is shown by its first 32 and the top 32 bits of its hash, in hex.
 std::string disagreement(const std::string& name, const std::vector<std::string>& values);
 
 // Collective over `comm` (one Allgather of kMaxSettings hashes; on a difference, one more

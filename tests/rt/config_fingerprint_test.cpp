@@ -39,8 +39,8 @@ TEST(ConfigFingerprint, DisagreementNamesTheSettingAndWhichRanksHoldWhat) {
   EXPECT_EQ(disagreement("seed", {"1", "", "3"}),
             "ranks disagree on seed: rank 0 has 1, rank 1 has '', rank 2 has 3");
   const std::string longer(60, 'x');
-  char hash[9];
-  std::snprintf(hash, sizeof hash, "%08llx", static_cast<unsigned long long>(fnv1a(longer)));
+  char hash[24];  // the hash's top 32 bits
+  std::snprintf(hash, sizeof hash, "%08llx", static_cast<unsigned long long>(fnv1a(longer) >> 32));
   EXPECT_EQ(disagreement("cluster", {longer, "a"}), "ranks disagree on cluster: rank 0 has " +
                                                         std::string(32, 'x') + "... (hash " + hash +
                                                         "), rank 1 has a");

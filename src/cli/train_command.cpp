@@ -15,6 +15,7 @@
 #include "core/parallel_config.h"
 #include "core/presets.h"
 #include "place/routing_trace.h"
+#include "rt/config_fingerprint.h"
 #include "rt/mpi_base.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
@@ -186,8 +187,8 @@ int TrainCommand::run(std::ostream& out, std::ostream& err) const {
   return run_under_mpi(err, [&] { return train(out, err); });
 }
 
-// The run's config from the flags and files, checked as rt::train checks it. Throws Error on
-// bad input; every rank reads the same flags and files, so all throw alike.
+// The run's config from the flags and files, completed (ep, ranks per node) and checked as
+// rt::train does. Throws Error on bad input.
 rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
                                      std::ostream& out) const {
   const int me = mpi_world_rank();
@@ -232,8 +233,7 @@ rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
     if (me == 0 && !json_) out << "(placement=netmoe: no routing trace is written)\n";
   }
   if (c.record_routing && me == 0) check_writable(routing_trace_);
-  rt::checked_train_config(c);
-  return c;
+  return rt::checked_train_config(c);
 }
 
 int TrainCommand::train(std::ostream& out, std::ostream& err) const {
@@ -249,6 +249,9 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     error = e.what();
   }
   if (!all_ranks_accept(error, err)) return 2;  // one message, every rank exits 2
+  // Ranks started with other flags or files would run other schedules: their collectives
+  // would mismatch (an MPI error) or train apart. Compared before the first collective.
+  if (!all_ranks_accept(rt::compare_settings(MPI_COMM_WORLD, rt::train_settings(c)), err)) return 2;
   if (me == 0 && !json_) {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "

@@ -1,7 +1,8 @@
 # cmake -DMPIEXEC=... -DARGS=a;b;c -DREGEX=... [-DONCE=1] -P expect_failure.cmake
 # Passes when the command exits non-zero and its output (stdout and stderr) matches REGEX:
 # ctest's WILL_FAIL or PASS_REGULAR_EXPRESSION alone checks only one of the two. With ONCE,
-# REGEX must match exactly once and the output must not hold MPI_Abort's banner.
+# REGEX must match exactly once, the output must not hold MPI_Abort's banner and the exit
+# status must be 2 (the CLI's status for bad input).
 execute_process(COMMAND ${MPIEXEC} ${ARGS}
                 OUTPUT_VARIABLE out ERROR_VARIABLE out RESULT_VARIABLE rc TIMEOUT 50)
 message("${out}")
@@ -19,6 +20,9 @@ if(ONCE)
   endif()
   if(out MATCHES "MPI_ABORT")
     message(FATAL_ERROR "the job ended through MPI_Abort")
+  endif()
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "expected exit status 2, got ${rc}")
   endif()
 endif()
 message("exit status ${rc} and the expected message: as required")

@@ -50,6 +50,7 @@ BENCHMARK(BM_PlanReplication)
     ->Args({256, 32, 9, 120})
     ->Args({256, 32, 16, 60})
     ->Args({256, 32, 16, 140})
+    ->Args({512, 64, 16, 120})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

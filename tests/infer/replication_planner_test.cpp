@@ -84,7 +84,7 @@ TEST(ReplicationPlanner, PropertiesOnRandomInstances) {
     }
     for (const auto& es : plan.experts_of_device(devices))  // every slot used
       EXPECT_EQ(static_cast<int>(es.size()), std::min(experts, max_experts));
-    // Never less balanced than plain EP, which is one of the plans that could be filled.
+    // On these instances, never less balanced than plain EP.
     EXPECT_LE(plan.max_over_mean, plan.ep_max_over_mean + 1e-9);
   }
 }

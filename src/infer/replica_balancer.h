@@ -18,12 +18,18 @@
 
 namespace moecomm::infer {
 
+// The largest instance taken (plan_replication refuses larger ones by name): replica slots,
+// and devices x experts (a device-by-expert table is kept while packing).
+inline constexpr long long kMaxReplicaSlots = 1 << 14;   // e.g. 1024 devices x 16
+inline constexpr long long kMaxDeviceExperts = 1 << 22;  // e.g. 1024 devices x 4096 experts
+
 struct ReplicaPacking {
   std::vector<std::vector<int>> experts_of_device;  // each ascending
   double max_load = 0;                              // the most loaded device's load
 };
 
-// Validated by the caller: devices, slots >= 1, 1 <= experts <= devices x slots, loads >= 0.
+// Validated by the caller: devices, slots >= 1, 1 <= experts <= devices x slots, loads >= 0,
+// within the limits above.
 ReplicaPacking balance_replicas(const std::vector<double>& load, int devices, int slots);
 
 // Replicas placed in all: D S, or D E when fewer experts than slots per device.

@@ -25,6 +25,16 @@ void validate(const std::vector<double>& popularity, const ReplicationOptions& o
     throw Error(where, std::to_string(experts) + " experts do not fit on " +
                            std::to_string(o.devices) + " devices x " +
                            std::to_string(o.max_experts_per_device) + " experts per device");
+  const long long slots = replica_slots(experts, o.devices, o.max_experts_per_device);
+  if (slots > kMaxReplicaSlots)
+    throw Error(where, std::to_string(slots) +
+                           " replica slots (devices x min(experts, max_experts_per_device)) "
+                           "exceed the " +
+                           std::to_string(kMaxReplicaSlots) + " the planner takes");
+  if (int64_t{o.devices} * experts > kMaxDeviceExperts)
+    throw Error(where, std::to_string(o.devices) + " devices x " + std::to_string(experts) +
+                           " experts exceed the " + std::to_string(kMaxDeviceExperts) +
+                           " the planner takes");
   double sum = 0;
   for (int e = 0; e < experts; ++e) {
     if (!std::isfinite(popularity[e]) || popularity[e] < 0)

@@ -131,6 +131,10 @@ TEST(ReplicationPlanner, RejectsBadInput) {
   EXPECT_ERROR_HAS(plan_replication({}, on(1)), "no experts");
   EXPECT_ERROR_HAS(plan_replication({0.1, 0.1, 0.1}, on(1, 2)), "3 experts do not fit",
                    "1 devices x 2");
+  EXPECT_ERROR_HAS(plan_replication({0.5, 0.5}, on(8193, 2)), "16386 replica slots",
+                   "exceed the 16384");
+  EXPECT_ERROR_HAS(plan_replication(std::vector<double>(5000, 0), on(1000, 5)),
+                   "1000 devices x 5000 experts exceed the 4194304");
   EXPECT_ERROR_HAS(plan_replication({0.5, -0.1}, on(2)), "popularity[1]", "-0.1");
   EXPECT_ERROR_HAS(plan_replication({0.5, NAN}, on(2)), "popularity[1]");
   EXPECT_ERROR_HAS(plan_replication({0.7, 0.7}, on(2)), "sum to 1.4");

@@ -72,6 +72,8 @@ class Placement:
 
 class ReplicationPlan:
     devices_of_expert: list[list[int]]
+    max_over_mean: float
+    ep_max_over_mean: float
     def experts_of_device(self, devices: int) -> list[list[int]]: ...
 
 class ScheduleOp:

@@ -84,15 +84,25 @@ class PopularityEstimator:
 
     def plan(self, batch: ArrayLike, layer: int, devices: int,
              max_experts_per_device: int = 4) -> tuple[np.ndarray, ReplicationPlan]:
-        """Phase one for layer ``layer + 1``: the estimate and the replication plan from it."""
+        """Phase one for layer ``layer + 1``: the estimate and the replication plan from it.
+
+        The plan reports its max/mean device load under the estimate
+        (``plan.max_over_mean``) beside plain EP's (``plan.ep_max_over_mean``).
+        """
         popularity = self.estimate(batch, layer)
         return popularity, plan_replication(popularity, devices, max_experts_per_device)
 
 
 def plan_replication(popularity: ArrayLike, devices: int,
                      max_experts_per_device: int = 4) -> ReplicationPlan:
-    """Lina's phase one: replicas per expert from its popularity (n_e = N pop(e), Eq. 1),
-    packed first-fit-decreasing onto ``devices`` devices.
+    """Lina's phase one: replicas per expert in proportion to its popularity (n_e = N pop(e),
+    Eq. 1) so that all ``devices * max_experts_per_device`` slots hold one (every expert on
+    every device when there are fewer experts than slots), never two of an expert on one
+    device, packed so that the most loaded device is as light as found (exact on at most 12
+    slots). An expert's load is split evenly over its replicas.
+
+    The plan's ``max_over_mean`` (max/mean device load under ``popularity``, 1 is balanced)
+    and ``ep_max_over_mean`` (the same for plain EP) put the two side by side.
 
     Raises:
         Error: popularity negative, not finite or summing above 1; more experts than
@@ -105,7 +115,8 @@ def fine_tune(phase_one: ReplicationPlan, estimated: ArrayLike, actual_counts: A
               top_k: int, devices: int,
               max_experts_per_device: int = 4) -> tuple[bool, ReplicationPlan]:
     """Lina's phase two, after the gate: keep ``phase_one`` when the estimated and actual
-    top-2k experts agree, else re-plan from the actual counts.
+    top-2k experts agree, else re-plan from the actual counts the same way. The returned
+    plan's ``max_over_mean`` and ``ep_max_over_mean`` are under the actual counts.
 
     Returns:
         ``(replanned, plan)``.

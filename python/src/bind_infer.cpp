@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -142,10 +143,18 @@ void bind_infer(py::module_& m) {
                                      "Which devices host each expert's replicas (Lina Sec. 5.2).")
       .def_readonly("devices_of_expert", &infer::ReplicationPlan::devices_of_expert,
                     "for each expert, the devices hosting one of its replicas (ascending)")
+      .def_readonly("max_over_mean", &infer::ReplicationPlan::max_over_mean,
+                    "max/mean device load under the popularity it was planned from (phase "
+                    "two: the actual counts); 1 is balanced")
+      .def_readonly("ep_max_over_mean", &infer::ReplicationPlan::ep_max_over_mean,
+                    "the same for plain EP (expert e on device e * devices // experts)")
       .def("experts_of_device", &infer::ReplicationPlan::experts_of_device, py::arg("devices"),
            "for each of `devices` devices, the experts it hosts (ascending)")
       .def("__repr__", [](const infer::ReplicationPlan& p) {
-        return "ReplicationPlan(experts=" + std::to_string(p.devices_of_expert.size()) + ")";
+        char figures[96];
+        std::snprintf(figures, sizeof figures, ", max_over_mean=%.3f, ep_max_over_mean=%.3f)",
+                      p.max_over_mean, p.ep_max_over_mean);
+        return "ReplicationPlan(experts=" + std::to_string(p.devices_of_expert.size()) + figures;
       });
 
   py::class_<Estimator>(m, "PopularityEstimator")

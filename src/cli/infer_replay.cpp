@@ -67,6 +67,15 @@ nn::GateOutput balanced_routing(int lo, int hi, int experts, int k) {
   return g;
 }
 
+// Token-slots per expert of balanced_routing over the whole batch: slots s = 0 .. T k - 1
+// go to expert s mod E.
+std::vector<int64_t> balanced_counts(int tokens, int experts, int k) {
+  const int64_t slots = int64_t{tokens} * k;
+  std::vector<int64_t> counts(static_cast<size_t>(experts), slots / experts);
+  for (int64_t e = 0; e < slots % experts; ++e) ++counts[static_cast<size_t>(e)];
+  return counts;
+}
+
 rt::ReplicaPlan to_replica_plan(const infer::ReplicationPlan& p) {
   return p.devices_of_expert;
 }
@@ -202,18 +211,20 @@ bool InferReplay::time_variants(const nn::GateOutput& g, const std::vector<int64
                                 const PhaseOne& one, size_t at) {
   std::vector<std::vector<std::vector<double>>>& seconds = result_.seconds;
   seconds[kBaseline][at].push_back(timed([&] { layer_[kBaseline]->forward_routed(x_, g); }));
+  infer::ReplicationPlan from_counts;
   seconds[kNoEstimation][at].push_back(timed([&] {
-    const infer::ReplicationPlan p =
-        infer::plan_replication(infer::popularity_of_counts(counts), ropt_);
+    from_counts = infer::plan_replication(infer::popularity_of_counts(counts), ropt_);
+    const infer::ReplicationPlan& p = from_counts;
     layer_[kNoEstimation]->set_plan(to_replica_plan(p));
     layer_[kNoEstimation]->forward_routed(x_, g);
   }));
   seconds[kNoFineTuning][at].push_back(
       timed([&] { layer_[kNoFineTuning]->forward_routed(x_, g); }));
   bool again = false;
+  infer::PhaseTwo two;
   seconds[kLina][at].push_back(timed([&] {
     const double t0 = MPI_Wtime();
-    infer::PhaseTwo two = infer::fine_tune(one.plan, one.estimate, counts, in_.model.top_k, ropt_);
+    two = infer::fine_tune(one.plan, one.estimate, counts, in_.model.top_k, ropt_);
     again = two.replanned;
     if (again) layer_[kLina]->set_plan(to_replica_plan(two.plan));
     if (again) result_.replan_s.push_back(MPI_Wtime() - t0);
@@ -221,7 +232,19 @@ bool InferReplay::time_variants(const nn::GateOutput& g, const std::vector<int64
   }));
   const nn::GateOutput ideal = balanced_routing(lo_, hi_, in_.model.experts, in_.model.top_k);
   seconds[kIdeal][at].push_back(timed([&] { layer_[kIdeal]->forward_routed(x_, ideal); }));
+  const infer::ReplicationPlan ep = infer::expert_parallel_plan(in_.model.experts, in_.ranks);
+  record_balance(kBaseline, ep, counts);
+  record_balance(kNoEstimation, from_counts, counts);
+  record_balance(kNoFineTuning, one.plan, counts);
+  record_balance(kLina, two.plan, counts);
+  record_balance(kIdeal, ep, balanced_counts(in_.batch_tokens, in_.model.experts, in_.model.top_k));
   return again;
+}
+
+void InferReplay::record_balance(InferVariant v, const infer::ReplicationPlan& plan,
+                                 const std::vector<int64_t>& counts) {
+  result_.max_over_mean[v].push_back(
+      infer::max_over_mean(infer::device_loads(plan, counts, in_.ranks)));
 }
 
 }  // namespace moecomm::cli

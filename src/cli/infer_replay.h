@@ -29,6 +29,9 @@ struct InferReplayResult {
   std::vector<double> estimate_s, phase_one_s, phase_one_swap_s, replan_s;
   int64_t replanned = 0;
   int64_t swaps[kVariants] = {};  // expert swaps of each variant's layer
+  // Per variant, one per (batch, scored layer): the max/mean token-slots per rank under the
+  // plan the variant ran, with the counts it ran (Ideal: the balanced routing's).
+  std::vector<double> max_over_mean[kVariants];
 };
 
 class InferReplay {
@@ -55,6 +58,8 @@ class InferReplay {
   PhaseOne plan_phase_one(const std::vector<place::LayerRouting>& routing, int s0, int s1, int li);
   bool time_variants(const nn::GateOutput& g, const std::vector<int64_t>& counts,
                      const PhaseOne& one, size_t at);
+  void record_balance(InferVariant v, const infer::ReplicationPlan& plan,
+                      const std::vector<int64_t>& counts);
 
   const InferInputs& in_;
   const int rank_;

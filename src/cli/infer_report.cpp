@@ -1,5 +1,6 @@
 #include "cli/infer_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -94,6 +95,23 @@ json lina_json(const InferReplayResult& r) {
             {"lina_no_fine_tuning", r.swaps[kNoFineTuning]}}}};
 }
 
+// Max/mean token-slots per rank of each variant's plan under the counts it ran: the mean
+// over (batch, layer), and the worst.
+json balance_json(const InferReplayResult& r) {
+  json j;
+  for (int v = 0; v < kVariants; ++v) {
+    const std::vector<double>& x = r.max_over_mean[v];
+    double sum = 0, worst = 0;
+    for (double m : x) {
+      sum += m;
+      worst = std::max(worst, m);
+    }
+    j[kVariantNames[v]] = {{"mean", x.empty() ? 0 : sum / static_cast<double>(x.size())},
+                           {"max", worst}};
+  }
+  return j;
+}
+
 json routing_json(const InferInputs& in) {
   if (!in.trace_file.empty()) return {{"trace", in.trace_file}};
   const place::SyntheticRoutingSpec& syn = in.synthetic;
@@ -105,17 +123,22 @@ json routing_json(const InferInputs& in) {
             {"seed", syn.seed}}}};
 }
 
-void print_overall_table(std::ostream& out, const json& overall) {
+// Beside the times, each variant's max/mean token-slots per rank under its plan (the mean
+// and the worst over batches and layers): plain EP's balance next to Lina's.
+void print_overall_table(std::ostream& out, const json& overall, const json& balance) {
   char line[256];
-  out << "\nMoE time per batch (sum over layers), ms, slowest rank:\n";
-  std::snprintf(line, sizeof line, "  %-22s %10s %10s %14s %11s\n", "variant", "median", "p95",
-                "median/ideal", "p95/ideal");
+  out << "\nMoE time per batch (sum over layers), ms, slowest rank; load: max/mean token-slots "
+         "per rank, mean and worst:\n";
+  std::snprintf(line, sizeof line, "  %-22s %10s %10s %14s %11s %10s %7s\n", "variant", "median",
+                "p95", "median/ideal", "p95/ideal", "load mean", "worst");
   out << line;
   for (int v = 0; v < kVariants; ++v) {
     const json& s = overall[kVariantNames[v]];
-    std::snprintf(line, sizeof line, "  %-22s %10.3f %10.3f %13.2fx %10.2fx\n", kVariantLabels[v],
-                  s["median_ms"].get<double>(), s["p95_ms"].get<double>(),
-                  s["median_vs_ideal"].get<double>(), s["p95_vs_ideal"].get<double>());
+    const json& b = balance[kVariantNames[v]];
+    std::snprintf(line, sizeof line, "  %-22s %10.3f %10.3f %13.2fx %10.2fx %10.2f %7.2f\n",
+                  kVariantLabels[v], s["median_ms"].get<double>(), s["p95_ms"].get<double>(),
+                  s["median_vs_ideal"].get<double>(), s["p95_vs_ideal"].get<double>(),
+                  b["mean"].get<double>(), b["max"].get<double>());
     out << line;
   }
 }
@@ -206,11 +229,12 @@ json infer_json(const InferInputs& in, const InferReplayResult& r) {
           {"overall", overall_json(r)},
           {"layers", layers_json(r)},
           {"accuracy", accuracy_json(r)},
+          {"max_over_mean", balance_json(r)},
           {"lina", lina_json(r)}};
 }
 
 void print_infer_tables(std::ostream& out, const InferInputs& in, const json& report) {
-  print_overall_table(out, report["overall"]);
+  print_overall_table(out, report["overall"], report["max_over_mean"]);
   print_layer_table(out, in.model.top_k, report["layers"]);
   print_lina_summary(out, in.path_length, report["accuracy"], report["lina"]);
   out << "ideal: the same tokens with a perfectly balanced routing on the baseline placement "

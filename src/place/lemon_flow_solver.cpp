@@ -84,8 +84,14 @@ std::string_view LemonFlowSolver::name() const {
   return "lemon";
 }
 
+int64_t LemonFlowSolver::max_cost(int rows, int bins) const {
+  const int64_t nodes = int64_t{rows} + bins + 1;  // LEMON's residual graph adds a root
+  if (algorithm_ != Algorithm::kCostScaling) return AssignmentSolver::max_cost(rows, bins);
+  return (int64_t{1} << 58) / (nodes * (16 + 8 * nodes));
+}
+
 Assignment LemonFlowSolver::solve(const AssignmentProblem& problem) {
-  problem.validate();
+  check(problem);
   if (problem.rows == 0) return Assignment{};
   const Network network(problem);
   Assignment result;

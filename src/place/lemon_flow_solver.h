@@ -17,6 +17,9 @@ class LemonFlowSolver final : public AssignmentSolver {
   std::string_view name() const override;
   // Throws Error for an invalid problem, std::runtime_error if LEMON reports no optimum.
   Assignment solve(const AssignmentProblem& problem) override;
+  // Cost scaling multiplies every cost by alpha (n + 1) (alpha = 16, n nodes) and moves
+  // potentials by up to 3 n epsilon per phase (Goldberg and Tarjan): n + 1 times less.
+  int64_t max_cost(int rows, int bins) const override;
 
  private:
   Algorithm algorithm_;

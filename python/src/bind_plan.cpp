@@ -32,6 +32,8 @@ PlanResult make_plan(const py::object& model, const py::object& cluster, const p
     throw Error("layers", "must be in [1, 64], got " + std::to_string(layers));
   if (zero < 0 || zero > 3)
     throw Error("zero", "ZeRO stage must be 0-3, got " + std::to_string(zero));
+  if (!(budget_s >= 0 && budget_s <= 86400))  // also NaN
+    throw Error("budget_s", "must be a finite number of seconds in [0, 86400]");
   if (recompute != "none" && recompute != "selective" && recompute != "full")
     throw Error("recompute", "must be none, selective or full, got \"" + recompute + "\"");
   const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);

@@ -18,6 +18,13 @@ EXPECTED = {
     "strategy-type": "strategy must be a string",
     "hidden": "input's last dimension is 15, hidden is 16",
     "grad-sync": "give at least one MoELayer",
+    "temperature-zero": "MoELayer: temperature must be a finite number > 0 (the xmoe gate "
+                        "divides its scores by it), got 0",
+    "temperature-negative": "temperature must be a finite number > 0 (the xmoe gate divides "
+                            "its scores by it), got -0.5",
+    "temperature-nan": "temperature must be a finite number > 0 (the xmoe gate divides its "
+                       "scores by it), got nan",
+    "temperature-netmoe": "SampleMovingMoE: temperature must be a finite number > 0",
 }
 
 

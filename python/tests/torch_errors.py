@@ -25,6 +25,14 @@ CASES = {
     "strategy-type": lambda mt: mt.MoELayer(16, 32, 8, strategy=3, parallel="ep=4"),
     "hidden": lambda mt: mt.MoELayer(16, 32, 8, parallel="ep=4")(torch.zeros(4, 15)),
     "grad-sync": lambda mt: mt.GradSync([]),
+    "temperature-zero": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe", temperature=0,
+                                               parallel="ep=4"),
+    "temperature-negative": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe", temperature=-0.5,
+                                                   parallel="ep=4"),
+    "temperature-nan": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe",
+                                              temperature=float("nan"), parallel="ep=4"),
+    "temperature-netmoe": lambda mt: mt.SampleMovingMoE(16, 32, 8, gate="xmoe", temperature=0.0,
+                                                        parallel="ep=4"),
 }
 
 

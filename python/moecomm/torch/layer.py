@@ -68,6 +68,7 @@ class MoELayer(torch.nn.Module):
             raise Error("MoELayer: torch.distributed is not initialized (call "
                         "init_process_group first)")
         rt.check_gate(gate)
+        rt.check_temperature(temperature, "MoELayer")
         check_ffn_type(ffn_type, "MoELayer")
         self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
         self.gate, self.capacity_factor, self.ffn_type = gate, capacity_factor, ffn_type

@@ -136,6 +136,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
                         f"(expert choice drops tokens; the residual rides on each token's "
                         f"first slot)")
+        rt.check_temperature(temperature, NAME)
         check_ffn_type(ffn_type, NAME)
         for what, v in (("samples", samples), ("seq_len", seq_len)):
             if not isinstance(v, int) or v < 1:

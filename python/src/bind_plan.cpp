@@ -131,7 +131,14 @@ void bind_plan(py::module_& m) {
           "best", [](const PlanResult& p) { return p.plan.row(p.plan.recommended); },
           "the recommended row")
       .def(
-          "row", [](const PlanResult& p, const std::string& name) { return p.plan.row(name); },
+          "row",
+          [](const PlanResult& p, const py::handle& name) {
+            if (!py::isinstance<py::str>(name))
+              throw Error("name",
+                          "must be a str, got a " +
+                              py::str(name.get_type().attr("__name__")).cast<std::string>());
+            return p.plan.row(name.cast<std::string>());
+          },
           py::arg("name"), "the row named `name`; raises moecomm.Error when absent")
       .def_property_readonly(
           "skipped",

@@ -138,6 +138,7 @@ def test_placer_refuses_counts_whose_sums_overflow():
     (lambda: place.assign(np.ones((2, 2), dtype=np.int64), [1, 1], solver=3), "solver"),
     (lambda: place.assign({"a": 1}, [1, 1]), "cost"),
     (lambda: place.assign(np.ones((2, 2), dtype=np.int64), "xy"), "capacity"),
+    (lambda: moecomm.plan(**FAST).row(0), "name"),
 ])
 def test_wrong_types_raise_error_naming_the_argument(call, name):
     with pytest.raises(moecomm.Error, match=f"^{name}"):

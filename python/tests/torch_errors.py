@@ -33,6 +33,11 @@ CASES = {
                                               temperature=float("nan"), parallel="ep=4"),
     "temperature-netmoe": lambda mt: mt.SampleMovingMoE(16, 32, 8, gate="xmoe", temperature=0.0,
                                                         parallel="ep=4"),
+    "type-hidden": lambda mt: mt.MoELayer("16", 32, 8, parallel="ep=4"),
+    "type-seed": lambda mt: mt.MoELayer(16, 32, 8, seed=1.5, parallel="ep=4"),
+    "type-capacity": lambda mt: mt.MoELayer(16, 32, 8, capacity_factor="1", parallel="ep=4"),
+    "type-netmoe-eps": lambda mt: mt.SampleMovingMoE(16, 32, 8, eps="small", parallel="ep=4"),
+    "netmoe-xmoe-dim": lambda mt: mt.SampleMovingMoE(16, 32, 8, xmoe_dim=0, parallel="ep=4"),
 }
 
 

@@ -110,6 +110,8 @@ def test_placer_refuses_counts_whose_sums_overflow():
         place.solve(num, [0, 1], 2)
     with pytest.raises(moecomm.Error, match=r"^num\[1\]"):
         place.AsyncSamplePlacer([0, 1], 2).submit(num)
+    with pytest.raises(moecomm.Error, match=r"^num\[1\]"):  # its costs would wrap
+        place.node_stage_problem(num, [0, 1], 2)
 
 
 @pytest.mark.parametrize("call, name", [

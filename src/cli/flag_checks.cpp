@@ -16,4 +16,14 @@ const CLI::Validator kFinite(
     },
     "FINITE");
 
+CLI::Validator finite_range(double min, double max) {
+  const CLI::Range range(min, max);
+  return CLI::Validator(
+      [range](std::string& text) {
+        std::string error = kFinite(text);
+        return error.empty() ? range(text) : error;
+      },
+      range.get_description());
+}
+
 }  // namespace moecomm::cli

@@ -6,5 +6,7 @@
 namespace moecomm::cli {
 
 extern const CLI::Validator kFinite;
+// kFinite, then CLI::Range(min, max), shown in --help as the range alone ("FLOAT in [0 - 1]").
+CLI::Validator finite_range(double min, double max);
 
 }  // namespace moecomm::cli

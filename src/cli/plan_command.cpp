@@ -48,8 +48,7 @@ PlanCommand::PlanCommand(CLI::App& app) {
                    "spent (the method rows are always priced; 0: those only); progress goes to "
                    "stderr")
       ->capture_default_str()
-      ->check(kFinite)
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(finite_range(0.0, 86400.0));
   sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));

@@ -64,9 +64,11 @@ def plan(model: Config = None, cluster: Config = None, parallel: Parallel = None
         Error: a bad model, cluster, parallel size or option. The C++ work runs without the
         GIL.
     """
-    return _moecomm.plan(model, cluster, parallel,
-                         _args.optional_integer("seq_len", seq_len, 64) or 0,
-                         _args.optional_integer("micro_batch", micro_batch, 64) or 0,
+    # 0 stands for "the model's" in the binding: an explicit 0 is refused, as the CLI does.
+    for name, v in (("seq_len", seq_len), ("micro_batch", micro_batch)):
+        if _args.optional_integer(name, v, 64) == 0:
+            raise Error(f"{name}: must be at least 1 (or None: the model's)")
+    return _moecomm.plan(model, cluster, parallel, seq_len or 0, micro_batch or 0,
                          _args.integer("layers", layers), _args.number("budget_s", budget_s),
                          _args.integer("zero", zero), _args.text("recompute", recompute))
 
@@ -104,9 +106,12 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
     Raises:
         Error: a bad input or a strategy the layout cannot run. Runs without the GIL.
     """
+    # 0.0 stands for "the device's" in the binding: an explicit 0 is out of range.
+    if _args.optional_number("compute_efficiency", compute_efficiency) == 0:
+        raise Error("compute_efficiency: must be in [0.01, 1] (or None: the device's)")
     return _moecomm.simulate(
         model, cluster, parallel, _args.text("strategy", strategy), _args.integer("layers", layers),
-        _args.optional_number("compute_efficiency", compute_efficiency) or 0.0,
+        float(compute_efficiency or 0.0),
         _args.number("completion_tolerance", completion_tolerance),
         _args.optional_text("fairness", fairness) or "", _args.text("routing", routing),
         _args.number("locality", locality), _args.flag("trace", trace))

@@ -114,6 +114,15 @@ def test_placer_refuses_counts_whose_sums_overflow():
         place.node_stage_problem(num, [0, 1], 2)
 
 
+def test_zero_is_not_taken_for_the_default():
+    with pytest.raises(moecomm.Error, match=r"^seq_len: must be at least 1"):
+        moecomm.plan(seq_len=0, **FAST)
+    with pytest.raises(moecomm.Error, match=r"^micro_batch: must be at least 1"):
+        moecomm.plan(micro_batch=0, **FAST)
+    with pytest.raises(moecomm.Error, match=r"^compute_efficiency: must be in \[0.01, 1\]"):
+        moecomm.simulate(compute_efficiency=0.0)
+
+
 @pytest.mark.parametrize("call, name", [
     (lambda: moecomm.plan(seq_len="long"), "seq_len"),
     (lambda: moecomm.plan(micro_batch=2.5), "micro_batch"),

@@ -19,7 +19,7 @@ _PACKAGE_DATA = _os.path.join(_os.path.dirname(__file__), "data")
 if _os.path.isdir(_PACKAGE_DATA) and not _os.environ.get("MOECOMM_DATA_DIR"):
     _os.environ["MOECOMM_DATA_DIR"] = _PACKAGE_DATA
 
-from . import _moecomm  # noqa: E402
+from . import _args, _moecomm  # noqa: E402
 from ._moecomm import Error, Plan, PlanRow, SearchStats, SimResult  # noqa: E402
 from . import infer, place  # noqa: E402
 
@@ -64,8 +64,13 @@ def plan(model: Config = None, cluster: Config = None, parallel: Parallel = None
         Error: a bad model, cluster, parallel size or option. The C++ work runs without the
         GIL.
     """
-    return _moecomm.plan(model, cluster, parallel, seq_len or 0, micro_batch or 0, layers,
-                         budget_s, zero, recompute)
+    # 0 stands for "the model's" in the binding: an explicit 0 is refused, as the CLI does.
+    for name, v in (("seq_len", seq_len), ("micro_batch", micro_batch)):
+        if _args.optional_integer(name, v, 64) == 0:
+            raise Error(f"{name}: must be at least 1 (or None: the model's)")
+    return _moecomm.plan(model, cluster, parallel, seq_len or 0, micro_batch or 0,
+                         _args.integer("layers", layers), _args.number("budget_s", budget_s),
+                         _args.integer("zero", zero), _args.text("recompute", recompute))
 
 
 def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = None,
@@ -101,9 +106,15 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
     Raises:
         Error: a bad input or a strategy the layout cannot run. Runs without the GIL.
     """
-    return _moecomm.simulate(model, cluster, parallel, strategy, layers,
-                             compute_efficiency or 0.0, completion_tolerance, fairness or "", routing,
-                             locality, trace)
+    # 0.0 stands for "the device's" in the binding: an explicit 0 is out of range.
+    if _args.optional_number("compute_efficiency", compute_efficiency) == 0:
+        raise Error("compute_efficiency: must be in [0.01, 1] (or None: the device's)")
+    return _moecomm.simulate(
+        model, cluster, parallel, _args.text("strategy", strategy), _args.integer("layers", layers),
+        float(compute_efficiency or 0.0),
+        _args.number("completion_tolerance", completion_tolerance),
+        _args.optional_text("fairness", fairness) or "", _args.text("routing", routing),
+        _args.number("locality", locality), _args.flag("trace", trace))
 
 
 def presets(kind: str) -> list[str]:

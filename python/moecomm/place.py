@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _moecomm
+from . import _args, _moecomm
 from ._arrays import as_array
 from ._moecomm import Placement
 
@@ -28,6 +28,12 @@ def solvers() -> list[str]:
     """The exact assignment solvers: ``flow`` (default), ``km`` (NetMoE's Kuhn-Munkres),
     ``ilp`` (CBC), ``lemon-ns``, ``lemon-cs``, ``lemon-cap`` (LEMON)."""
     return _moecomm.assignment_solvers()
+
+
+def _layout(devices_per_node: Any, devices: Any, solver: Any) -> tuple[int, Optional[int], str]:
+    """The plain arguments of a layout, checked (moecomm.Error naming the argument)."""
+    return (_args.integer("devices_per_node", devices_per_node),
+            _args.optional_integer("devices", devices), _args.text("solver", solver))
 
 
 class _GridPlacer:
@@ -67,8 +73,8 @@ class SamplePlacer(_GridPlacer):
 
     def __init__(self, expert_device: ArrayLike, devices_per_node: int,
                  devices: Optional[int] = None, solver: str = "flow") -> None:
-        self._impl = _moecomm.SamplePlacer(as_array(expert_device), devices_per_node, devices,
-                                           solver)
+        self._impl = _moecomm.SamplePlacer(as_array(expert_device), *_layout(devices_per_node,
+                                                                             devices, solver))
 
     @property
     def expert_device(self) -> np.ndarray:
@@ -96,8 +102,8 @@ class AsyncSamplePlacer(_GridPlacer):
 
     def __init__(self, expert_device: ArrayLike, devices_per_node: int,
                  devices: Optional[int] = None, solver: str = "flow") -> None:
-        self._impl = _moecomm.AsyncSamplePlacer(as_array(expert_device), devices_per_node,
-                                                devices, solver)
+        self._impl = _moecomm.AsyncSamplePlacer(as_array(expert_device),
+                                                *_layout(devices_per_node, devices, solver))
 
     def submit(self, num: ArrayLike) -> None:
         """Start solving for ``num`` (samples x experts) in the background.
@@ -140,8 +146,8 @@ def node_stage_problem(num: ArrayLike, expert_device: ArrayLike, devices_per_nod
                        devices: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
     """Stage 1's assignment problem (NetMoE Eq. 8): ``cost[i, n]``, the tokens of sample i
     that cross nodes if it sits on node n, and each node's capacity (samples)."""
-    return _moecomm.node_stage_problem(as_array(num), as_array(expert_device), devices_per_node,
-                                       devices)
+    return _moecomm.node_stage_problem(as_array(num), as_array(expert_device),
+                                       *_layout(devices_per_node, devices, "flow")[:2])
 
 
 def assign(cost: ArrayLike, capacity: Sequence[int] | np.ndarray,
@@ -152,5 +158,10 @@ def assign(cost: ArrayLike, capacity: Sequence[int] | np.ndarray,
     Returns:
         ``(bin_of, cost, solve_us)``: each row's bin, the optimum, and the solver's own time
         in microseconds.
+
+    Raises:
+        Error: a bad shape or capacity, or a cost past the range the solver sums exactly
+        (``|cost| <= 2^58 / (rows + bins + 1)``; less for ``ilp`` and ``lemon-cs``), checked
+        before it runs.
     """
-    return _moecomm.assign(as_array(cost), as_array(capacity), solver)
+    return _moecomm.assign(as_array(cost), as_array(capacity), _args.text("solver", solver))

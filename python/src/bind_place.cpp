@@ -151,6 +151,7 @@ py::dict stage_times(const py::handle& num, const py::handle& expert_device, int
   if (reps < 1) throw Error("reps", "must be >= 1");
   const Layout l = make_layout(expert_device, devices_per_node, devices);
   const place::RoutingCounts counts = counts_of(num, l);
+  place::SamplePlacer(solver).check(counts, l.expert_device, l.grid);
   auto s = place::make_assignment_solver(solver);
   using Clock = std::chrono::steady_clock;
   auto us = [](Clock::time_point a, Clock::time_point b) {
@@ -256,8 +257,11 @@ void bind_place(py::module_& m) {
       [](const py::handle& num, const py::handle& expert_device, int devices_per_node,
          std::optional<int> devices) {
         const Layout l = make_layout(expert_device, devices_per_node, devices);
+        const place::RoutingCounts counts = counts_of(num, l);
+        // Sums of a sample's counts must fit, as for a solve.
+        place::SamplePlacer().check(counts, l.expert_device, l.grid);
         const place::AssignmentProblem p =
-            place::node_stage_problem(counts_of(num, l), l.expert_device, l.grid);
+            place::node_stage_problem(counts, l.expert_device, l.grid);
         py::array_t<int64_t> cost({p.rows, p.bins});
         std::copy(p.cost.begin(), p.cost.end(), cost.mutable_data());
         return py::make_tuple(cost, to_numpy(p.capacity));

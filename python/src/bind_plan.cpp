@@ -32,6 +32,8 @@ PlanResult make_plan(const py::object& model, const py::object& cluster, const p
     throw Error("layers", "must be in [1, 64], got " + std::to_string(layers));
   if (zero < 0 || zero > 3)
     throw Error("zero", "ZeRO stage must be 0-3, got " + std::to_string(zero));
+  if (!(budget_s >= 0 && budget_s <= 86400))  // also NaN
+    throw Error("budget_s", "must be a finite number of seconds in [0, 86400]");
   if (recompute != "none" && recompute != "selective" && recompute != "full")
     throw Error("recompute", "must be none, selective or full, got \"" + recompute + "\"");
   const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
@@ -129,7 +131,14 @@ void bind_plan(py::module_& m) {
           "best", [](const PlanResult& p) { return p.plan.row(p.plan.recommended); },
           "the recommended row")
       .def(
-          "row", [](const PlanResult& p, const std::string& name) { return p.plan.row(name); },
+          "row",
+          [](const PlanResult& p, const py::handle& name) {
+            if (!py::isinstance<py::str>(name))
+              throw Error("name",
+                          "must be a str, got a " +
+                              py::str(name.get_type().attr("__name__")).cast<std::string>());
+            return p.plan.row(name.cast<std::string>());
+          },
           py::arg("name"), "the row named `name`; raises moecomm.Error when absent")
       .def_property_readonly(
           "skipped",

@@ -159,6 +159,8 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
 // The simulator's start and end of every op, seconds, indexed by op id.
 std::vector<std::pair<double, double>> simulated_times(const BuiltSchedule& b,
                                                        double compute_efficiency) {
+  if (compute_efficiency != 0 && !(compute_efficiency >= 0.01 && compute_efficiency <= 1))
+    throw Error("compute_efficiency", "must be in [0.01, 1] (or 0: the device's)");
   py::gil_scoped_release release;
   const core::Topology topology(b.cluster);
   sim::SimOptions options;

@@ -1,12 +1,52 @@
 #include "py_json.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "core/error.h"
 
 namespace py = pybind11;
 
 namespace moecomm::python {
 
-nlohmann::json to_json(const py::handle& obj, const std::string& where) {
+namespace {
+
+// Deeper than any config file; a bound keeps a pathological nesting off the C stack.
+constexpr size_t kMaxDepth = 64;
+
+// `path`: the containers from the root to `obj`, for self-reference (a list inside itself).
+nlohmann::json convert(const py::handle& obj, const std::string& where,
+                       std::vector<PyObject*>& path);
+
+nlohmann::json container(const py::handle& obj, const std::string& where,
+                         std::vector<PyObject*>& path) {
+  if (std::find(path.begin(), path.end(), obj.ptr()) != path.end())
+    throw Error(where, "contains itself (a dict or list that refers to itself is not JSON)");
+  if (path.size() >= kMaxDepth)
+    throw Error(where, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  path.push_back(obj.ptr());
+  nlohmann::json out;
+  if (py::isinstance<py::dict>(obj)) {
+    out = nlohmann::json::object();
+    for (const auto& [key, value] : obj.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key))
+        throw Error(where, "keys must be strings, got " + py::repr(key).cast<std::string>());
+      const auto k = key.cast<std::string>();
+      out[k] = convert(value, where + ": " + k, path);
+    }
+  } else {
+    out = nlohmann::json::array();
+    size_t i = 0;
+    for (const auto& item : obj)
+      out.push_back(convert(item, where + "[" + std::to_string(i++) + "]", path));
+  }
+  path.pop_back();
+  return out;
+}
+
+nlohmann::json convert(const py::handle& obj, const std::string& where,
+                       std::vector<PyObject*>& path) {
   if (obj.is_none()) return nullptr;
   // bool before int: Python's bool is an int.
   if (py::isinstance<py::bool_>(obj)) return obj.cast<bool>();
@@ -17,32 +57,31 @@ nlohmann::json to_json(const py::handle& obj, const std::string& where) {
       throw Error(where, "integer out of the 64-bit range");
     }
   }
-  if (py::isinstance<py::float_>(obj)) return obj.cast<double>();
+  if (py::isinstance<py::float_>(obj)) {
+    const double x = obj.cast<double>();
+    // JSON has no NaN or infinity: every number a file holds is finite.
+    if (!std::isfinite(x))
+      throw Error(where, "must be a finite number, got " + py::repr(obj).cast<std::string>());
+    return x;
+  }
   if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
-  if (py::isinstance<py::dict>(obj)) {
-    nlohmann::json out = nlohmann::json::object();
-    for (const auto& [key, value] : obj.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(key))
-        throw Error(where, "keys must be strings, got " + py::repr(key).cast<std::string>());
-      const auto k = key.cast<std::string>();
-      out[k] = to_json(value, where + ": " + k);
-    }
-    return out;
-  }
-  if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
-    nlohmann::json out = nlohmann::json::array();
-    size_t i = 0;
-    for (const auto& item : obj)
-      out.push_back(to_json(item, where + "[" + std::to_string(i++) + "]"));
-    return out;
-  }
+  if (py::isinstance<py::dict>(obj) || py::isinstance<py::list>(obj) ||
+      py::isinstance<py::tuple>(obj))
+    return container(obj, where, path);
   // numpy scalars (np.int64, np.float32) are not int/float subclasses but convert losslessly.
   if (py::hasattr(obj, "item") && py::hasattr(obj, "dtype")) {
     const py::object item = obj.attr("item")();
-    if (!py::hasattr(item, "item")) return to_json(item, where);
+    if (!py::hasattr(item, "item")) return convert(item, where, path);
   }
   throw Error(where, "a " + py::str(obj.get_type().attr("__name__")).cast<std::string>() +
                          " is not a JSON value (use dict, list, str, int, float, bool or None)");
+}
+
+}  // namespace
+
+nlohmann::json to_json(const py::handle& obj, const std::string& where) {
+  std::vector<PyObject*> path;
+  return convert(obj, where, path);
 }
 
 py::object from_json(const nlohmann::json& value) {

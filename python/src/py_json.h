@@ -9,8 +9,9 @@
 
 namespace moecomm::python {
 
-// None, bool, int, float, str, list/tuple and dict with str keys; anything else throws
-// moecomm::Error naming `where` and the path inside it, e.g. "model: hidden".
+// None, bool, int, finite float, str, list/tuple and dict with str keys, nested at most 64
+// deep and never inside themselves; anything else throws moecomm::Error naming `where` and
+// the path inside it, e.g. "model: hidden".
 nlohmann::json to_json(const pybind11::handle& obj, const std::string& where);
 pybind11::object from_json(const nlohmann::json& value);
 

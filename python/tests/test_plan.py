@@ -112,5 +112,5 @@ def test_bad_options():
         moecomm.plan(zero=4, **FAST)
     with pytest.raises(moecomm.Error, match="recompute"):
         moecomm.plan(recompute="some", **FAST)
-    with pytest.raises(moecomm.Error, match="budget-s"):
+    with pytest.raises(moecomm.Error, match="^budget_s: "):  # the Python name, not the flag
         moecomm.plan(budget_s=-1)

@@ -20,6 +20,18 @@ EXPECTED = {
     "strategy-type": "strategy must be a string",
     "hidden": "input's last dimension is 15, hidden is 16",
     "grad-sync": "give at least one MoELayer",
+    "temperature-zero": "MoELayer: temperature must be a finite number > 0 (the xmoe gate "
+                        "divides its scores by it), got 0",
+    "temperature-negative": "temperature must be a finite number > 0 (the xmoe gate divides "
+                            "its scores by it), got -0.5",
+    "temperature-nan": "temperature must be a finite number > 0 (the xmoe gate divides its "
+                       "scores by it), got nan",
+    "temperature-netmoe": "SampleMovingMoE: temperature must be a finite number > 0",
+    "type-hidden": "MoELayer: hidden: must be an integer, got a str",
+    "type-seed": "MoELayer: seed: must be an integer, got a float",
+    "type-capacity": "MoELayer: capacity_factor: must be a number, got a str",
+    "type-netmoe-eps": "SampleMovingMoE: eps: must be a number, got a str",
+    "netmoe-xmoe-dim": "SampleMovingMoE: xmoe_dim must be a positive integer, got 0",
 }
 
 

@@ -25,6 +25,19 @@ CASES = {
     "strategy-type": lambda mt: mt.MoELayer(16, 32, 8, strategy=3, parallel="ep=4"),
     "hidden": lambda mt: mt.MoELayer(16, 32, 8, parallel="ep=4")(torch.zeros(4, 15)),
     "grad-sync": lambda mt: mt.GradSync([]),
+    "temperature-zero": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe", temperature=0,
+                                               parallel="ep=4"),
+    "temperature-negative": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe", temperature=-0.5,
+                                                   parallel="ep=4"),
+    "temperature-nan": lambda mt: mt.MoELayer(16, 32, 8, gate="xmoe",
+                                              temperature=float("nan"), parallel="ep=4"),
+    "temperature-netmoe": lambda mt: mt.SampleMovingMoE(16, 32, 8, gate="xmoe", temperature=0.0,
+                                                        parallel="ep=4"),
+    "type-hidden": lambda mt: mt.MoELayer("16", 32, 8, parallel="ep=4"),
+    "type-seed": lambda mt: mt.MoELayer(16, 32, 8, seed=1.5, parallel="ep=4"),
+    "type-capacity": lambda mt: mt.MoELayer(16, 32, 8, capacity_factor="1", parallel="ep=4"),
+    "type-netmoe-eps": lambda mt: mt.SampleMovingMoE(16, 32, 8, eps="small", parallel="ep=4"),
+    "netmoe-xmoe-dim": lambda mt: mt.SampleMovingMoE(16, 32, 8, xmoe_dim=0, parallel="ep=4"),
 }
 
 

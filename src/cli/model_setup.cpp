@@ -48,6 +48,8 @@ ModelSetup resolve_model_setup(const std::string& model, const std::string& clus
 ModelSetup resolve_model_setup(core::ModelConfig model, core::Cluster cluster,
                                const std::optional<core::ParallelSpec>& parallel,
                                const std::string& flag) {
+  // An override of seq_len or micro_batch may break what the file's sizes kept.
+  core::check_model_sizes(model, model.source);
   ModelSetup s;
   s.model = std::move(model);
   s.cluster = std::move(cluster);

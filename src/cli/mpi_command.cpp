@@ -12,16 +12,6 @@
 
 namespace moecomm::cli {
 
-const CLI::Validator kFinite(
-    [](std::string& text) {
-      try {
-        if (std::isfinite(std::stod(text))) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a finite number";
-    },
-    "FINITE");
-
 int mpi_world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);

@@ -1,18 +1,17 @@
 #pragma once
 // What the commands that run under mpirun (train, infer) share: MPI start-up with
 // MPI_THREAD_MULTIPLE (their communication threads), one error path for bad input or a stalled
-// collective ("error: rank R: ..." then MPI_Abort, so no rank is left waiting), input checks
-// that end the job cleanly with one message, and a
-// finite-number validator (CLI::Range lets NaN through: every comparison with it is false).
+// collective ("error: rank R: ..." then MPI_Abort, so no rank is left waiting), and input
+// checks that end the job cleanly with one message.
 #include <CLI/CLI.hpp>
 
 #include <functional>
 #include <ostream>
 #include <string>
 
-namespace moecomm::cli {
+#include "cli/flag_checks.h"  // kFinite, which the commands under mpirun check flags with
 
-extern const CLI::Validator kFinite;
+namespace moecomm::cli {
 
 // A variable `moecomm testbed run` exports (MOECOMM_TESTBED_RANKS_PER_NODE, ...): 0 when
 // unset; throws Error naming it when it is not a positive integer.

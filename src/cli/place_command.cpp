@@ -5,6 +5,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "cli/flag_checks.h"
 #include "cli/json_output.h"
 #include "core/error.h"
 #include "core/presets.h"
@@ -84,7 +85,7 @@ PlaceCommand::PlaceCommand(CLI::App& app) {
                    "share of a sample's tokens on its preferred experts")
       ->group(syn)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0.0, 1.0));
   sub_->add_option("--preferred", spec_.preferred, "preferred experts per sample and layer")
       ->group(syn)
       ->capture_default_str()
@@ -92,19 +93,19 @@ PlaceCommand::PlaceCommand(CLI::App& app) {
   sub_->add_option("--skew", spec_.skew, "Zipf exponent of expert popularity (0 = uniform)")
       ->group(syn)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(finite_range(0.0, 10.0));
   sub_->add_option("--layer-correlation", spec_.layer_correlation,
                    "chance a sample's preference carries to the next layer")
       ->group(syn)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0.0, 1.0));
   sub_->add_option("--seed", spec_.seed, "random seed")->group(syn)->capture_default_str();
   sub_->add_option("--write-trace", write_trace_, "also write the routing used to this trace file")
       ->group(syn);
   sub_->add_option("--predictor-decay", decay_,
                    "weight the routing statistics keep per iteration, in [0, 1)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999));
+      ->check(finite_range(0.0, 0.999));
 }
 
 int PlaceCommand::run(std::ostream& out, std::ostream& err) const {

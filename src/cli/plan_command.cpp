@@ -5,6 +5,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/flag_checks.h"
 #include "cli/json_output.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
@@ -47,7 +48,7 @@ PlanCommand::PlanCommand(CLI::App& app) {
                    "spent (the method rows are always priced; 0: those only); progress goes to "
                    "stderr")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(finite_range(0.0, 86400.0));
   sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));

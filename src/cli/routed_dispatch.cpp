@@ -49,7 +49,17 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
     const core::RankGroup& group = groups.ep[k];
     const int n = static_cast<int>(group.size());
     const GroupGrid gg = group_grid(group, per_node);
-    spec.samples = n * static_cast<int>(setup.model.micro_batch);
+    // The group's trace in doubles first: n x micro_batch alone can pass 2^31.
+    const double samples = double(n) * double(setup.model.micro_batch);
+    const double ids =
+        2.0 * samples * double(setup.model.seq_len / setup.parallel.cp) * double(setup.model.top_k);
+    if (ids > double(place::kMaxTraceIds))
+      throw Error("synthetic routing",
+                  "an EP group's routing of two layers would hold " + std::to_string(int64_t(ids)) +
+                      " expert ids (EP size x micro_batch x seq_len / cp x top_k x 2), more than " +
+                      std::to_string(place::kMaxTraceIds) +
+                      ": reduce micro_batch or seq_len, or use uniform routing");
+    spec.samples = static_cast<int>(samples);
     spec.tokens = static_cast<int>(setup.model.seq_len / setup.parallel.cp);
     spec.experts = static_cast<int>(setup.model.experts);
     spec.top_k = static_cast<int>(setup.model.top_k);

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <vector>
 
+#include "cli/flag_checks.h"
 #include "cli/json_output.h"
 #include "cli/model_setup.h"
 #include "cli/planned_knobs.h"
@@ -54,13 +55,13 @@ SimCommand::SimCommand(CLI::App& app) {
                    "share of the device's peak flop/s (for the model's compute_dtype) that "
                    "compute ops reach (default: the cluster device's compute_efficiency, 1 when "
                    "the file gives none)")
-      ->check(CLI::Range(0.01, 1.0));
+      ->check(finite_range(0.01, 1.0));
   sub_->add_option("--completion-tolerance", completion_tolerance_,
                    "a flow with at most this share of its bytes left may end up to this share of "
                    "its transfer time early, with a near-simultaneous one: routed A2As end pair "
                    "by pair, and this joins the ends into fewer rate refills (0: exact times)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.1));
+      ->check(finite_range(0.0, 0.1));
   sub_->add_option("--fairness", fairness_,
                    "how concurrent collectives share a link: per-collective (each collective an "
                    "equal share) or per-flow (plain max-min over flows); default: the cluster "
@@ -75,7 +76,7 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--locality", locality_,
                    "synthetic routing: share of a sample's tokens on its preferred experts")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(finite_range(0.0, 1.0));
   sub_->add_option("--trace", trace_,
                    "write a Chrome trace (open in Perfetto) to this file (default: the first 64 "
                    "ranks)");

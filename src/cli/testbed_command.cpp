@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "cli/flag_checks.h"
 #include "testbed/link_spec.h"
 #include "testbed/testbed.h"
 
@@ -67,7 +68,7 @@ void TestbedCommand::add_run() {
   run_->add_option("--timeout", timeout_s_,
                    "seconds after which PROGRAM, mpirun and everything they started are killed")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 1e7));
+      ->check(finite_range(0.001, 1e7));
   // Not ->required(): the library's error says how to give one.
   run_->add_option("command", command_, "the program and its arguments (after --)");
 }

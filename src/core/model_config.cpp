@@ -1,5 +1,8 @@
 #include "core/model_config.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "core/error.h"
 #include "core/json_reader.h"
 
@@ -61,7 +64,21 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   if (r.has("cluster")) m.cluster = r.string("cluster");
   check_model(m, r);
   r.reject_unknown();
+  check_model_sizes(m, where);
   return m;
+}
+
+void check_model_sizes(const ModelConfig& m, const std::string& where) {
+  const double cf = std::max(1.0, m.capacity_factor.value_or(1.0));
+  const double bytes = double(m.seq_len) * double(m.micro_batch) * double(m.top_k) *
+                       double(m.hidden) * double(m.dtype_bytes) * cf;
+  if (bytes <= kMaxDispatchBytes) return;
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3g bytes, more than %.0e (1 PB)", bytes, kMaxDispatchBytes);
+  throw Error(where, std::string("one micro-batch's dispatch (seq_len x micro_batch x top_k x "
+                                 "hidden x dtype_bytes") +
+                         (cf > 1 ? " x capacity_factor" : "") + ") would be " + text +
+                         ": reduce seq_len or micro_batch");
 }
 
 void check_parallel_fits_model(const ParallelConfig& p, const ModelConfig& m,

@@ -22,6 +22,11 @@ inline constexpr int64_t kMaxVocab = 1'000'000'000;
 // Tokens an expert takes per routed token it would get with perfect balance: below 0.01 an
 // expert's buffer holds almost nothing and the A2A sizes vanish (dropless is null).
 inline constexpr Range kCapacityFactor = {0.01, 1000, "1% to 1000x the balanced load"};
+// Bytes of one micro-batch's dispatch on one rank at most (seq_len x micro_batch x top_k x
+// hidden x dtype_bytes, times a capacity factor above 1): each size is bounded alone, their
+// product is not. 1 PB keeps every byte total of a step (ranks x layers x micro-batches x
+// passes) far inside 64 bits.
+inline constexpr double kMaxDispatchBytes = 1e15;
 
 enum class FfnType { kGelu, kSwiglu };  // GPT FFN (2 GEMMs) or Mixtral FFN (3 GEMMs)
 
@@ -57,6 +62,9 @@ struct ModelConfig {
 };
 
 ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);
+// The products of the sizes must fit too (kMaxDispatchBytes): run again after an override of
+// seq_len or micro_batch. Throws Error naming `where` and the keys to reduce.
+void check_model_sizes(const ModelConfig& model, const std::string& where);
 // The parallel sizes must also split the model: pp the layers, cp the sequence, tp the
 // heads, esp the expert FFN. Throws Error naming `where` and the key.
 void check_parallel_fits_model(const ParallelConfig& parallel, const ModelConfig& model,

@@ -57,6 +57,25 @@ int64_t assignment_cost(const AssignmentProblem& problem, const std::vector<int>
   return cost;
 }
 
+int64_t AssignmentSolver::max_cost(int rows, int bins) const {
+  return (int64_t{1} << 58) / (int64_t{rows} + bins + 1);
+}
+
+void AssignmentSolver::check(const AssignmentProblem& problem) const {
+  problem.validate();
+  const int64_t limit = max_cost(problem.rows, problem.bins);
+  for (size_t x = 0; x < problem.cost.size(); ++x) {
+    const int64_t c = problem.cost[x];
+    if (c >= -limit && c <= limit) continue;
+    const size_t bins = static_cast<size_t>(problem.bins);
+    throw Error("cost[" + std::to_string(x / bins) + "][" + std::to_string(x % bins) + "]",
+                std::to_string(c) + " is outside [-" + std::to_string(limit) + ", " +
+                    std::to_string(limit) + "], the costs solver " + std::string(name()) +
+                    " sums exactly for " + std::to_string(problem.rows) + " rows and " +
+                    std::to_string(problem.bins) + " bins: scale the costs down");
+  }
+}
+
 std::vector<std::string> assignment_solver_names() {
   return {"flow", "km", "ilp", "lemon-ns", "lemon-cs", "lemon-cap"};
 }

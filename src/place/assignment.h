@@ -35,8 +35,15 @@ class AssignmentSolver {
  public:
   virtual ~AssignmentSolver() = default;
   virtual std::string_view name() const = 0;
-  // Returns an optimal assignment; the problem must be valid.
+  // Returns an optimal assignment; throws Error for an invalid problem or one whose costs
+  // pass max_cost (check), before any arithmetic on them.
   virtual Assignment solve(const AssignmentProblem& problem) = 0;
+  // The largest |cost| this solver computes exactly for a problem of this size. The default
+  // keeps path lengths and potentials ((rows + bins + 1) x |cost| at most) a factor 8 under
+  // the solvers' 2^61 "infinity"; a solver that scales costs or sums them in doubles says less.
+  virtual int64_t max_cost(int rows, int bins) const;
+  // problem.validate(), then every |cost| <= max_cost: an Error naming the entry and the limit.
+  void check(const AssignmentProblem& problem) const;
 };
 
 // "flow" (few-sinks successive shortest paths, the default), "km" (Kuhn-Munkres on the

@@ -20,6 +20,7 @@ AsyncSamplePlacer::~AsyncSamplePlacer() {
 }
 
 void AsyncSamplePlacer::submit(RoutingCounts num, std::vector<int> expert_device, DeviceGrid grid) {
+  placer_.check(num, expert_device, grid);  // bad input fails here, not at collect()
   {
     std::lock_guard lock(mutex_);
     if (pending_) {

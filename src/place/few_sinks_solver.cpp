@@ -11,7 +11,7 @@ constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 }
 
 Assignment FewSinksSolver::solve(const AssignmentProblem& problem) {
-  problem.validate();
+  check(problem);
   reset(problem);
   for (int r = 0; r < problem.rows; ++r) insert(r);
   Assignment result;

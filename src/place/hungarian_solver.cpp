@@ -9,7 +9,7 @@ namespace moecomm::place {
 // added per phase; 1-based with column 0 as the virtual start. Column j of the duplicated
 // matrix stands for bin col_bin[j].
 Assignment HungarianSolver::solve(const AssignmentProblem& problem) {
-  problem.validate();
+  check(problem);
   const int n = problem.rows;
   std::vector<int> col_bin(n + 1, 0);
   for (int b = 0, j = 1; b < problem.bins; ++b) {

@@ -12,8 +12,12 @@
 
 namespace moecomm::place {
 
+int64_t IlpAssignmentSolver::max_cost(int rows, int bins) const {
+  return (int64_t{1} << 53) / (int64_t{rows} + bins + 1);
+}
+
 Assignment IlpAssignmentSolver::solve(const AssignmentProblem& problem) {
-  problem.validate();
+  check(problem);
   const int rows = problem.rows;
   const int bins = problem.bins;
   if (rows == 0) return Assignment{};

@@ -13,6 +13,8 @@ class IlpAssignmentSolver final : public AssignmentSolver {
   std::string_view name() const override { return "ilp"; }
   // Throws Error for an invalid problem, std::runtime_error if CBC does not prove optimality.
   Assignment solve(const AssignmentProblem& problem) override;
+  // CBC works in doubles: every sum of costs must be exact in 53 bits.
+  int64_t max_cost(int rows, int bins) const override;
 };
 
 }  // namespace moecomm::place

@@ -84,8 +84,15 @@ std::string_view LemonFlowSolver::name() const {
   return "lemon";
 }
 
+int64_t LemonFlowSolver::max_cost(int rows, int bins) const {
+  const int64_t nodes = int64_t{rows} + bins + 1;  // LEMON's residual graph adds a root
+  if (algorithm_ != Algorithm::kCostScaling) return AssignmentSolver::max_cost(rows, bins);
+  const double n = static_cast<double>(nodes);  // n^2 may pass 64 bits for 2^31 rows
+  return static_cast<int64_t>(0x1p58 / (n * (16 + 8 * n)));
+}
+
 Assignment LemonFlowSolver::solve(const AssignmentProblem& problem) {
-  problem.validate();
+  check(problem);
   if (problem.rows == 0) return Assignment{};
   const Network network(problem);
   Assignment result;

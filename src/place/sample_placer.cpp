@@ -1,5 +1,6 @@
 #include "place/sample_placer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -116,9 +117,31 @@ AssignmentProblem device_stage_problem(const RoutingCounts& num,
 
 SamplePlacer::SamplePlacer(std::string_view solver) : solver_(make_assignment_solver(solver)) {}
 
+void SamplePlacer::check(const RoutingCounts& num, const std::vector<int>& expert_device,
+                         const DeviceGrid& grid) const {
+  check_inputs(num, expert_device, grid);
+  // A cost of either stage counts some of a sample's tokens: the row total bounds them all.
+  const int64_t limit = std::min(solver_->max_cost(num.samples, grid.nodes),
+                                 solver_->max_cost(num.samples, grid.devices_per_node));
+  for (int i = 0; i < num.samples; ++i) {
+    int64_t total = 0;
+    for (int e = 0; e < num.experts; ++e) {
+      const int64_t x = num.at(i, e);
+      if (x < 0 || __builtin_add_overflow(total, x, &total) || total > limit) {
+        throw Error("num[" + std::to_string(i) + "]",
+                    x < 0 ? "token count " + std::to_string(x) + " is negative"
+                          : "the sample's tokens sum past " + std::to_string(limit) +
+                                ", what solver " + std::string(solver_->name()) +
+                                " sums exactly for " + std::to_string(num.samples) +
+                                " samples: scale the counts down");
+      }
+    }
+  }
+}
+
 SamplePlacement SamplePlacer::place(const RoutingCounts& num, const std::vector<int>& expert_device,
                                     const DeviceGrid& grid) {
-  check_inputs(num, expert_device, grid);
+  check(num, expert_device, grid);
   const auto start = std::chrono::steady_clock::now();
   SamplePlacement result;
   const Assignment nodes = solver_->solve(node_stage_problem(num, expert_device, grid));

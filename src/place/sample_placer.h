@@ -38,6 +38,11 @@ class SamplePlacer {
   // Throws Error on shape mismatches or devices outside the grid.
   SamplePlacement place(const RoutingCounts& num, const std::vector<int>& expert_device,
                         const DeviceGrid& grid);
+  // What place() checks before it solves: the shapes, the devices, and each sample's total
+  // tokens (a bound on its costs in both stages) within the solver's exact range
+  // (AssignmentSolver::max_cost). Throws Error naming the argument and the entry.
+  void check(const RoutingCounts& num, const std::vector<int>& expert_device,
+             const DeviceGrid& grid) const;
 
  private:
   std::unique_ptr<AssignmentSolver> solver_;

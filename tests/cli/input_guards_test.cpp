@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -100,6 +101,44 @@ TEST(InputGuards, SyntheticExpertsPastThePredictorsLimitsAreRefused) {
   // Within the experts cap, but 11 layer pairs x 7 iterations of O(E^3) updates are not.
   expect_clear(run_cli({"place", "--experts", "2000", "--iterations", "8"}),
                "77 updates of 2000 experts", "reduce the experts, the layers or the iterations");
+}
+
+TEST(InputGuards, SizesWhoseProductPassesAPetabyteNameWhatToReduce) {
+  // Each within its own bound; one micro-batch's dispatch would be 1e14 tokens x 2 x 6144 x 2
+  // bytes (the default model), which once wrapped to -9223372036854775808 bytes.
+  for (const char* command : {"plan", "sim"}) {
+    const Result r = run_cli({command, "--seq-len", "100000000", "--micro-batch", "1000000"});
+    expect_clear(r, "seq_len x micro_batch x top_k x hidden x dtype_bytes",
+                 "more than 1e+15 (1 PB): reduce seq_len or micro_batch");
+    EXPECT_FALSE(has(r.out, "-9223372036854775808")) << r.out;
+  }
+  json m = json::parse(R"({"name": "guard", "hidden": 1000000, "ffn_hidden": 4096,
+    "experts": 16, "top_k": 2, "layers": 2, "heads": 8, "seq_len": 100000000,
+    "micro_batch": 1, "capacity_factor": 2.0, "dtype_bytes": 8})");
+  const std::string path = write("guard-product.json", m);
+  expect_clear(run_cli({"sim", "--model", path, "--cluster", write("guard-c.json", cluster())}),
+               path + ": one micro-batch's dispatch", "x capacity_factor) would be 3.2e+15 bytes");
+}
+
+TEST(InputGuards, ARoutedStepTooLargeForItsTraceNamesWhatToReduce) {
+  // 1e6 samples per EP member: the group's sample count alone passes 2^31.
+  expect_clear(run_cli({"sim", "--micro-batch", "1000000", "--routing", "synthetic"}),
+               "synthetic routing", "reduce micro_batch or seq_len, or use uniform routing");
+}
+
+TEST(InputGuards, NonFiniteNumberFlagsAreRefused) {
+  const std::vector<std::vector<std::string>> flags = {
+      {"sim", "--compute-efficiency"},  {"sim", "--completion-tolerance"}, {"sim", "--locality"},
+      {"plan", "--budget-s"},           {"place", "--locality"},           {"place", "--skew"},
+      {"place", "--layer-correlation"}, {"place", "--predictor-decay"}};
+  for (const auto& f : flags) {
+    for (const char* value : {"nan", "inf", "-nan"}) {
+      const Result r = run_cli({f[0], f[1], value});
+      EXPECT_EQ(r.code, 2) << f[0] << " " << f[1] << " " << value << ": " << r.err;
+      EXPECT_TRUE(has(r.err, f[1])) << r.err;
+      EXPECT_TRUE(has(r.err, "is not a finite number")) << r.err;
+    }
+  }
 }
 
 TEST(InputGuards, AStepOfTooManyOpsIsRefusedBeforeItIsBuilt) {

@@ -106,6 +106,28 @@ TEST(ModelConfig, Errors) {
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: capacity_factor", "too large");
 }
 
+// Each size has its bound; their product (one micro-batch's dispatch) has one too: 1 PB.
+TEST(ModelConfig, TheDispatchBytesOfAMicroBatchAreBounded) {
+  json j = good();
+  j["hidden"] = 1000000;
+  j["heads"] = 1000;
+  j["seq_len"] = 100000;
+  j["micro_batch"] = 10000;
+  j["top_k"] = 1;
+  j["dtype_bytes"] = 1;
+  ModelConfig m = parse_model(j, "m.json");  // exactly 1e15 bytes
+  EXPECT_NO_THROW(check_model_sizes(m, "m.json"));
+  m.micro_batch = 20000;  // an override, checked again
+  EXPECT_ERROR_HAS(check_model_sizes(m, "m.json"),
+                   "m.json: one micro-batch's dispatch (seq_len x micro_batch x top_k x hidden x "
+                   "dtype_bytes) would be 2e+15 bytes, more than 1e+15 (1 PB): reduce seq_len or "
+                   "micro_batch");
+  j["capacity_factor"] = 1.5;  // padding counts; a factor below 1 does not shrink the bound
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "x capacity_factor) would be 1.5e+15 bytes");
+  j["capacity_factor"] = 0.5;
+  EXPECT_NO_THROW(parse_model(j, "m.json"));
+}
+
 TEST(ModelConfig, ParallelMustSplitTheModel) {
   ModelConfig m = parse_model(good(), "m.json");  // 12 layers, 16 heads, seq 1024, ffn 4096
   auto config = [](const char* spec, int world) {

@@ -28,14 +28,16 @@ AssignmentProblem random_problem(std::mt19937_64& rng, int rows, int bins, int64
   return p;
 }
 
-// Tries every way of filling the bins to their capacities.
+// Tries every way of filling the bins to their capacities (pruning a partial sum only when
+// no cost is negative, so that it cannot come down again).
 int64_t brute_force(const AssignmentProblem& p) {
   std::vector<int> left = p.capacity;
   int64_t best = INT64_MAX;
+  const bool prune = std::all_of(p.cost.begin(), p.cost.end(), [](int64_t c) { return c >= 0; });
   std::function<void(int, int64_t)> go = [&](int r, int64_t sum) {
-    if (sum >= best) return;
+    if (prune && sum >= best) return;
     if (r == p.rows) {
-      best = sum;
+      best = std::min(best, sum);
       return;
     }
     for (int b = 0; b < p.bins; ++b) {
@@ -88,6 +90,59 @@ TEST(AssignmentSolvers, AgreeOnAThousandLargerInstances) {
       const Assignment a = solvers[s]->solve(p);
       ASSERT_EQ(a.cost, reference.cost) << solvers[s]->name() << " trial " << trial;
       ASSERT_EQ(assignment_cost(p, a.bin_of), a.cost);
+    }
+  }
+}
+
+// Costs drawn from [-limit, limit], the whole range a solver claims to compute exactly.
+AssignmentProblem edge_problem(std::mt19937_64& rng, int rows, int bins, int64_t limit) {
+  AssignmentProblem p = random_problem(rng, rows, bins, 0, true);
+  std::uniform_int_distribution<int64_t> cost(-limit, limit);
+  for (auto& c : p.cost) c = rng() % 4 == 0 ? (rng() % 2 ? limit : -limit) : cost(rng);
+  return p;
+}
+
+TEST(AssignmentSolvers, CostsPastTheExactRangeAreRefusedBeforeAnySolverRuns) {
+  // Four rows of 2^61 on two bins: the optimum alone is 2^63.
+  AssignmentProblem p;
+  p.rows = 4;
+  p.bins = 2;
+  p.cost.assign(8, int64_t{1} << 61);
+  p.capacity = {2, 2};
+  for (const std::string& name : assignment_solver_names()) {
+    EXPECT_ERROR_HAS(make_assignment_solver(name)->solve(p), "cost[0][0]: 2305843009213693952",
+                     "solver " + name, "scale the costs down");
+  }
+  // Cost scaling multiplies by 16 (n + 1): 256 x 8 costs below 2^52 pass 2^63 there.
+  std::mt19937_64 rng(5);
+  p = random_problem(rng, 256, 8, (int64_t{1} << 52) - 1, true);
+  const auto cs = make_assignment_solver("lemon-cs");
+  const int64_t limit = cs->max_cost(256, 8);
+  EXPECT_EQ(limit, (int64_t{1} << 58) / (265 * (16 + 8 * 265)));
+  EXPECT_ERROR_HAS(cs->solve(p), "is outside [-" + std::to_string(limit), "solver lemon-cs");
+  p.cost.assign(p.cost.size(), 0);
+  p.cost.back() = -limit - 1;
+  EXPECT_ERROR_HAS(cs->solve(p), "cost[255][7]: " + std::to_string(-limit - 1));
+  p.cost.back() = -limit;
+  EXPECT_EQ(cs->solve(p).cost, -limit);
+}
+
+TEST(AssignmentSolvers, EqualBruteForceAndEachOtherAtTheEdgeOfTheirExactRange) {
+  std::mt19937_64 rng(13);
+  for (const std::string& name : assignment_solver_names()) {
+    const auto solver = make_assignment_solver(name);
+    for (int trial = 0; trial < 30; ++trial) {
+      const int bins = 1 + trial % 4, rows = trial % 9;
+      const AssignmentProblem p = edge_problem(rng, rows, bins, solver->max_cost(rows, bins));
+      ASSERT_EQ(solver->solve(p).cost, brute_force(p)) << name << " trial " << trial;
+    }
+    // NetMoE's stage-1 shape: samples on 8 nodes; the flow solver's range holds every other's.
+    const auto flow = make_assignment_solver("flow");
+    for (int trial = 0; trial < 3; ++trial) {
+      const AssignmentProblem p = edge_problem(rng, 256, 8, solver->max_cost(256, 8));
+      const Assignment a = solver->solve(p);
+      ASSERT_EQ(a.cost, flow->solve(p).cost) << name << " trial " << trial;
+      ASSERT_EQ(assignment_cost(p, a.bin_of), a.cost) << name;
     }
   }
 }

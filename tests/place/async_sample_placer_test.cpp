@@ -42,8 +42,14 @@ TEST(AsyncSamplePlacer, ReportsMisuseAndSolverErrors) {
   EXPECT_ERROR_HAS(placer.submit(RoutingCounts(4, 2), {0, 1}, DeviceGrid{1, 2}),
                    "before collect()");
   EXPECT_NO_THROW(placer.collect());
-  placer.submit(RoutingCounts(4, 2), {0, 7}, DeviceGrid{1, 2});  // fails on the worker
-  EXPECT_ERROR_HAS(placer.collect(), "expert_device[1]");
+  // Bad input fails at submit, before the worker, and leaves nothing pending.
+  EXPECT_ERROR_HAS(placer.submit(RoutingCounts(4, 2), {0, 7}, DeviceGrid{1, 2}),
+                   "expert_device[1]");
+  RoutingCounts huge(4, 2);
+  huge.at(2, 0) = huge.at(2, 1) = int64_t{1} << 62;  // the row sum passes 2^63
+  EXPECT_ERROR_HAS(placer.submit(huge, {0, 1}, DeviceGrid{1, 2}), "num[2]",
+                   "scale the counts down");
+  EXPECT_ERROR_HAS(placer.collect(), "nothing submitted");
   placer.submit(RoutingCounts(4, 2), {0, 1}, DeviceGrid{1, 2});  // still usable
   EXPECT_EQ(placer.collect().placement.sample_device.size(), 4u);
 }

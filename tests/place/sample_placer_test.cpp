@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
+#include <string>
 
 #include "support/expect_error.h"
 
@@ -95,6 +97,24 @@ TEST(SamplePlacer, RejectsBadInput) {
   EXPECT_ERROR_HAS(placer.place(RoutingCounts(3, 4), {0, 1, 2, 3}, grid),
                    "3 samples cannot fill 4 devices");
   EXPECT_ERROR_HAS(SamplePlacer("nope"), "unknown solver 'nope'");
+}
+
+TEST(SamplePlacer, ASampleWhoseTokensPassTheSolversExactRangeIsRefused) {
+  const DeviceGrid grid{2, 2};
+  for (const std::string& solver : assignment_solver_names()) {
+    SamplePlacer placer(solver);
+    // 2 nodes of 2 devices: both stages have 8 rows at most and 2 bins.
+    const int64_t limit = make_assignment_solver(solver)->max_cost(8, 2);
+    RoutingCounts num(8, 4);
+    num.at(5, 0) = limit - 1;
+    num.at(5, 3) = 1;
+    EXPECT_NO_THROW(placer.place(num, {0, 1, 2, 3}, grid)) << solver;
+    num.at(5, 3) = 2;
+    EXPECT_ERROR_HAS(placer.place(num, {0, 1, 2, 3}, grid), "num[5]",
+                     "sum past " + std::to_string(limit), "solver " + solver);
+    num.at(5, 3) = INT64_MAX;  // the sum itself would wrap
+    EXPECT_ERROR_HAS(placer.place(num, {0, 1, 2, 3}, grid), "num[5]", "scale the counts down");
+  }
 }
 
 }  // namespace

@@ -8,9 +8,20 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
-from .. import Error
+from .. import Error, _args
 
 FFN_TYPES = ("gelu", "swiglu")
+
+
+def check_layer_args(who: str, sizes: Dict[str, Any], seed: Any,
+                     capacity_factor: Any = None) -> None:
+    """The plain arguments a layer passes to torch or to its model dict, checked for type
+    (moecomm.Error naming the argument, not a TypeError from deep inside torch)."""
+    for name, v in sizes.items():
+        if _args.integer(f"{who}: {name}", v) < 1:
+            raise Error(f"{who}: {name} must be a positive integer, got {v!r}")
+    _args.integer(f"{who}: seed", seed, 64)
+    _args.optional_number(f"{who}: capacity_factor", capacity_factor)
 
 
 def strategy_text(strategy: Union[str, Any], who: str) -> str:

@@ -11,8 +11,8 @@ import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .experts import (check_ffn_type, expert_names, expert_rows, init_weights, set_param,
-                      strategy_text)
+from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
+                      set_param, strategy_text)
 from .groups import ScheduleGroups
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
@@ -68,6 +68,10 @@ class MoELayer(torch.nn.Module):
             raise Error("MoELayer: torch.distributed is not initialized (call "
                         "init_process_group first)")
         rt.check_gate(gate)
+        rt.check_temperature(temperature, "MoELayer")
+        check_layer_args("MoELayer", {"hidden": hidden, "ffn_hidden": ffn_hidden,
+                                      "experts": experts, "top_k": top_k, "tokens": tokens,
+                                      "xmoe_dim": xmoe_dim}, seed, capacity_factor)
         check_ffn_type(ffn_type, "MoELayer")
         self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
         self.gate, self.capacity_factor, self.ffn_type = gate, capacity_factor, ffn_type

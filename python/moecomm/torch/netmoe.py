@@ -49,13 +49,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .. import Error, _moecomm
+from .. import Error, _args, _moecomm
 from .. import place as _place
 from . import collectives as col
 from . import routing as rt
 from .collectives import Pending
-from .experts import (check_ffn_type, expert_names, expert_rows, init_weights, set_param,
-                      strategy_text)
+from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
+                      set_param, strategy_text)
 from .groups import ScheduleGroups, nodes_of
 from .layer import default_cluster
 from .runner import OpTimes, Runner
@@ -136,6 +136,11 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
                         f"(expert choice drops tokens; the residual rides on each token's "
                         f"first slot)")
+        rt.check_temperature(temperature, NAME)
+        check_layer_args(NAME, {"hidden": hidden, "ffn_hidden": ffn_hidden, "experts": experts,
+                                "top_k": top_k, "xmoe_dim": xmoe_dim}, seed)
+        if not _args.number(f"{NAME}: eps", eps) > 0:
+            raise Error(f"{NAME}: eps must be > 0, got {eps!r}")
         check_ffn_type(ffn_type, NAME)
         for what, v in (("samples", samples), ("seq_len", seq_len)):
             if not isinstance(v, int) or v < 1:

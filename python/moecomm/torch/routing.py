@@ -15,6 +15,7 @@ slot order (token-major; GShard's local capacity), the rest dropped.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Optional
 
@@ -89,3 +90,12 @@ def capacity_of(gate: str, capacity_factor: Optional[float], tokens: int, top_k:
 def check_gate(gate: str) -> None:
     if gate not in GATES:
         raise Error(f"MoELayer: gate must be one of {', '.join(GATES)}, got '{gate}'")
+
+
+def check_temperature(temperature: float, who: str) -> None:
+    """xmoe's scores are cosines divided by tau: tau = 0 makes them infinite and the softmax
+    NaN, a negative tau ranks the experts backwards."""
+    if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
+            or not (math.isfinite(temperature) and temperature > 0)):
+        raise Error(f"{who}: temperature must be a finite number > 0 (the xmoe gate divides "
+                    f"its scores by it), got {temperature!r}")

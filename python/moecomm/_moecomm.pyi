@@ -76,6 +76,59 @@ class ReplicationPlan:
     ep_max_over_mean: float
     def experts_of_device(self, devices: int) -> list[list[int]]: ...
 
+class OpFamily:
+    """The part of the step a role belongs to (sched::OpFamily)."""
+    dense: OpFamily
+    dense_comm: OpFamily
+    pipeline: OpFamily
+    token_path: OpFamily
+    placement: OpFamily
+    expert_transfer: OpFamily
+    grad_sync: OpFamily
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
+class OpRole:
+    """What an op is for (sched::OpRole); executors bind kernels and buffers by it."""
+    attn: OpRole
+    attn_cp_allgather: OpRole
+    attn_cp_reducescatter: OpRole
+    attn_tp_allreduce: OpRole
+    gate: OpRole
+    head: OpRole
+    pp_send_activations: OpRole
+    pp_send_grads: OpRole
+    pp_recv_activations: OpRole
+    pp_recv_grads: OpRole
+    dispatch_a2a: OpRole
+    dispatch_esp_allgather: OpRole
+    dispatch_esp_allgather_copy: OpRole
+    expert: OpRole
+    combine_esp_reducescatter: OpRole
+    combine_esp_allreduce: OpRole
+    combine_a2a: OpRole
+    combine_tp_allgather: OpRole
+    combine_tp_allgather_copy: OpRole
+    netmoe_counts_allgather: OpRole
+    netmoe_aux_allgather: OpRole
+    netmoe_solve: OpRole
+    netmoe_targets_allgather: OpRole
+    hybrid_expert_allgather: OpRole
+    hybrid_grad_reducescatter: OpRole
+    hybrid_shared_allreduce: OpRole
+    grad_dense_allreduce: OpRole
+    grad_expert_allreduce: OpRole
+    @property
+    def label_name(self) -> str: ...
+    @property
+    def family(self) -> OpFamily: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
 class ScheduleOp:
     id: int
     rank: int
@@ -84,6 +137,9 @@ class ScheduleOp:
     priority: int
     kind: str
     name: str
+    role: OpRole
+    yields_to_traffic: bool
+    waits_for_micro_ops: bool
     layer: int
     phase: str
     chunk: int
@@ -102,6 +158,7 @@ class ScheduleCollective:
     kind: str
     algorithm: str
     name: str
+    role: OpRole
     group: list[int]
     bytes: float
     pair_bytes: list[float]

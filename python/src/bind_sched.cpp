@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "routing_args.h"
 #include "sched/build_hybridep.h"
 #include "sched/layer_builder.h"
+#include "sched/policy.h"
 #include "sim/simulator.h"
 
 namespace py = pybind11;
@@ -66,6 +68,8 @@ struct PyOp {
   int id = 0, rank = 0, stream = 0, priority = 0, layer = -1, chunk = -1;
   int collective = -1, member = -1, peer = -1, tag = 0;
   std::string kind, name, phase, knob, stream_name;
+  sched::OpRole role = sched::OpRole::kAttention;
+  bool yields_to_traffic = false, waits_for_micro_ops = false;  // sched/policy.h
   double flops = 0, bytes = 0;
   int prev = -1;
   std::vector<int> deps;
@@ -74,6 +78,7 @@ struct PyOp {
 struct PyCollective {
   int id = 0, root = -1, priority = 0;
   std::string kind, algorithm, name;
+  sched::OpRole role = sched::OpRole::kAttention;
   std::vector<int> group;
   double bytes = 0;
   std::vector<double> pair_bytes;
@@ -94,7 +99,10 @@ PyOp op_of(const sched::Schedule& s, sched::OpId id) {
   p.peer = op.peer;
   p.tag = op.tag;
   p.kind = std::string(sched::to_string(op.kind));
-  p.name = label.name;
+  p.name = std::string(label.name());
+  p.role = label.role;
+  p.yields_to_traffic = sched::yields_to_traffic(op);
+  p.waits_for_micro_ops = sched::waits_for_micro_ops(op);
   p.phase = std::string(sched::to_string(label.phase));
   p.knob = label.knob;
   p.stream_name = s.stream_name(op.stream);
@@ -113,7 +121,8 @@ PyCollective collective_of(const sched::Schedule& s, sched::CollectiveId id) {
   p.priority = c.priority;
   p.kind = std::string(sched::to_string(c.kind));
   p.algorithm = std::string(sched::to_string(c.algorithm));
-  p.name = s.labels()[size_t(c.label)].name;
+  p.name = std::string(s.labels()[size_t(c.label)].name());
+  p.role = s.labels()[size_t(c.label)].role;
   p.group.assign(c.group.begin(), c.group.end());
   p.bytes = c.bytes;
   p.pair_bytes = c.pair_bytes;
@@ -172,7 +181,33 @@ std::vector<std::pair<double, double>> simulated_times(const BuiltSchedule& b,
   return out;
 }
 
+// Python's name of a role: its dotted name without "moe.", dots as underscores
+// (OpRole.dispatch_a2a for "moe.dispatch.a2a"), so the one table names both.
+std::string python_name(sched::OpRole role) {
+  std::string n(sched::to_string(role));
+  if (n.rfind("moe.", 0) == 0) n.erase(0, 4);
+  std::replace(n.begin(), n.end(), '.', '_');
+  return n;
+}
+
+void bind_roles(py::module_& m) {
+  py::enum_<sched::OpFamily> family(m, "OpFamily", "the part of the step a role belongs to");
+  for (auto f : {sched::OpFamily::kDense, sched::OpFamily::kDenseComm, sched::OpFamily::kPipeline,
+                 sched::OpFamily::kTokenPath, sched::OpFamily::kPlacement,
+                 sched::OpFamily::kExpertTransfer, sched::OpFamily::kGradSync})
+    family.value(std::string(sched::to_string(f)).c_str(), f);
+  py::enum_<sched::OpRole> role(m, "OpRole", "what an op is for (sched::OpRole)");
+  for (int i = 0; i < sched::kNumOpRoles; ++i) {
+    const auto r = static_cast<sched::OpRole>(i);
+    role.value(python_name(r).c_str(), r);
+  }
+  role.def_property_readonly("label_name",
+                             [](sched::OpRole r) { return std::string(sched::to_string(r)); });
+  role.def_property_readonly("family", [](sched::OpRole r) { return sched::family(r); });
+}
+
 void bind_op(py::module_& m) {
+  bind_roles(m);
   py::class_<PyOp>(m, "ScheduleOp", "one op of a schedule (sched::Op with its label)")
       .def_readonly("id", &PyOp::id)
       .def_readonly("rank", &PyOp::rank)
@@ -180,7 +215,12 @@ void bind_op(py::module_& m) {
       .def_readonly("stream_name", &PyOp::stream_name)
       .def_readonly("priority", &PyOp::priority)
       .def_readonly("kind", &PyOp::kind, "compute, copy, send, recv, all_to_all, ...")
-      .def_readonly("name", &PyOp::name, "the label's name, e.g. moe.dispatch.a2a")
+      .def_readonly("name", &PyOp::name, "the role's name, e.g. moe.dispatch.a2a (for display)")
+      .def_readonly("role", &PyOp::role, "what the op is for: executors bind by it")
+      .def_readonly("yields_to_traffic", &PyOp::yields_to_traffic,
+                    "a Lina micro-op: waits while a collective of priority >= 0 runs")
+      .def_readonly("waits_for_micro_ops", &PyOp::waits_for_micro_ops,
+                    "a collective that starts only while no micro-op runs on its rank")
       .def_readonly("layer", &PyOp::layer)
       .def_readonly("phase", &PyOp::phase, "forward, backward or none")
       .def_readonly("chunk", &PyOp::chunk, "pipelining chunk, -1: unchunked")
@@ -203,6 +243,7 @@ void bind_op(py::module_& m) {
       .def_readonly("kind", &PyCollective::kind)
       .def_readonly("algorithm", &PyCollective::algorithm, "flat, 1dh, 2dh or ring")
       .def_readonly("name", &PyCollective::name)
+      .def_readonly("role", &PyCollective::role)
       .def_readonly("group", &PyCollective::group, "global ranks; member i is group[i]")
       .def_readonly("bytes", &PyCollective::bytes)
       .def_readonly("pair_bytes", &PyCollective::pair_bytes, "A2A: n x n bytes, row-major")

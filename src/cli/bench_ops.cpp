@@ -10,7 +10,7 @@ using Key = std::pair<std::string, std::string>;  // name, phase
 
 Key key_of(const sched::Schedule& s, sched::OpId id) {
   const sched::Label& l = s.label(id);
-  return {l.name, std::string(sched::to_string(l.phase))};
+  return {std::string(l.name()), std::string(sched::to_string(l.phase))};
 }
 
 struct Sum {

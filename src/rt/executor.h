@@ -1,5 +1,5 @@
 #pragma once
-// Runs one rank's part of a schedule for real (DESIGN.md "One schedule, two executors"): one
+// Runs one rank's part of a schedule for real (DESIGN.md "One schedule, three executors"): one
 // thread per stream runs its ops in order; an op waits for its events (ops on other streams
 // of this rank); collectives run on a communicator per (group, streams) so different
 // streams' collectives may be in flight at once; send/recv use a world communicator with the

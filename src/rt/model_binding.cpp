@@ -85,23 +85,29 @@ void fill_blocks(OpBuffer& buf, const nn::Tensor& rows, const std::vector<int64_
   }
 }
 
-const std::map<std::string, int>& roles() {
-  static const std::map<std::string, int> r = {{"attn.tp.allreduce", 0},
-                                               {"moe.dispatch.a2a", 1},
-                                               {"moe.dispatch.esp_allgather", 2},
-                                               {"moe.combine.esp_reducescatter", 3},
-                                               {"moe.combine.esp_allreduce", 3},
-                                               {"moe.combine.a2a", 4},
-                                               {"moe.combine.tp_allgather", 5},
-                                               {"grad.dense.allreduce", 6},
-                                               {"grad.expert.allreduce", 7},
-                                               {"moe.hybrid.expert_allgather", 8},
-                                               {"moe.hybrid.grad_reducescatter", 9},
-                                               {"moe.hybrid.shared_allreduce", 10},
-                                               {"moe.netmoe.counts_allgather", 11},
-                                               {"moe.netmoe.aux_allgather", 12},
-                                               {"moe.netmoe.targets_allgather", 13}};
-  return r;
+// The collectives this binding gives buffers to.
+bool has_buffer(sched::OpRole role) {
+  using R = sched::OpRole;
+  switch (role) {
+    case R::kAttnTpAllReduce:
+    case R::kDispatchA2A:
+    case R::kDispatchEspAllGather:
+    case R::kCombineEspReduceScatter:
+    case R::kCombineEspAllReduce:
+    case R::kCombineA2A:
+    case R::kCombineTpAllGather:
+    case R::kGradDenseAllReduce:
+    case R::kGradExpertAllReduce:
+    case R::kExpertTransferAllGather:
+    case R::kExpertTransferGradReduceScatter:
+    case R::kExpertTransferSharedAllReduce:
+    case R::kPlacementCountsAllGather:
+    case R::kPlacementAuxAllGather:
+    case R::kPlacementTargetsAllGather:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -153,15 +159,16 @@ std::vector<int64_t> ModelBinding::meta_bytes() const {
 }
 
 void ModelBinding::register_kernels() {
-  kernels_["attn"] = [this](const sched::Label& l) { attn(l); };
-  kernels_["gate"] = [this](const sched::Label& l) { gate(l); };
-  kernels_["moe.expert"] = [this](const sched::Label& l) { expert(l); };
-  kernels_["head"] = [this](const sched::Label& l) { head(l); };
-  kernels_["moe.netmoe.solve"] = [this](const sched::Label& l) { netmoe_->solve(l.layer); };
-  kernels_["moe.dispatch.esp_allgather.copy"] = [this](const sched::Label& l) {
+  using R = sched::OpRole;
+  kernels_[R::kAttention] = [this](const sched::Label& l) { attn(l); };
+  kernels_[R::kGate] = [this](const sched::Label& l) { gate(l); };
+  kernels_[R::kExpert] = [this](const sched::Label& l) { expert(l); };
+  kernels_[R::kLmHead] = [this](const sched::Label& l) { head(l); };
+  kernels_[R::kPlacementSolve] = [this](const sched::Label& l) { netmoe_->solve(l.layer); };
+  kernels_[R::kDispatchEspAllGatherCopy] = [this](const sched::Label& l) {
     place(l.layer, phase_index(l.phase), l.chunk);
   };
-  kernels_["moe.combine.tp_allgather.copy"] = [this](const sched::Label& l) {
+  kernels_[R::kCombineTpAllGatherCopy] = [this](const sched::Label& l) {
     assemble(l.layer, phase_index(l.phase), l.chunk);
   };
 }
@@ -169,62 +176,65 @@ void ModelBinding::register_kernels() {
 // Every op of this rank must have a kernel or a buffer; chunk and partition counts, the TP
 // parts and which of the token path's ops exist are read off the schedule.
 void ModelBinding::scan_ops() {
-  std::map<std::pair<std::string, int>, int> parts;
+  using R = sched::OpRole;
+  std::map<std::pair<R, int>, int> parts;
   for (OpId id : s_.ops_of(rank_)) {
     const sched::Op& op = s_.op(id);
     const sched::Label& label = s_.label(id);
-    if (label.name != "head" && (label.layer < 0 || label.layer >= int(layers_.size())))
+    if (label.role != R::kLmHead && (label.layer < 0 || label.layer >= int(layers_.size())))
       throw Error("schedule runtime", s_.describe(id) + ": the model has " +
                                           std::to_string(layers_.size()) + " MoE layers");
     if (op.kind == OpKind::kCompute || op.kind == OpKind::kCopy) {
-      if (!kernels_.count(label.name))
-        throw Error("schedule runtime",
-                    s_.describe(id) + ": no kernel is registered for '" + label.name + "'");
-    } else if (const auto it = roles().find(label.name); it != roles().end()) {
-      slots_[id] = {Role(it->second), label.layer, phase_index(label.phase), label.chunk, 1};
-      ++parts[{label.name, label.layer}];
-      if (label.name == "attn.tp.allreduce")
+      if (!kernels_.count(label.role))
+        throw Error("schedule runtime", s_.describe(id) + ": no kernel is registered for '" +
+                                            std::string(label.name()) + "'");
+    } else if (has_buffer(label.role)) {
+      slots_[id] = {label.role, label.layer, phase_index(label.phase), label.chunk, 1};
+      ++parts[{label.role, label.layer}];
+      if (label.role == R::kAttnTpAllReduce)
         attn_tp_[size_t(label.layer)][size_t(slots_[id].phase)] = id;
-      if (label.name == "moe.dispatch.esp_allgather") {
+      if (label.role == R::kDispatchEspAllGather) {
         parts_ = s_.collective(op.collective).size();
         part_ = op.member;
       }
-      if (label.name == "moe.dispatch.a2a" && a2a_size_ == 0) {
+      if (label.role == R::kDispatchA2A && a2a_size_ == 0) {
         map_members(s_.collective(op.collective), op.member);
         a2a_member_ = op.member;
       }
       if (hybrid_role(slots_[id].role) && !hybrid_.codec)
         throw Error("schedule runtime", s_.describe(id) + ": HybridEP's ops need its codec");
     } else {
-      throw Error("schedule runtime",
-                  s_.describe(id) + ": no buffer is registered for '" + label.name + "'");
+      throw Error("schedule runtime", s_.describe(id) + ": no buffer is registered for '" +
+                                          std::string(label.name()) + "'");
     }
-    if (label.name.rfind("moe.", 0) == 0) scan_moe_op(label);
-    has_netmoe_ |= label.name.rfind("moe.netmoe.", 0) == 0;
+    const sched::OpFamily f = sched::family(label.role);
+    if (f == sched::OpFamily::kTokenPath || f == sched::OpFamily::kPlacement ||
+        f == sched::OpFamily::kExpertTransfer)
+      scan_moe_op(label);
+    has_netmoe_ |= f == sched::OpFamily::kPlacement;
   }
   for (auto& [id, slot] : slots_) {
-    if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad)
-      slot.parts = parts[{std::string(s_.label(id).name), slot.layer}];
-    if (slot.role == Role::kDenseGrad || slot.role == Role::kExpertGrad ||
-        slot.role == Role::kAttnTp || hybrid_role(slot.role))
-      own_buffers_[id];
+    const bool grad = slot.role == R::kGradDenseAllReduce || slot.role == R::kGradExpertAllReduce;
+    if (grad) slot.parts = parts[{slot.role, slot.layer}];
+    if (grad || slot.role == R::kAttnTpAllReduce || hybrid_role(slot.role)) own_buffers_[id];
   }
   for (auto& phases : moe_)
     for (MoeState& st : phases) st.chunk.resize(size_t(st.chunks));
 }
 
 void ModelBinding::scan_moe_op(const sched::Label& label) {
+  using R = sched::OpRole;
   MoeState& st = state(label.layer, phase_index(label.phase));
   st.chunks = std::max(st.chunks, label.chunk + 1);
   MoeOps& o = st.ops;
-  const std::string& n = label.name;
-  o.dispatch |= n == "moe.dispatch.a2a";
-  o.gather |= n == "moe.dispatch.esp_allgather";
-  o.gather_copy |= n == "moe.dispatch.esp_allgather.copy";
-  o.reduce |= n == "moe.combine.esp_reducescatter" || n == "moe.combine.esp_allreduce";
-  o.combine |= n == "moe.combine.a2a";
-  o.tp_gather |= n == "moe.combine.tp_allgather";
-  o.combine_copy |= n == "moe.combine.tp_allgather.copy";
+  const R r = label.role;
+  o.dispatch |= r == R::kDispatchA2A;
+  o.gather |= r == R::kDispatchEspAllGather;
+  o.gather_copy |= r == R::kDispatchEspAllGatherCopy;
+  o.reduce |= r == R::kCombineEspReduceScatter || r == R::kCombineEspAllReduce;
+  o.combine |= r == R::kCombineA2A;
+  o.tp_gather |= r == R::kCombineTpAllGather;
+  o.combine_copy |= r == R::kCombineTpAllGatherCopy;
 }
 
 void ModelBinding::bind(Executor& executor) {
@@ -232,7 +242,7 @@ void ModelBinding::bind(Executor& executor) {
     const sched::Op& op = s_.op(id);
     if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) continue;
     const sched::Label& label = s_.label(id);
-    executor.set_kernel(id, [this, &label] { kernels_.at(label.name)(label); });
+    executor.set_kernel(id, [this, &label] { kernels_.at(label.role)(label); });
   }
   executor.set_buffers([this](OpId id) { return buffer(id); });
   executor.set_after([this](OpId id) { after(id); });
@@ -527,21 +537,22 @@ OpBuffer* ModelBinding::buffer(OpId id) {
     return netmoe_->buffer(*op, slot.layer, slot.phase, slot.chunk);
   const size_t i = size_t(std::max(slot.chunk, 0));
   switch (slot.role) {
-    case Role::kDispatch:
+    case sched::OpRole::kDispatchA2A:
       return to_wire(to_members(state(slot.layer, slot.phase).chunk[i].dispatch),
                      block_header(slot));
-    case Role::kGather:
+    case sched::OpRole::kDispatchEspAllGather:
       return &state(slot.layer, slot.phase).chunk[i].gather;
-    case Role::kReduce:
+    case sched::OpRole::kCombineEspReduceScatter:
+    case sched::OpRole::kCombineEspAllReduce:
       return &state(slot.layer, slot.phase).chunk[i].reduce;
-    case Role::kCombine:
+    case sched::OpRole::kCombineA2A:
       return to_wire(to_members(state(slot.layer, slot.phase).chunk[i].combine), 0);
-    case Role::kTpGather:
+    case sched::OpRole::kCombineTpAllGather:
       return &state(slot.layer, slot.phase).chunk[i].tp_gather;
-    case Role::kAttnTp:
+    case sched::OpRole::kAttnTpAllReduce:
       return &own_buffers_.at(id);
-    case Role::kDenseGrad:
-    case Role::kExpertGrad: {
+    case sched::OpRole::kGradDenseAllReduce:
+    case sched::OpRole::kGradExpertAllReduce: {
       OpBuffer& buf = own_buffers_.at(id);
       pack_grads(slot, buf);
       return &buf;
@@ -559,24 +570,25 @@ void ModelBinding::after(OpId id) {
     return netmoe_->after(*op, s.layer, s.phase, s.chunk);
   const int i = std::max(s.chunk, 0);
   switch (s.role) {
-    case Role::kAttnTp:
+    case sched::OpRole::kAttnTpAllReduce:
       return attn_done(s.layer, s.phase, tensor_of(own_buffers_.at(id).data, cols_));
-    case Role::kDispatch:
+    case sched::OpRole::kDispatchA2A:
       from_wire(state(s.layer, s.phase).chunk[size_t(i)].dispatch, block_header(s));
       from_members(state(s.layer, s.phase).chunk[size_t(i)].dispatch);
       return on_dispatched(s.layer, s.phase, i);
-    case Role::kGather:
+    case sched::OpRole::kDispatchEspAllGather:
       return on_gathered(s.layer, s.phase, i);
-    case Role::kReduce:
+    case sched::OpRole::kCombineEspReduceScatter:
+    case sched::OpRole::kCombineEspAllReduce:
       return on_reduced(s.layer, s.phase, i);
-    case Role::kCombine:
+    case sched::OpRole::kCombineA2A:
       from_wire(state(s.layer, s.phase).chunk[size_t(i)].combine, 0);
       from_members(state(s.layer, s.phase).chunk[size_t(i)].combine);
       return on_combined(s.layer, s.phase, i);
-    case Role::kTpGather:
+    case sched::OpRole::kCombineTpAllGather:
       return on_tp_gathered(s.layer, s.phase, i);
-    case Role::kDenseGrad:
-    case Role::kExpertGrad:
+    case sched::OpRole::kGradDenseAllReduce:
+    case sched::OpRole::kGradExpertAllReduce:
       return unpack_grads(s, own_buffers_.at(id));
     default:
       return hybrid_after(s, own_buffers_.at(id));
@@ -587,15 +599,15 @@ void ModelBinding::after(OpId id) {
 std::optional<NetMoeBinding::Op> ModelBinding::netmoe_op(const Slot& slot) const {
   using Op = NetMoeBinding::Op;
   switch (slot.role) {
-    case Role::kDispatch:
+    case sched::OpRole::kDispatchA2A:
       return Op::kDispatch;
-    case Role::kCombine:
+    case sched::OpRole::kCombineA2A:
       return Op::kCombine;
-    case Role::kNetMoeCounts:
+    case sched::OpRole::kPlacementCountsAllGather:
       return Op::kCounts;
-    case Role::kNetMoeAux:
+    case sched::OpRole::kPlacementAuxAllGather:
       return Op::kAux;
-    case Role::kNetMoeTargets:
+    case sched::OpRole::kPlacementTargetsAllGather:
       return Op::kTargets;
     default:
       return std::nullopt;
@@ -713,11 +725,11 @@ void ModelBinding::from_members(OpBuffer& buf) const {
 
 OpBuffer* ModelBinding::hybrid_buffer(const Slot& slot, OpBuffer& buf) {
   HybridCodec& codec = *hybrid_.codec;
-  if (slot.role == Role::kExpertGather) {
+  if (slot.role == sched::OpRole::kExpertTransferAllGather) {
     buf.data = codec.encode(slot.layer);  // this step's experts, when the AllGather starts
     return &buf;
   }
-  const std::vector<float> floats = slot.role == Role::kExpertGradReturn
+  const std::vector<float> floats = slot.role == sched::OpRole::kExpertTransferGradReduceScatter
                                         ? codec.slot_grads(slot.layer)
                                         : codec.own_sum(slot.layer);
   buf.data.resize(floats.size() * sizeof(float));
@@ -727,10 +739,12 @@ OpBuffer* ModelBinding::hybrid_buffer(const Slot& slot, OpBuffer& buf) {
 
 void ModelBinding::hybrid_after(const Slot& slot, const OpBuffer& buf) {
   HybridCodec& codec = *hybrid_.codec;
-  if (slot.role == Role::kExpertGather) return codec.decode(slot.layer, buf.data);
+  if (slot.role == sched::OpRole::kExpertTransferAllGather)
+    return codec.decode(slot.layer, buf.data);
   const std::span<const float> floats(reinterpret_cast<const float*>(buf.data.data()),
                                       buf.data.size() / sizeof(float));
-  if (slot.role == Role::kExpertGradReturn) return codec.take_grads(slot.layer, floats);
+  if (slot.role == sched::OpRole::kExpertTransferGradReduceScatter)
+    return codec.take_grads(slot.layer, floats);
   codec.set_shared_sum(slot.layer, floats);
 }
 
@@ -774,7 +788,8 @@ std::pair<int64_t, int64_t> part_range(const std::vector<nn::Param*>& params, in
 }  // namespace
 
 void ModelBinding::pack_grads(const Slot& slot, OpBuffer& buf) {
-  const auto params = grad_params(model_, slot.role == Role::kDenseGrad, slot.layer);
+  const auto params =
+      grad_params(model_, slot.role == sched::OpRole::kGradDenseAllReduce, slot.layer);
   const auto [first, last] = part_range(params, std::max(slot.chunk, 0), slot.parts);
   buf.data.resize(size_t(last - first) * sizeof(float));
   std::byte* out = buf.data.data();
@@ -786,7 +801,8 @@ void ModelBinding::pack_grads(const Slot& slot, OpBuffer& buf) {
 }
 
 void ModelBinding::unpack_grads(const Slot& slot, const OpBuffer& buf) {
-  const auto params = grad_params(model_, slot.role == Role::kDenseGrad, slot.layer);
+  const auto params =
+      grad_params(model_, slot.role == sched::OpRole::kGradDenseAllReduce, slot.layer);
   const auto [first, last] = part_range(params, std::max(slot.chunk, 0), slot.parts);
   const std::byte* in = buf.data.data();
   for_range(params, first, last, [&](float* p, int64_t n) {

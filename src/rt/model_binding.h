@@ -2,8 +2,8 @@
 // Binds a MoeTransformer to the training-step schedule that sched::build_training_step emits
 // for it (DESIGN.md "One schedule, three executors"), so that rt::Executor runs the step op by
 // op, as Megatron-Core runs its EP-overlap schedule plan: compute and copy ops find their
-// kernels in a registry keyed by the op's label name, collectives their buffers by the label's
-// (name, layer, phase, chunk). No knob has code here: how many chunks, which A2A algorithm,
+// kernels in a registry keyed by the op's role (sched::OpRole), collectives their buffers by its
+// (role, layer, phase, chunk). No knob has code here: how many chunks, which A2A algorithm,
 // whether TP members drop and gather (MoNTA O1) or replicate, whether the experts wait for
 // every chunk, which partitions, on which stream and in which order all come from the ops the
 // schedule has.
@@ -99,27 +99,11 @@ class ModelBinding {
   int64_t dispatches() const { return dispatches_; }
 
  private:
-  enum class Role {
-    kAttnTp,
-    kDispatch,
-    kGather,
-    kReduce,
-    kCombine,
-    kTpGather,
-    kDenseGrad,
-    kExpertGrad,
-    kExpertGather,
-    kExpertGradReturn,
-    kSharedSum,
-    kNetMoeCounts,
-    kNetMoeAux,
-    kNetMoeTargets
-  };
-  static bool hybrid_role(Role r) {
-    return r == Role::kExpertGather || r == Role::kExpertGradReturn || r == Role::kSharedSum;
+  static bool hybrid_role(sched::OpRole r) {
+    return sched::family(r) == sched::OpFamily::kExpertTransfer;
   }
   struct Slot {
-    Role role;
+    sched::OpRole role;
     int layer, phase, chunk, parts;  // phase: 0 forward, 1 backward; parts: AllReduce pieces
   };
   // One chunk of one MoE layer in one phase, from the sender's rows back to them.
@@ -204,7 +188,7 @@ class ModelBinding {
   bool has_netmoe_ = false;    // the schedule has NetMoE's ops
   std::unique_ptr<NetMoeBinding> netmoe_;
   std::vector<int64_t> header_bytes_;
-  std::unordered_map<std::string, Kernel> kernels_;        // by label name
+  std::map<sched::OpRole, Kernel> kernels_;                // compute and copy ops, by role
   std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives
   std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums
   std::vector<std::array<MoeState, 2>> moe_;

@@ -18,6 +18,7 @@
 #include "rt/mpi_base.h"
 #include "rt/train_groups.h"
 #include "rt/train_report.h"
+#include "sched/reported_phase.h"
 
 namespace moecomm::rt {
 namespace {
@@ -112,15 +113,21 @@ void add_op_phases(StepReport& r, const sched::Schedule& s, const ExecResult& ru
   for (sched::OpId id : s.ops_of(me)) {
     const sched::Op& op = s.op(id);
     if (!sched::is_collective(op.kind)) continue;
-    const sched::Label& label = s.label(id);
     const OpTime& t = run.ops[size_t(id)];
-    if (label.name.rfind("grad.", 0) == 0) {
-      grad.push_back(t);
-      ++grads.micro_ops;
-      grads.allreduce_s += t.end - t.start;
-    } else if (label.name.rfind("moe.", 0) == 0) {
-      token[label.phase == sched::Phase::kBackward ? 1 : 0].push_back(t);
-      if (op.kind == sched::OpKind::kAllToAll) a2a.push_back(t);
+    const sched::ReportedPhase phase = sched::reported_phase(op, s.label(id));
+    switch (phase) {
+      case sched::ReportedPhase::kGradSync:
+        grad.push_back(t);
+        ++grads.micro_ops;
+        grads.allreduce_s += t.end - t.start;
+        break;
+      case sched::ReportedPhase::kTokenForward:
+      case sched::ReportedPhase::kTokenBackward:
+        token[phase == sched::ReportedPhase::kTokenBackward ? 1 : 0].push_back(t);
+        if (op.kind == sched::OpKind::kAllToAll) a2a.push_back(t);
+        break;
+      case sched::ReportedPhase::kNone:
+        break;
     }
   }
   grads.overlap_s = overlap_seconds(grad, a2a);
@@ -200,18 +207,24 @@ struct OpBytes {
 OpBytes op_bytes(const sched::Schedule& s, const ExecResult& run, int me) {
   OpBytes out;
   for (sched::OpId id : s.ops_of(me)) {
-    const std::string& name = s.label(id).name;
+    const sched::OpRole role = s.label(id).role;
     const LinkBytes& b = run.bytes[size_t(id)];
-    if (name.rfind("grad.", 0) == 0)
-      out.grad += b;
-    else if (name.rfind("attn.tp.", 0) == 0)
-      out.tp_attention += b;
-    else if (name.rfind("moe.hybrid.", 0) == 0)
-      out.expert += b;
-    else if (name.rfind("moe.netmoe.", 0) == 0)  // NetMoE's counts, aux sums and targets
-      out.meta += b;
-    else if (name.rfind("moe.", 0) == 0)
-      out.token += b;
+    switch (sched::family(role)) {
+      case sched::OpFamily::kGradSync:
+        out.grad += b;
+        break;
+      case sched::OpFamily::kExpertTransfer:
+        out.expert += b;
+        break;
+      case sched::OpFamily::kPlacement:  // NetMoE's counts, aux sums and targets
+        out.meta += b;
+        break;
+      case sched::OpFamily::kTokenPath:
+        out.token += b;
+        break;
+      default:
+        if (role == sched::OpRole::kAttnTpAllReduce) out.tp_attention += b;
+    }
   }
   return out;
 }

@@ -23,8 +23,8 @@ double BuildContext::dense_grad_bytes(int l) const {
                                         : setup.dense_grad_bytes[static_cast<size_t>(l)];
 }
 
-Label BuildContext::label(const std::string& name, const std::string& knob, int chunk) const {
-  return Label{name, layer, phase, chunk, knob};
+Label BuildContext::label(OpRole role, const std::string& knob, int chunk) const {
+  return Label{role, layer, phase, chunk, knob};
 }
 
 Frontier compute_step(BuildContext& ctx, const std::vector<double>& flops, const Label& label,

@@ -57,7 +57,7 @@ struct BuildContext {
   int chunks() const;  // of the current phase
   // Layer l's dense gradient bytes per rank: LayerSetup::dense_grad_bytes, else the workload's.
   double dense_grad_bytes(int layer) const;
-  Label label(const std::string& name, const std::string& knob = "", int chunk = -1) const;
+  Label label(OpRole role, const std::string& knob = "", int chunk = -1) const;
 };
 
 // --- primitives: each adds one op per rank (or per group member) after `in` and returns

@@ -28,33 +28,33 @@ std::vector<OpId> build_attention(BuildContext& ctx) {
   if (forward)
     ctx.ready =
         group_step(ctx, ctx.groups.cp, OpKind::kAllGather, ctx.work.cp_kv_bytes, kTokenStream,
-                   ctx.label("attn.cp.allgather", "cp"), ctx.ready, cp_priority);
+                   ctx.label(OpRole::kAttnCpAllGather, "cp"), ctx.ready, cp_priority);
   // QKV and output projections 8 t h^2, scores and context 4 t s h, sharded over TP.
-  ctx.ready =
-      compute_step(ctx, ctx.work.attention_flops * phase_factor(ctx), ctx.label("attn"), ctx.ready);
+  ctx.ready = compute_step(ctx, ctx.work.attention_flops * phase_factor(ctx),
+                           ctx.label(OpRole::kAttention), ctx.ready);
   if (!forward)
     ctx.ready =
         group_step(ctx, ctx.groups.cp, OpKind::kReduceScatter, ctx.work.cp_kv_bytes, kTokenStream,
-                   ctx.label("attn.cp.reducescatter", "cp"), ctx.ready, cp_priority);
+                   ctx.label(OpRole::kAttnCpReduceScatter, "cp"), ctx.ready, cp_priority);
   // Megatron: the row-parallel output projection (forward) and the column-parallel input
   // (backward) end with an AllReduce of the t x h activations over the TP group.
   ctx.ready = group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes,
-                         kTokenStream, ctx.label("attn.tp.allreduce", "tp"), ctx.ready);
+                         kTokenStream, ctx.label(OpRole::kAttnTpAllReduce, "tp"), ctx.ready);
   // The block's dense gradients are final once LN1's backward ran, which needs the input
   // gradient summed over the TP group (and the K/V gradients back from the CP group).
   return last_of(ctx.ready);
 }
 
 void build_gate(BuildContext& ctx) {
-  ctx.ready =
-      compute_step(ctx, ctx.work.gate_flops * phase_factor(ctx), ctx.label("gate"), ctx.ready);
+  ctx.ready = compute_step(ctx, ctx.work.gate_flops * phase_factor(ctx), ctx.label(OpRole::kGate),
+                           ctx.ready);
 }
 
 void build_head(BuildContext& ctx) {
   if (!ctx.setup.lm_head) return;
   const double flops = 2.0 * ctx.work.tokens * ctx.setup.model.hidden *
                        double(ctx.setup.model.vocab_size) * phase_factor(ctx);
-  const Label label{"head", -1, ctx.phase, -1, ""};
+  const Label label{OpRole::kLmHead, -1, ctx.phase, -1, ""};
   for (const auto& pp : ctx.groups.pp) {
     const int r = pp.back();
     if (ctx.phase == Phase::kForward && ctx.targets_moved[r] != kNone)
@@ -65,8 +65,9 @@ void build_head(BuildContext& ctx) {
 
 void build_stage_receive(BuildContext& ctx) {
   const int tag = ctx.phase == Phase::kForward ? 0 : 1;
-  const Label label{ctx.phase == Phase::kForward ? "pp.recv.activations" : "pp.recv.grads", -1,
-                    ctx.phase, -1, "pp"};
+  const Label label{
+      ctx.phase == Phase::kForward ? OpRole::kStageRecvActivations : OpRole::kStageRecvGrads, -1,
+      ctx.phase, -1, "pp"};
   for (const auto& pp : ctx.groups.pp)
     for (size_t s = 0; s < pp.size(); ++s) {
       const int peer = stage_peer(ctx, pp, s, true);
@@ -80,8 +81,9 @@ void build_stage_receive(BuildContext& ctx) {
 
 void build_stage_send(BuildContext& ctx) {
   const int tag = ctx.phase == Phase::kForward ? 0 : 1;
-  const Label label{ctx.phase == Phase::kForward ? "pp.send.activations" : "pp.send.grads", -1,
-                    ctx.phase, -1, "pp"};
+  const Label label{
+      ctx.phase == Phase::kForward ? OpRole::kStageSendActivations : OpRole::kStageSendGrads, -1,
+      ctx.phase, -1, "pp"};
   for (const auto& pp : ctx.groups.pp)
     for (size_t s = 0; s < pp.size(); ++s) {
       const int peer = stage_peer(ctx, pp, s, false);

@@ -99,10 +99,10 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   if (backward)
     for (size_t k = 0; k < pairs.size(); ++k)
       pairs[k] = transposed(pairs[k], static_cast<int>(ctx.groups.ep[k].size()));
-  const std::string name = combine ? "moe.combine.a2a" : "moe.dispatch.a2a";
+  const OpRole role = combine ? OpRole::kCombineA2A : OpRole::kDispatchA2A;
   const int priority = traffic_priority(ctx.strategy, Traffic::kEp);
   for (int i = 0; i < n; ++i)
-    c[i] = a2a_step(ctx, pairs, ctx.label(name, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
+    c[i] = a2a_step(ctx, pairs, ctx.label(role, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
                     priority);
 }
 
@@ -143,18 +143,17 @@ std::vector<double> divided(std::vector<double> v, double n) {
 // AG_j + D2D_j in series) or on the copy stream beside the next AllGather (O3, Algorithm 2).
 void gather_chunks(BuildContext& ctx, std::vector<Frontier>& c,
                    const std::vector<core::RankGroup>& groups, const std::vector<double>& bytes,
-                   const std::string& name, bool pipelined) {
+                   OpRole role, OpRole copy_role, bool pipelined) {
   const int n = static_cast<int>(c.size());
   const bool copies = !pipelined && n > 1;
   const int copy_stream = ctx.strategy.copy_pipelining ? kCopyStream : kIntraStream;
   const std::string knob = ctx.path.tp_gather ? "drop-allgather" : "esp";
   for (int i = 0; i < n; ++i) {
     c[i] = group_step(ctx, groups, OpKind::kAllGather, divided(bytes, n), kIntraStream,
-                      ctx.label(name, knob, chunk_label(i, n)), c[i]);
+                      ctx.label(role, knob, chunk_label(i, n)), c[i]);
     if (copies)  // every member copies the whole gathered chunk; groups are equal-sized
-      c[i] =
-          copy_step(ctx, *std::max_element(bytes.begin(), bytes.end()) / n, copy_stream,
-                    ctx.label(name + ".copy", ctx.strategy.copy_pipelining ? "o3" : "o2", i), c[i]);
+      c[i] = copy_step(ctx, *std::max_element(bytes.begin(), bytes.end()) / n, copy_stream,
+                       ctx.label(copy_role, ctx.strategy.copy_pipelining ? "o3" : "o2", i), c[i]);
   }
 }
 
@@ -170,12 +169,12 @@ void expert_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool pipelined) 
     if (ctx.prefetch[r] != kNone)
       for (auto& chunk : c) chunk[r].push_back(ctx.prefetch[r]);
   if (!pipelined) {
-    const Frontier all = compute_step(ctx, flops, ctx.label("moe.expert"), merge(c));
+    const Frontier all = compute_step(ctx, flops, ctx.label(OpRole::kExpert), merge(c));
     c.assign(n, all);
     return;
   }
   for (int i = 0; i < n; ++i)
-    c[i] = compute_step(ctx, flops, ctx.label("moe.expert", "chunks", chunk_label(i, n)), c[i]);
+    c[i] = compute_step(ctx, flops, ctx.label(OpRole::kExpert, "chunks", chunk_label(i, n)), c[i]);
 }
 
 // After the experts: ESP ReduceScatter of the gathered rows' partial outputs, or ESP
@@ -187,11 +186,12 @@ void reduce_chunks(BuildContext& ctx, std::vector<Frontier>& c) {
   const auto replicated = divided(per_group(ctx.groups.esp, recv, false), n);
   for (int i = 0; i < n; ++i) {
     if (ctx.path.esp_gather)
-      c[i] = group_step(ctx, ctx.groups.esp, OpKind::kReduceScatter, gathered, kIntraStream,
-                        ctx.label("moe.combine.esp_reducescatter", "esp", chunk_label(i, n)), c[i]);
+      c[i] =
+          group_step(ctx, ctx.groups.esp, OpKind::kReduceScatter, gathered, kIntraStream,
+                     ctx.label(OpRole::kCombineEspReduceScatter, "esp", chunk_label(i, n)), c[i]);
     else if (ctx.path.esp_allreduce)
       c[i] = group_step(ctx, ctx.groups.esp, OpKind::kAllReduce, replicated, kIntraStream,
-                        ctx.label("moe.combine.esp_allreduce", "esp", chunk_label(i, n)), c[i]);
+                        ctx.label(OpRole::kCombineEspAllReduce, "esp", chunk_label(i, n)), c[i]);
   }
 }
 
@@ -210,7 +210,7 @@ std::vector<double> gathered_bytes(const BuildContext& ctx, double per_member) {
 // doubles). Returns the solve per rank (kNone: none).
 std::vector<OpId> build_placement(BuildContext& ctx) {
   const double samples = ctx.setup.model.micro_batch, experts = ctx.setup.model.experts;
-  const Label counts = ctx.label("moe.netmoe.counts_allgather", "netmoe");
+  const Label counts = ctx.label(OpRole::kPlacementCountsAllGather, "netmoe");
   const Frontier gathered = group_step(ctx, ctx.groups.ep, OpKind::kAllGather,
                                        gathered_bytes(ctx, 4.0 * samples * (1.0 + experts)),
                                        kTokenStream, counts, ctx.ready);
@@ -218,11 +218,11 @@ std::vector<OpId> build_placement(BuildContext& ctx) {
   for (const auto& g : ctx.groups.ep)
     aux.push_back(std::pow(double(g.size()), 2) * 8.0 * (1.0 + 2.0 * experts));
   group_step(ctx, ctx.groups.ep, OpKind::kAllGather, aux, kTokenStream,
-             ctx.label("moe.netmoe.aux_allgather", "netmoe"), ctx.ready);
+             ctx.label(OpRole::kPlacementAuxAllGather, "netmoe"), ctx.ready);
   std::vector<OpId> solved(ctx.world(), kNone);
   for (int r = 0; r < ctx.world(); ++r)
     solved[r] = ctx.schedule.add_compute(r, kPlacementStream, 0, 0,
-                                         ctx.label("moe.netmoe.solve", "netmoe"), gathered[r]);
+                                         ctx.label(OpRole::kPlacementSolve, "netmoe"), gathered[r]);
   return solved;
 }
 
@@ -233,7 +233,7 @@ std::vector<OpId> build_targets_gather(BuildContext& ctx) {
   if (ctx.strategy.placement != Placement::kNetMoe || !ctx.setup.lm_head) return out;
   const Frontier f =
       group_step(ctx, ctx.groups.ep, OpKind::kAllGather, gathered_bytes(ctx, 4.0 * ctx.work.tokens),
-                 kTokenStream, ctx.label("moe.netmoe.targets_allgather", "netmoe"), ctx.ready);
+                 kTokenStream, ctx.label(OpRole::kPlacementTargetsAllGather, "netmoe"), ctx.ready);
   return last_of(f);
 }
 
@@ -308,7 +308,7 @@ void build_moe(BuildContext& ctx) {
   const std::vector<OpId> window = last_of(c.back());
   if (ctx.path.esp_gather)
     gather_chunks(ctx, c, ctx.groups.esp, per_group(ctx.groups.esp, per_rank_a2a(ctx, true), true),
-                  "moe.dispatch.esp_allgather", pipelined);
+                  OpRole::kDispatchEspAllGather, OpRole::kDispatchEspAllGatherCopy, pipelined);
   expert_chunks(ctx, c, pipelined);
   if (ctx.phase == Phase::kBackward) {
     LayerGrads& g = ctx.grads[ctx.layer];
@@ -323,7 +323,7 @@ void build_moe(BuildContext& ctx) {
   a2a_chunks(ctx, c, true);
   if (ctx.path.tp_gather)  // the TP ranks' slices back to the full (replicated) tokens
     gather_chunks(ctx, c, ctx.groups.tp, per_group(ctx.groups.tp, per_rank_a2a(ctx, false), true),
-                  "moe.combine.tp_allgather", pipelined);
+                  OpRole::kCombineTpAllGather, OpRole::kCombineTpAllGatherCopy, pipelined);
   ctx.ready = merge(c);
 }
 

@@ -12,10 +12,10 @@ namespace moecomm::sched {
 void fsmoe_sync_layer(BuildContext& ctx, int layer, const std::vector<OpId>& window) {
   const LayerGrads& g = ctx.grads[layer];
   const int parts = ctx.strategy.grad_partitions;
-  const Label expert{"grad.expert.allreduce", layer, Phase::kBackward, -1, "fsmoe"};
+  const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "fsmoe"};
   allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts,
                   merge({single(g.expert_ready), single(window)}), expert, 0);
-  const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "fsmoe"};
+  const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "fsmoe"};
   allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), parts,
                   merge({single(g.dense_ready), single(window)}), dense, 0);
 }

@@ -9,10 +9,10 @@ namespace {
 // in backward. Dense over dp x cp, expert over edp.
 void bucketed_sync_layer(BuildContext& ctx, int layer) {
   const LayerGrads& g = ctx.grads[layer];
-  const Label expert{"grad.expert.allreduce", layer, Phase::kBackward, -1, "bucketed"};
+  const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "bucketed"};
   allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
                   expert, 0);
-  const Label dense{"grad.dense.allreduce", layer, Phase::kBackward, -1, "bucketed"};
+  const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "bucketed"};
   allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), 1, single(g.dense_ready),
                   dense, 0);
 }

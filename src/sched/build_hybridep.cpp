@@ -115,7 +115,7 @@ void build_hybrid_prefetch(BuildContext& ctx) {
   // start; the copy stream runs them layer after layer, beside the pre-expert compute.
   const Frontier done = group_step(
       ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kAllGather, bytes,
-      kCopyStream, ctx.label("moe.hybrid.expert_allgather", "hybrid"), ctx.step_start);
+      kCopyStream, ctx.label(OpRole::kExpertTransferAllGather, "hybrid"), ctx.step_start);
   for (int r = 0; r < ctx.world(); ++r)
     ctx.prefetch[r] = done[r] == ctx.step_start[r] ? kNone : done[r].front();
 }
@@ -124,16 +124,16 @@ std::vector<OpId> build_hybrid_grad_return(BuildContext& ctx, const Frontier& af
   const int domain = ctx.strategy.hybrid_domain;
   // ReduceScatter input: the gradients of every gathered copy (the domain's experts).
   const double bytes = domain * ctx.work.expert_grad_bytes;
-  Frontier done =
-      group_step(ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kReduceScatter,
-                 bytes, kCopyStream, ctx.label("moe.hybrid.grad_reducescatter", "hybrid"), after);
+  Frontier done = group_step(ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders),
+                             OpKind::kReduceScatter, bytes, kCopyStream,
+                             ctx.label(OpRole::kExpertTransferGradReduceScatter, "hybrid"), after);
   const std::vector<OpId> grads = last_of(done);
   if (effective_compression(ctx.strategy) < 1 && ctx.strategy.shared_expert) {
     // SR (Sec. IV-B): the shared expert, one expert's parameters, AllReduced over the EP
     // group in the backward on the same stream; the expert gradients do not wait for it.
     const double local = static_cast<double>(ctx.setup.model.experts) / ctx.setup.parallel.ep;
     group_step(ctx, ctx.groups.ep, OpKind::kAllReduce, ctx.work.expert_param_bytes / local,
-               kCopyStream, ctx.label("moe.hybrid.shared_allreduce", "hybrid"), done);
+               kCopyStream, ctx.label(OpRole::kExpertTransferSharedAllReduce, "hybrid"), done);
   }
   return grads;
 }

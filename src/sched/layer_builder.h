@@ -1,7 +1,7 @@
 #pragma once
 // One training step (forward and backward of `layers` MoE transformer blocks on every rank,
 // then the gradient synchronization) as a schedule, for any Strategy (DESIGN.md "One
-// schedule, two executors"). Each knob's ops come from its own build_*.cpp.
+// schedule, three executors"). Each knob's ops come from its own build_*.cpp.
 //
 // Streams: 0 compute; 1 token communication (A2A, TP AllReduce, pipeline-stage hand-off);
 // 2 gradient synchronization; 3 copies and prefetch (MoNTA O3 D2D, HybridEP expert

@@ -75,11 +75,12 @@ std::string to_string(const Label& label) {
   if (label.phase != Phase::kNone) add(std::string(to_string(label.phase)));
   if (label.chunk >= 0) add("chunk " + std::to_string(label.chunk));
   if (!label.knob.empty()) add("knob " + label.knob);
-  return extra.empty() ? label.name : label.name + " [" + extra + "]";
+  const std::string name(label.name());
+  return extra.empty() ? name : name + " [" + extra + "]";
 }
 
 size_t LabelHash::operator()(const Label& l) const {
-  size_t h = std::hash<std::string>{}(l.name);
+  size_t h = size_t(l.role);
   for (size_t part :
        {std::hash<std::string>{}(l.knob), size_t(l.layer), size_t(l.phase), size_t(l.chunk)})
     h = h * 1000003u ^ part;

@@ -1,7 +1,8 @@
 #pragma once
-// The vocabulary of the schedule IR (DESIGN.md "One schedule, two executors"): op kinds,
-// collective algorithms, labels, and the per-op and per-collective records. The simulator
-// and the MPI runtime both read these, so a measured run and its prediction line up op by op.
+// The vocabulary of the schedule IR (DESIGN.md "One schedule, three executors"): op kinds,
+// collective algorithms, labels with their typed roles, and the per-op and per-collective
+// records. The simulator, the MPI runtime and moecomm.torch all read these, so a measured run
+// and its prediction line up op by op.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/rank_groups.h"
+#include "sched/op_role.h"
 
 namespace moecomm::sched {
 
@@ -45,11 +47,12 @@ bool algorithm_applies(OpKind kind, Algorithm algorithm);
 // What an op belongs to, so traces and op-by-op comparisons can group it. Interned by the
 // schedule: ops of one collective or one builder step share one stored label.
 struct Label {
-  std::string name;  // short and dotted, e.g. "moe.dispatch.a2a"
-  int layer = -1;    // -1: not tied to a layer
+  OpRole role = OpRole::kAttention;
+  int layer = -1;  // -1: not tied to a layer
   Phase phase = Phase::kNone;
   int chunk = -1;    // pipelining chunk (MoNTA O2, FSMoE r); -1: unchunked
   std::string knob;  // the Strategy knob that built it, e.g. "lina"
+  std::string_view name() const { return to_string(role); }  // "moe.dispatch.a2a"
   bool operator==(const Label&) const = default;
 };
 // "moe.dispatch.a2a [layer 0, forward, chunk 1, knob fsmoe]"; only the fields that are set.

@@ -1,6 +1,8 @@
 #pragma once
-// The scheduling policies both executors obey (DESIGN.md "One schedule, three executors"):
-// the simulator in virtual time (sim/simulator.cpp), the runtime for real (rt/executor.cpp).
+// The scheduling policies all three executors obey (DESIGN.md "One schedule, three executors"):
+// the simulator in virtual time (sim/simulator.cpp), the runtime for real (rt/executor.cpp),
+// moecomm.torch through the schedule binding (ScheduleOp.yields_to_traffic and
+// waits_for_micro_ops, read by moecomm/torch/runner.py's A2AFirstGate).
 // Dependencies and stream order (FSMoE's windows among them) are the schedule's own; what
 // goes beyond them is described here, once.
 #include "sched/op.h"

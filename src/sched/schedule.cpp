@@ -93,7 +93,7 @@ OpId Schedule::new_op(OpKind kind, int rank, int stream, int32_t label,
                       const std::vector<OpId>& deps) {
   const OpId id = num_ops();
   const std::string where =
-      "op " + str(id) + " (rank " + str(rank) + ", \"" + labels_[label].name + "\")";
+      "op " + str(id) + " (rank " + str(rank) + ", \"" + std::string(labels_[label].name()) + "\")";
   if (rank < 0 || rank >= world_)
     throw Error(where, "rank " + str(rank) + " is outside [0, " + str(world_) + ")");
   if (stream < 0 || stream >= kMaxStreams)
@@ -173,7 +173,7 @@ Schedule::SendRecv Schedule::add_send_recv(const Endpoint& from, const Endpoint&
 CollectiveId Schedule::declare_collective(CollectiveSpec spec) {
   const CollectiveId id = num_collectives();
   if (!is_collective(spec.kind))
-    throw Error("collective " + str(id) + " (\"" + spec.label.name + "\")",
+    throw Error("collective " + str(id) + " (\"" + std::string(spec.label.name()) + "\")",
                 "kind " + std::string(to_string(spec.kind)) + " is not a collective");
   Collective c;
   c.kind = spec.kind;
@@ -219,8 +219,9 @@ Schedule::Issued Schedule::add_collective(CollectiveSpec spec, int stream,
 Schedule::Issued Schedule::add_collective(CollectiveSpec spec, const std::vector<int>& streams,
                                           const std::vector<std::vector<OpId>>& deps) {
   const size_t n = spec.group.size();
-  const std::string where = "collective " + str(num_collectives()) + " (\"" + spec.label.name +
-                            "\" over " + std::to_string(n) + " ranks)";
+  const std::string where = "collective " + str(num_collectives()) + " (\"" +
+                            std::string(spec.label.name()) + "\" over " + std::to_string(n) +
+                            " ranks)";
   if (streams.size() != 1 && streams.size() != n)
     throw Error(where, "needs 1 stream or one per member, got " + std::to_string(streams.size()));
   if (!deps.empty() && deps.size() != n)
@@ -280,7 +281,7 @@ Totals Schedule::totals() const {
 std::string Schedule::describe(OpId id) const {
   const Op& o = op(id);
   return "op " + str(id) + " (rank " + str(o.rank) + ", stream " + str(o.stream) + ", \"" +
-         labels_[o.label].name + "\")";
+         std::string(labels_[o.label].name()) + "\")";
 }
 
 // --- validation
@@ -297,7 +298,8 @@ void Schedule::check_collective(CollectiveId id) const {
   const auto joined = std::find_if(c.ops.begin(), c.ops.end(), [](OpId o) { return o != kNone; });
   const std::string where = (joined == c.ops.end() ? "" : describe(*joined) + ", ") +
                             "collective " + str(id) + " (" + std::string(to_string(c.kind)) +
-                            " over " + str(n) + " ranks, \"" + labels_[c.label].name + "\")";
+                            " over " + str(n) + " ranks, \"" +
+                            std::string(labels_[c.label].name()) + "\")";
   auto fail = [&](const std::string& why) { throw Error(where, why); };
   if (n == 0) fail("the group is empty");
   for (int r : c.group)

@@ -1,6 +1,6 @@
 #pragma once
-// The schedule IR (DESIGN.md "One schedule, two executors"): a per-rank DAG of ops that the
-// simulator runs in virtual time and the runtime runs for real. Ops sit on (rank, stream);
+// The schedule IR (DESIGN.md "One schedule, three executors"): a per-rank DAG of ops that the
+// simulator runs in virtual time and the MPI runtime and moecomm.torch run for real. Ops sit on (rank, stream);
 // a stream runs its ops in the order they were added; events (depends) order ops of one
 // rank across streams; collectives and send/recv pairs order ops across ranks.
 #include <deque>

@@ -1,5 +1,5 @@
 #pragma once
-// Flow-level network of the simulator (DESIGN.md "One schedule, two executors"): links with a
+// Flow-level network of the simulator (DESIGN.md "One schedule, three executors"): links with a
 // bandwidth and a latency, flows over paths of links. Transferring flows share links max-min
 // fairly (progressive filling) within a priority; priorities are strict. When flows start,
 // the connected component of links and flows around them is filled again, so independent

@@ -6,6 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "sched/policy.h"
+#include "sched/reported_phase.h"
+
 namespace moecomm::sim {
 namespace {
 
@@ -24,10 +27,6 @@ double union_length(Intervals v) {
     }
   }
   return total + std::max(0.0, end - start);
-}
-
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
 }
 
 // When the rank entered the call: its stream predecessor and its events were done and, if
@@ -53,21 +52,13 @@ PhaseTimes phase_times(const sched::Schedule& schedule, const SimResult& result)
   for (sched::OpId id = 0; id < schedule.num_ops(); ++id) {
     const sched::Op& op = schedule.op(id);
     if (!sched::is_collective(op.kind)) continue;
-    const sched::Label& label = schedule.label(id);
-    int phase = -1;
-    // HybridEP's expert transfers run on the copy stream, timed in no phase but the step (as
-    // the runtime, which gives them no phase timer).
-    if (starts_with(label.name, "moe.hybrid.")) continue;
-    if (starts_with(label.name, "moe."))
-      phase = label.phase == sched::Phase::kBackward ? 1 : 0;
-    else if (starts_with(label.name, "grad."))
-      phase = 2;
-    if (phase < 0) continue;
+    const sched::ReportedPhase reported = sched::reported_phase(op, schedule.label(id));
+    if (reported == sched::ReportedPhase::kNone) continue;
+    const int phase = static_cast<int>(reported) - 1;
     // From when the rank entered the call (it waits inside for its peers); Lina's gradient
     // micro-ops from their start: one held back by the gate waits outside the call.
     const OpTiming& t = result.ops[static_cast<size_t>(id)];
-    const bool gated = phase == 2 && label.knob == "lina";
-    const double from = gated ? t.start : entered_time(schedule, result, id);
+    const double from = sched::yields_to_traffic(op) ? t.start : entered_time(schedule, result, id);
     per_rank[static_cast<size_t>(op.rank)][static_cast<size_t>(phase)].emplace_back(from, t.end);
   }
   double sums[3] = {0, 0, 0};

@@ -12,9 +12,11 @@
 namespace moecomm::sim {
 
 struct PhaseTimes {
-  double token_fwd_s = 0;  // token-path collectives ("moe.*": A2A, ESP/TP) in the forward
-  double token_bwd_s = 0;  // the same in the backward
-  double grad_sync_s = 0;  // gradient AllReduces ("grad.*")
+  // By sched::reported_phase: the token path's and NetMoE's collectives in each phase, and the
+  // gradient AllReduces.
+  double token_fwd_s = 0;
+  double token_bwd_s = 0;
+  double grad_sync_s = 0;
   double iteration_s = 0;  // the makespan
 };
 

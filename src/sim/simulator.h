@@ -1,6 +1,6 @@
 #pragma once
 // Runs a schedule (sched::Schedule) in virtual time on a cluster's topology (DESIGN.md "One
-// schedule, two executors"): compute ops take flops / (the device's peak for the schedule's
+// schedule, three executors"): compute ops take flops / (the device's peak for the schedule's
 // compute dtype x its compute efficiency) (or memory bytes / memory
 // bandwidth, whichever is longer), at the device's overlapped_compute_share of that rate
 // while a communication op of their rank is in flight (ready, not done); collectives and

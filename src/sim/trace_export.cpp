@@ -164,7 +164,7 @@ nlohmann::json op_args(const sched::Schedule& schedule, OpId id) {
 nlohmann::json op_event(const sched::Schedule& schedule, const SimResult& result, OpId id) {
   const sched::Op& op = schedule.op(id);
   const OpTiming& t = result.ops[id];
-  return {{"name", schedule.label(id).name},
+  return {{"name", std::string(schedule.label(id).name())},
           {"cat", std::string(to_string(op.kind))},
           {"ph", "X"},
           {"pid", op.rank},
@@ -568,9 +568,10 @@ void svg_op(const sched::Schedule& schedule, const SimResult& result, const Layo
 void svg_row_labels(const sched::Schedule& schedule, const SimResult& result, const Layout& l,
                     const std::vector<OpId>& ops, size_t row, double font, std::string& out) {
   for (size_t i = 0; i < ops.size();) {
-    const std::string& name = schedule.label(ops[i]).name;
+    const sched::OpRole role = schedule.label(ops[i]).role;
+    const std::string name(sched::to_string(role));
     size_t j = i;
-    while (j + 1 < ops.size() && schedule.label(ops[j + 1]).name == name &&
+    while (j + 1 < ops.size() && schedule.label(ops[j + 1]).role == role &&
            l.x(result.ops[size_t(ops[j + 1])].start) - l.x(result.ops[size_t(ops[j])].end) < 0.5)
       ++j;
     const double x = l.x(result.ops[size_t(ops[i])].start);

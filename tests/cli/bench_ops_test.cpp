@@ -8,8 +8,8 @@ namespace {
 // Two ranks, each with a forward gate op and a backward one; the measured run repeats twice.
 TEST(BenchOps, MeanTimeOfOneOpPerLabelMeasuredBesideSimulated) {
   sched::Schedule s(2);
-  const sched::Label fwd{"gate", 0, sched::Phase::kForward, -1, ""};
-  const sched::Label bwd{"gate", 0, sched::Phase::kBackward, -1, ""};
+  const sched::Label fwd{sched::OpRole::kGate, 0, sched::Phase::kForward, -1, ""};
+  const sched::Label bwd{sched::OpRole::kGate, 0, sched::Phase::kBackward, -1, ""};
   for (int r = 0; r < 2; ++r) {
     s.add_compute(r, 0, 1, 0, fwd);
     s.add_compute(r, 0, 1, 0, bwd);

@@ -138,11 +138,11 @@ Span moe_span(const sched::Schedule& sched, const sim::SimResult& res, int layer
   for (sched::OpId id = 0; id < sched.num_ops(); ++id) {
     const sched::Label& l = sched.label(id);
     if (l.phase != phase) continue;
-    if (l.layer == layer && l.name == "moe.dispatch.a2a")
+    if (l.layer == layer && l.name() == "moe.dispatch.a2a")
       span.start = std::min(span.start, res.ops[id].start);
-    if (l.layer == layer && l.name == "moe.combine.a2a")
+    if (l.layer == layer && l.name() == "moe.combine.a2a")
       span.end = std::max(span.end, res.ops[id].end);
-    if (with_grads && l.layer == layer + 1 && l.name == "grad.dense.allreduce")
+    if (with_grads && l.layer == layer + 1 && l.name() == "grad.dense.allreduce")
       span.end = std::max(span.end, res.ops[id].end);
   }
   return span;

@@ -147,9 +147,9 @@ Measured simulate_block(const Config& c, const Derived& d, const sched::Strategy
     if (l.layer != 0 || l.phase != sched::Phase::kForward) continue;
     const sim::OpTiming& t = r.ops[id];
     start = std::min(start, t.start);
-    if (l.name == "moe.combine.a2a") end = std::max(end, t.end);
-    if (l.name == "moe.expert") m.expert = std::max(m.expert, t.end - t.start);
-    if (l.name == "moe.hybrid.expert_allgather")
+    if (l.name() == "moe.combine.a2a") end = std::max(end, t.end);
+    if (l.name() == "moe.expert") m.expert = std::max(m.expert, t.end - t.start);
+    if (l.name() == "moe.hybrid.expert_allgather")
       m.allgather = std::max(m.allgather, t.end - t.start);
   }
   EXPECT_GT(end, start) << "no combine A2A in layer 0's forward";

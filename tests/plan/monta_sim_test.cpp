@@ -136,11 +136,11 @@ Span dispatch_span(const Regime& r, const std::string& strategy, int chunks = 1)
   for (sched::OpId id = 0; id < s.num_ops(); ++id) {
     const sched::Label& l = s.label(id);
     if (l.layer != 0 || l.phase != sched::Phase::kForward) continue;
-    if (l.name == "moe.dispatch.a2a") {
+    if (l.name() == "moe.dispatch.a2a") {
       ++span.a2a;
-    } else if (l.name == "moe.dispatch.esp_allgather") {
+    } else if (l.name() == "moe.dispatch.esp_allgather") {
       ++span.allgather;
-    } else if (l.name == "moe.dispatch.esp_allgather.copy") {
+    } else if (l.name() == "moe.dispatch.esp_allgather.copy") {
       ++span.copies;
     } else {
       continue;

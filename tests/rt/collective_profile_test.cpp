@@ -122,7 +122,6 @@ TEST(ProfileFitInSimulator, PricesTheMeasuredCollectivesOnTheFittedLine) {
     sched::Schedule s(world);
     sched::CollectiveSpec spec;
     spec.group = group;
-    spec.label.name = "profiled";
     if (r.op == Collective::kAllToAll) {
       spec.kind = sched::OpKind::kAllToAll;
       spec.algorithm = sched::Algorithm::kFlat;

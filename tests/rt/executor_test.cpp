@@ -38,27 +38,28 @@ struct StepSchedule {
   StepSchedule() {
     const int n = world_size();
     for (int r = 0; r < n; ++r) {
-      gate.push_back(s.add_compute(r, 0, 1e6, 0, test::label("moe.gate")));
+      gate.push_back(s.add_compute(r, 0, 1e6, 0, test::label(sched::OpRole::kGate)));
     }
     sched::CollectiveSpec spec;
     spec.kind = OpKind::kAllToAll;
     spec.group = all_ranks();
     spec.pair_bytes = test::pair_bytes(all_ranks());
-    spec.label = test::label("moe.dispatch.a2a", 0);
+    spec.label = test::label(sched::OpRole::kDispatchA2A, 0);
     std::vector<std::vector<OpId>> deps;
     for (int r = 0; r < n; ++r) deps.push_back({gate[r]});
     a2a = s.add_collective(spec, 0, deps).ops;
     for (int r = 0; r < n; ++r) {
-      expert.push_back(s.add_compute(r, 0, 1e6, 0, test::label("moe.expert")));
+      expert.push_back(s.add_compute(r, 0, 1e6, 0, test::label(sched::OpRole::kExpert)));
     }
     sched::CollectiveSpec grad;
     grad.kind = OpKind::kAllReduce;
     grad.group = all_ranks();
     grad.bytes = 4.0 * 6;
-    grad.label = test::label("grad.allreduce");
+    grad.label = test::label(sched::OpRole::kGradDenseAllReduce);
     allreduce = s.add_collective(grad, 1, deps).ops;
     for (int r = 0; r < n; ++r) {
-      const auto pair = s.add_send_recv({r, 2}, {(r + 1) % n, 2}, 8, 5, test::label("ring"));
+      const auto pair = s.add_send_recv({r, 2}, {(r + 1) % n, 2}, 8, 5,
+                                        test::label(sched::OpRole::kStageSendActivations));
       send.push_back(pair.send);
     }
     recv.resize(n);
@@ -72,12 +73,12 @@ struct StepSchedule {
 TEST(Executor, MicroOpsWaitForTheA2AsReadyOnAnyRank) {
   const int n = world_size(), me = world_rank();
   sched::Schedule s(n);
-  const OpId late = s.add_compute(0, 0, 1, 0, test::label("late"));
+  const OpId late = s.add_compute(0, 0, 1, 0, test::label(sched::OpRole::kAttention));
   sched::CollectiveSpec a2a;
   a2a.kind = OpKind::kAllToAll;
   a2a.group = all_ranks();
   a2a.pair_bytes = test::pair_bytes(all_ranks());
-  a2a.label = test::label("moe.dispatch.a2a", 0);
+  a2a.label = test::label(sched::OpRole::kDispatchA2A, 0);
   a2a.priority = 1;
   std::vector<std::vector<OpId>> deps(static_cast<size_t>(n));
   deps[0] = {late};
@@ -86,7 +87,7 @@ TEST(Executor, MicroOpsWaitForTheA2AsReadyOnAnyRank) {
   grad.kind = OpKind::kAllReduce;
   grad.group = all_ranks();
   grad.bytes = 64;
-  grad.label = test::label("grad.dense.allreduce");
+  grad.label = test::label(sched::OpRole::kGradDenseAllReduce);
   grad.priority = -1;
   const std::vector<OpId> micro = s.add_collective(grad, 2).ops;
 
@@ -164,7 +165,7 @@ TEST(Executor, AllocatesBuffersFromTheSchedule) {
     if (kind == OpKind::kAllToAll) spec.pair_bytes = test::pair_bytes(all_ranks());
     if (kind == OpKind::kBroadcast) spec.root = n - 1;
     spec.algorithm = algorithm;
-    spec.label = test::label(std::string(sched::to_string(kind)));
+    spec.label = test::label(sched::OpRole::kGradDenseAllReduce);
     return s.add_collective(spec, streams).ops;
   };
   std::vector<int> alternate;
@@ -175,7 +176,8 @@ TEST(Executor, AllocatesBuffersFromTheSchedule) {
   add(OpKind::kReduceScatter, 100, alternate);
   add(OpKind::kAllReduce, 30, {1});
   add(OpKind::kBroadcast, 12, alternate);
-  for (int r = 0; r < n; ++r) s.add_copy(r, 0, 64, test::label("copy"));
+  for (int r = 0; r < n; ++r)
+    s.add_copy(r, 0, 64, test::label(sched::OpRole::kDispatchEspAllGatherCopy));
   Executor executor(MPI_COMM_WORLD, s, {.timeout_s = test::kTimeout, .ranks_per_node = 2});
   const ExecResult result = executor.run();
   for (OpId id : s.ops_of(world_rank())) EXPECT_GE(result.ops[id].end, 0) << s.describe(id);
@@ -191,8 +193,8 @@ TEST(Executor, AKernelFailureStopsTheRun) {
   sched::Schedule s(world_size());
   std::vector<OpId> fails;
   for (int r = 0; r < world_size(); ++r) {
-    fails.push_back(s.add_compute(r, 0, 0, 0, test::label("boom")));
-    s.add_compute(r, 1, 0, 0, test::label("after"), {fails.back()});
+    fails.push_back(s.add_compute(r, 0, 0, 0, test::label(sched::OpRole::kAttention)));
+    s.add_compute(r, 1, 0, 0, test::label(sched::OpRole::kGate), {fails.back()});
   }
   Executor executor(MPI_COMM_WORLD, s, {.timeout_s = test::kTimeout});
   executor.set_kernel(fails[world_rank()], [] { throw std::runtime_error("kernel failed"); });

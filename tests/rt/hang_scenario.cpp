@@ -14,14 +14,14 @@ int hang_scenario() {
   std::vector<std::vector<sched::OpId>> deps;
   std::vector<sched::OpId> stall;
   for (int r = 0; r < n; ++r) {
-    stall.push_back(s.add_compute(r, 0, 0, 0, label("test.stall")));
+    stall.push_back(s.add_compute(r, 0, 0, 0, label(sched::OpRole::kAttention)));
     deps.push_back({stall.back()});
   }
   sched::CollectiveSpec a2a;
   a2a.kind = sched::OpKind::kAllToAll;
   a2a.group = all_ranks();
   a2a.pair_bytes.assign(size_t(n) * n, 64.0);
-  a2a.label = label("moe.dispatch.a2a", 0, sched::Phase::kForward);
+  a2a.label = label(sched::OpRole::kDispatchA2A, 0, sched::Phase::kForward);
   s.add_collective(a2a, 0, deps);
   Executor executor(MPI_COMM_WORLD, s, {.timeout_s = kHangTimeout, .ranks_per_node = 2});
   if (me == n - 1) {  // stops sending: never joins the A2A within anyone's timeout

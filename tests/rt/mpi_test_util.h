@@ -31,10 +31,10 @@ inline core::RankGroup all_ranks() {
   return g;
 }
 
-inline sched::Label label(std::string name, int layer = -1,
+inline sched::Label label(sched::OpRole role, int layer = -1,
                           sched::Phase phase = sched::Phase::kNone) {
   sched::Label l;
-  l.name = std::move(name);
+  l.role = role;
   l.layer = layer;
   l.phase = phase;
   return l;

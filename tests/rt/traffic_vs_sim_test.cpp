@@ -118,15 +118,16 @@ TEST(TrafficVsSim, RuntimeBytesByLevelEqualTheSimulatorsForTheSameRouting) {
   }
 }
 
-// The simulated bytes by level of a schedule's token-path collectives ("moe.*" labels): the
+// The simulated bytes by level of a schedule's token-path and HybridEP collectives: the
 // step's gradient AllReduces and the dense TP AllReduce are not part of the layer run here.
 std::vector<double> token_path_bytes(const sched::Schedule& schedule, const core::Cluster& c) {
   sched::Schedule only(schedule.world_size());
   for (int k = 0; k < schedule.num_collectives(); ++k) {
     const sched::Collective& col = schedule.collective(k);
     const sched::Label& label = schedule.labels()[col.label];
-    if (label.name.rfind("moe.", 0) != 0) continue;
-    if (label.name.rfind("moe.netmoe.", 0) == 0) continue;  // metadata: counts, aux, targets
+    const sched::OpFamily family = sched::family(label.role);  // not NetMoE's metadata
+    if (family != sched::OpFamily::kTokenPath && family != sched::OpFamily::kExpertTransfer)
+      continue;
     sched::CollectiveSpec s;
     s.kind = col.kind;
     s.group = col.group;

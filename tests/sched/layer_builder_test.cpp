@@ -67,7 +67,7 @@ std::vector<std::vector<double>> skewed_pairs(const LayerSetup& s) {
 std::vector<const Collective*> collectives(const Schedule& s, const std::string& name) {
   std::vector<const Collective*> out;
   for (CollectiveId c = 0; c < s.num_collectives(); ++c)
-    if (s.labels()[s.collective(c).label].name == name) out.push_back(&s.collective(c));
+    if (s.labels()[s.collective(c).label].name() == name) out.push_back(&s.collective(c));
   return out;
 }
 
@@ -115,7 +115,7 @@ TEST(LayerBuilder, StreamsAreNamedByWhatTheyCarry) {
     const Schedule sched = build_training_step(s);
     for (OpId id = 0; id < sched.num_ops(); ++id) {
       const Op& op = sched.op(id);
-      const std::string& label = sched.label(id).name;
+      const std::string label(sched.label(id).name());
       const std::string stream = sched.stream_name(op.stream);
       if (op.kind == OpKind::kAllToAll) {
         EXPECT_EQ(stream, "token comm") << name << " " << sched.describe(id);
@@ -265,10 +265,10 @@ TEST(LayerBuilder, MontaPipelinesA2AWithAllGatherAndCopies) {
     for (OpId id : sched.ops_of(rank)) {
       const Label& l = sched.label(id);
       if (l.layer != 0 || l.phase != Phase::kForward) continue;
-      if (l.name == "moe.dispatch.a2a") a2a.push_back(id);
-      if (l.name == "moe.dispatch.esp_allgather") ag.push_back(id);
-      if (l.name == "moe.dispatch.esp_allgather.copy") copy.push_back(id);
-      if (l.name == "moe.expert") expert.push_back(id);
+      if (l.name() == "moe.dispatch.a2a") a2a.push_back(id);
+      if (l.name() == "moe.dispatch.esp_allgather") ag.push_back(id);
+      if (l.name() == "moe.dispatch.esp_allgather.copy") copy.push_back(id);
+      if (l.name() == "moe.expert") expert.push_back(id);
     }
     ASSERT_EQ(a2a.size(), 4u);
     ASSERT_EQ(ag.size(), 4u);
@@ -294,7 +294,7 @@ TEST(LayerBuilder, FsmoePipelinesEveryChunkThroughTheExperts) {
   std::map<std::string, std::vector<OpId>> ops;
   for (OpId id : sched.ops_of(0)) {
     const Label& l = sched.label(id);
-    if (l.layer == 1 && l.phase == Phase::kBackward) ops[l.name].push_back(id);
+    if (l.layer == 1 && l.phase == Phase::kBackward) ops[std::string(l.name())].push_back(id);
   }
   ASSERT_EQ(ops["moe.expert"].size(), 4u);
   for (int i = 0; i < 4; ++i) {
@@ -314,12 +314,12 @@ TEST(LayerBuilder, FsmoePipelinesEveryChunkThroughTheExperts) {
   OpId window = kNone;
   for (OpId id : sched.ops_of(0)) {
     const Label& l = sched.label(id);
-    if (l.layer == 0 && l.phase == Phase::kBackward && l.name == "moe.dispatch.a2a") window = id;
+    if (l.layer == 0 && l.phase == Phase::kBackward && l.name() == "moe.dispatch.a2a") window = id;
   }
   int pieces = 0;
   for (OpId id : sched.ops_of(0)) {
     const Label& l = sched.label(id);
-    if (l.name != "grad.dense.allreduce" || l.layer != 1) continue;
+    if (l.name() != "grad.dense.allreduce" || l.layer != 1) continue;
     ++pieces;
     EXPECT_EQ(sched.op(id).stream, kGradStream);
     const auto deps = sched.deps(id);
@@ -376,10 +376,10 @@ TEST(LayerBuilder, HybridEpGathersExpertsInsideDomainsAndSendsOnlyAcrossThem) {
   // The experts wait for the prefetch; it was issued before the layer's attention.
   for (OpId id : sched.ops_of(0)) {
     const Label& l = sched.label(id);
-    if (l.name != "moe.expert" || l.phase != Phase::kForward) continue;
+    if (l.name() != "moe.expert" || l.phase != Phase::kForward) continue;
     const auto deps = sched.deps(id);
     EXPECT_TRUE(std::any_of(deps.begin(), deps.end(), [&](OpId d) {
-      return sched.label(d).name == "moe.hybrid.expert_allgather" &&
+      return sched.label(d).name() == "moe.hybrid.expert_allgather" &&
              sched.label(d).layer == l.layer;
     }));
   }
@@ -408,7 +408,7 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
   }
   for (const Collective* c : collectives(sched, "moe.hybrid.expert_allgather")) {
     for (OpId dep : sched.deps(c->ops[0]))  // nothing of the forward's layers before it
-      EXPECT_EQ(sched.label(dep).name, "moe.hybrid.expert_allgather") << sched.label(dep).layer;
+      EXPECT_EQ(sched.label(dep).role, OpRole::kExpertTransferAllGather) << sched.label(dep).layer;
   }
 }
 
@@ -432,11 +432,11 @@ TEST(LayerBuilder, ContextParallelGathersKeysAndValuesOverTheCpGroup) {
   }
   for (OpId id : sched.ops_of(0)) {  // the forward attention waits for its keys and values
     const Label& l = sched.label(id);
-    if (l.name != "attn" || l.phase != Phase::kForward) continue;
+    if (l.name() != "attn" || l.phase != Phase::kForward) continue;
     std::vector<OpId> before = sched.deps(id);
     before.push_back(sched.op(id).prev);
     EXPECT_TRUE(std::any_of(before.begin(), before.end(), [&](OpId d) {
-      return d != kNone && sched.label(d).name == "attn.cp.allgather";
+      return d != kNone && sched.label(d).name() == "attn.cp.allgather";
     })) << l.layer;
   }
   for (const Collective* c : scatters) EXPECT_EQ(label_of(sched, c).phase, Phase::kBackward);
@@ -451,7 +451,8 @@ TEST(LayerBuilder, MontaCommPriorityOrdersEpPpCpDp) {
   const auto priorities = [](const std::string& strategy) {
     const Schedule s = build_training_step(setup("cp=2,pp=2,ep=2", strategy));
     std::map<std::string, std::set<int>> by_name;
-    for (OpId id = 0; id < s.num_ops(); ++id) by_name[s.label(id).name].insert(s.op(id).priority);
+    for (OpId id = 0; id < s.num_ops(); ++id)
+      by_name[std::string(s.label(id).name())].insert(s.op(id).priority);
     return by_name;
   };
   auto monta = priorities("comm_priority=monta");
@@ -487,7 +488,7 @@ TEST(LayerBuilder, HybridEpCompressionWithADomainOfOneCostsWhatNoCompressionCost
   EXPECT_TRUE(collectives(compressed, "moe.hybrid.shared_allreduce").empty());
   ASSERT_EQ(compressed.num_ops(), plain.num_ops());
   for (OpId id = 0; id < compressed.num_ops(); ++id) {
-    EXPECT_EQ(compressed.label(id).name, plain.label(id).name) << id;
+    EXPECT_EQ(compressed.label(id).role, plain.label(id).role) << id;
     EXPECT_DOUBLE_EQ(compressed.op(id).bytes, plain.op(id).bytes) << id;
     EXPECT_DOUBLE_EQ(compressed.op(id).flops, plain.op(id).flops) << id;
   }
@@ -546,7 +547,7 @@ TEST(LayerBuilder, NetMoeUsesTheGivenMatrices) {
   // Experts compute what they receive: column j sums to 100 (4 j + 10).
   const LayerWorkload w = layer_workload(s.model, s.parallel);
   for (OpId id : sched.ops_of(3)) {
-    if (sched.label(id).name == "moe.expert" && sched.label(id).phase == Phase::kForward) {
+    if (sched.label(id).name() == "moe.expert" && sched.label(id).phase == Phase::kForward) {
       EXPECT_DOUBLE_EQ(sched.op(id).flops, w.expert_flops * (100.0 * 22) / w.a2a_bytes);
     }
   }
@@ -564,9 +565,9 @@ TEST(LayerBuilder, NetMoeCombineMatricesGoToTheNewPositions) {
   for (const char* name : {"moe.dispatch.a2a", "moe.combine.a2a"})
     for (const Collective* c : collectives(sched, name)) {
       const Label& l = sched.labels()[c->label];
-      const bool fwd = l.phase == Phase::kForward, combine = l.name == "moe.combine.a2a";
+      const bool fwd = l.phase == Phase::kForward, combine = l.name() == "moe.combine.a2a";
       const double want = fwd == combine ? 207.0 : 200.0;  // forward combine, backward dispatch
-      EXPECT_DOUBLE_EQ(fwd ? c->pair(0, 1) : c->pair(1, 0), want) << l.name << " " << fwd;
+      EXPECT_DOUBLE_EQ(fwd ? c->pair(0, 1) : c->pair(1, 0), want) << l.name() << " " << fwd;
       (fwd ? forward : backward) += 1;
     }
   EXPECT_EQ(forward, backward);
@@ -599,13 +600,13 @@ TEST(LayerBuilder, NetMoeGathersCountsAndSolvesBesideTheScatter) {
     OpId solve = kNone, gathered = kNone, first_gather = kNone, head = kNone, moved = kNone;
     for (OpId id : sched.ops_of(3)) {
       const Label& l = sched.label(id);
-      if (l.layer != layer && l.name != "head") continue;
-      if (l.name == "moe.netmoe.solve") solve = id;
-      if (l.name == "moe.netmoe.counts_allgather") gathered = id;
-      if (l.name == "moe.netmoe.targets_allgather") moved = id;
-      if (l.name == "moe.combine.a2a" && l.phase == Phase::kForward && l.chunk == 0)
+      if (l.layer != layer && l.name() != "head") continue;
+      if (l.name() == "moe.netmoe.solve") solve = id;
+      if (l.name() == "moe.netmoe.counts_allgather") gathered = id;
+      if (l.name() == "moe.netmoe.targets_allgather") moved = id;
+      if (l.name() == "moe.combine.a2a" && l.phase == Phase::kForward && l.chunk == 0)
         first_gather = id;
-      if (l.name == "head" && l.phase == Phase::kForward) head = id;
+      if (l.name() == "head" && l.phase == Phase::kForward) head = id;
     }
     ASSERT_NE(solve, kNone);
     EXPECT_EQ(sched.op(solve).stream, kPlacementStream);
@@ -691,7 +692,7 @@ TEST(LayerBuilder, LmHeadAddsTheHeadBetweenTheForwardAndTheBackward) {
   for (int r = 0; r < sched.world_size(); ++r) {
     std::vector<OpId> heads;
     for (OpId id : sched.ops_of(r))
-      if (sched.label(id).name == "head") heads.push_back(id);
+      if (sched.label(id).name() == "head") heads.push_back(id);
     if (!last.count(r)) {
       EXPECT_TRUE(heads.empty()) << "rank " << r;
       continue;

@@ -7,26 +7,26 @@
 namespace moecomm::sched {
 namespace {
 
-Label fwd(const std::string& name, int chunk = -1) {
-  return Label{name, 0, Phase::kForward, chunk, "baseline"};
+Label fwd(OpRole role, int chunk = -1) {
+  return Label{role, 0, Phase::kForward, chunk, "baseline"};
 }
 
-CollectiveSpec a2a(const core::RankGroup& group, double per_pair, const std::string& name) {
+CollectiveSpec a2a(const core::RankGroup& group, double per_pair, OpRole role) {
   const size_t n = group.size();
   CollectiveSpec s;
   s.kind = OpKind::kAllToAll;
   s.group = group;
   s.pair_bytes.assign(n * n, per_pair);
-  s.label = fwd(name);
+  s.label = fwd(role);
   return s;
 }
 
-CollectiveSpec allreduce(const core::RankGroup& group, double bytes, const std::string& name) {
+CollectiveSpec allreduce(const core::RankGroup& group, double bytes, OpRole role) {
   CollectiveSpec s;
   s.kind = OpKind::kAllReduce;
   s.group = group;
   s.bytes = bytes;
-  s.label = Label{name, 0, Phase::kBackward, -1, "bucketed"};
+  s.label = Label{role, 0, Phase::kBackward, -1, "bucketed"};
   return s;
 }
 
@@ -40,15 +40,15 @@ struct Layer {
   std::vector<Schedule::Issued> grads;
 
   Layer() {
-    for (int r = 0; r < 4; ++r) gate.push_back(s.add_compute(r, 0, 1e9, 1e6, fwd("moe.gate")));
-    dispatch = s.add_collective(a2a({0, 1, 2, 3}, 100, "moe.dispatch.a2a"), 1,
+    for (int r = 0; r < 4; ++r) gate.push_back(s.add_compute(r, 0, 1e9, 1e6, fwd(OpRole::kGate)));
+    dispatch = s.add_collective(a2a({0, 1, 2, 3}, 100, OpRole::kDispatchA2A), 1,
                                 {{gate[0]}, {gate[1]}, {gate[2]}, {gate[3]}});
     for (int r = 0; r < 4; ++r)
-      expert.push_back(s.add_compute(r, 0, 4e9, 2e6, fwd("moe.expert"), {dispatch.ops[r]}));
-    combine = s.add_collective(a2a({0, 1, 2, 3}, 50, "moe.combine.a2a"), 1,
+      expert.push_back(s.add_compute(r, 0, 4e9, 2e6, fwd(OpRole::kExpert), {dispatch.ops[r]}));
+    combine = s.add_collective(a2a({0, 1, 2, 3}, 50, OpRole::kCombineA2A), 1,
                                {{expert[0]}, {expert[1]}, {expert[2]}, {expert[3]}});
     for (const core::RankGroup& g : {core::RankGroup{0, 2}, core::RankGroup{1, 3}})
-      grads.push_back(s.add_collective(allreduce(g, 8e6, "dense.grad.allreduce"), 2));
+      grads.push_back(s.add_collective(allreduce(g, 8e6, OpRole::kGradDenseAllReduce), 2));
   }
 };
 
@@ -82,10 +82,10 @@ TEST(Schedule, OneLayerForwardAccessors) {
   EXPECT_EQ(s.collective(l.grads[1].id).group, (core::RankGroup{1, 3}));
   EXPECT_EQ(s.collective(l.grads[1].id).algorithm, Algorithm::kRing);
 
-  EXPECT_EQ(s.label(l.dispatch.ops[0]).name, "moe.dispatch.a2a");
+  EXPECT_EQ(s.label(l.dispatch.ops[0]).role, OpRole::kDispatchA2A);
   EXPECT_EQ(s.labels().size(), 5u);  // interned: one per builder step, not per op
   EXPECT_EQ(to_string(s.label(l.grads[0].ops[0])),
-            "dense.grad.allreduce [layer 0, backward, knob bucketed]");
+            "grad.dense.allreduce [layer 0, backward, knob bucketed]");
   EXPECT_EQ(s.describe(l.expert[1]), "op 9 (rank 1, stream 0, \"moe.expert\")");
 }
 
@@ -106,7 +106,7 @@ TEST(Schedule, Totals) {
 
 TEST(Schedule, PrioritiesCopiesAndSendRecv) {
   Schedule s(2);
-  CollectiveSpec spec = allreduce({0, 1}, 10, "grad");
+  CollectiveSpec spec = allreduce({0, 1}, 10, OpRole::kGradDenseAllReduce);
   spec.priority = -1;  // Lina: gradients yield to A2A
   const auto ar = s.add_collective(spec, {2, 3});
   EXPECT_EQ(s.op(ar.ops[0]).priority, -1);
@@ -114,17 +114,17 @@ TEST(Schedule, PrioritiesCopiesAndSendRecv) {
   s.set_priority(ar.ops[1], 5);
   EXPECT_EQ(s.op(ar.ops[1]).priority, 5);
 
-  const OpId copy = s.add_copy(0, 1, 64, fwd("copy"));
-  const auto p = s.add_send_recv({0, 0, {copy}}, {1, 0}, 64, 7, fwd("p2p"));
+  const OpId copy = s.add_copy(0, 1, 64, fwd(OpRole::kDispatchEspAllGatherCopy));
+  const auto p = s.add_send_recv({0, 0, {copy}}, {1, 0}, 64, 7, fwd(OpRole::kStageSendActivations));
   EXPECT_EQ(s.op(p.send).twin, p.recv);
   EXPECT_EQ(s.op(p.recv).peer, 0);
   EXPECT_EQ(s.op(p.recv).tag, 7);
   EXPECT_EQ(s.deps(p.send), (std::vector<OpId>{copy}));
   // Per-rank halves pair up in the order added (MPI non-overtaking).
-  const OpId r1 = s.add_recv(1, 1, 0, 8, 3, fwd("late"));
-  const OpId r2 = s.add_recv(1, 1, 0, 9, 3, fwd("late"));
-  const OpId s1 = s.add_send(0, 1, 1, 8, 3, fwd("late"));
-  const OpId s2 = s.add_send(0, 1, 1, 9, 3, fwd("late"));
+  const OpId r1 = s.add_recv(1, 1, 0, 8, 3, fwd(OpRole::kStageSendActivations));
+  const OpId r2 = s.add_recv(1, 1, 0, 9, 3, fwd(OpRole::kStageSendActivations));
+  const OpId s1 = s.add_send(0, 1, 1, 8, 3, fwd(OpRole::kStageSendActivations));
+  const OpId s2 = s.add_send(0, 1, 1, 9, 3, fwd(OpRole::kStageSendActivations));
   EXPECT_EQ(s.op(s1).twin, r1);
   EXPECT_EQ(s.op(s2).twin, r2);
   s.validate();
@@ -133,32 +133,33 @@ TEST(Schedule, PrioritiesCopiesAndSendRecv) {
 
 TEST(ScheduleErrors, Cycles) {
   Schedule s(1);
-  const OpId a = s.add_compute(0, 0, 1, 1, fwd("a"));
-  const OpId b = s.add_compute(0, 1, 1, 1, fwd("b"), {a});
+  const OpId a = s.add_compute(0, 0, 1, 1, fwd(OpRole::kAttention));
+  const OpId b = s.add_compute(0, 1, 1, 1, fwd(OpRole::kGate), {a});
   s.validate();
   s.depends(a, b);  // across streams: a -> b -> a
-  EXPECT_ERROR_HAS(s.validate(), "dependency cycle", "\"a\"", "\"b\"");
+  EXPECT_ERROR_HAS(s.validate(), "dependency cycle", "\"attn\"", "\"gate\"");
 
   Schedule self(1);
-  const OpId x = self.add_compute(0, 0, 1, 1, fwd("x"));
+  const OpId x = self.add_compute(0, 0, 1, 1, fwd(OpRole::kAttention));
   self.depends(x, x);
-  EXPECT_ERROR_HAS(self.validate(), "op 0 (rank 0, stream 0, \"x\")", "dependency cycle");
+  EXPECT_ERROR_HAS(self.validate(), "op 0 (rank 0, stream 0, \"attn\")", "dependency cycle");
 }
 
 // The classic deadlock: rank 0 issues C1 then C2, rank 1 issues C2 then C1.
 TEST(ScheduleErrors, CollectivesInOppositeOrdersDeadlock) {
   Schedule s(2);
-  const CollectiveId c1 = s.declare_collective(allreduce({0, 1}, 1, "c1"));
-  const CollectiveId c2 = s.declare_collective(allreduce({0, 1}, 1, "c2"));
+  const CollectiveId c1 = s.declare_collective(allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce));
+  const CollectiveId c2 = s.declare_collective(allreduce({0, 1}, 1, OpRole::kGradExpertAllReduce));
   s.join(c1, 0, 0);
   s.join(c2, 0, 0);
   s.join(c2, 1, 0);
   s.join(c1, 1, 0);
-  EXPECT_ERROR_HAS(s.validate(), "deadlock", "rank 0", "rank 1", "\"c1\"", "\"c2\"", " ~ ");
+  EXPECT_ERROR_HAS(s.validate(), "deadlock", "rank 0", "rank 1", "\"grad.dense.allreduce\"",
+                   "\"grad.expert.allreduce\"", " ~ ");
 
   Schedule ok(2);  // same order on both ranks: fine
-  const CollectiveId d1 = ok.declare_collective(allreduce({0, 1}, 1, "c1"));
-  const CollectiveId d2 = ok.declare_collective(allreduce({0, 1}, 1, "c2"));
+  const CollectiveId d1 = ok.declare_collective(allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce));
+  const CollectiveId d2 = ok.declare_collective(allreduce({0, 1}, 1, OpRole::kGradExpertAllReduce));
   for (int r : {1, 0}) {
     ok.join(d1, r, 0);
     ok.join(d2, r, 0);
@@ -169,77 +170,82 @@ TEST(ScheduleErrors, CollectivesInOppositeOrdersDeadlock) {
 TEST(ScheduleErrors, SendRecvDeadlockAcrossStreamsAndEvents) {
   Schedule s(2);
   // Each rank receives before it sends; the event chain makes it a cycle.
-  const OpId r0 = s.add_recv(0, 0, 1, 8, 0, fwd("r0"));
-  const OpId r1 = s.add_recv(1, 0, 0, 8, 0, fwd("r1"));
-  s.add_send(0, 1, 1, 8, 0, fwd("s0"), {r0});
-  s.add_send(1, 1, 0, 8, 0, fwd("s1"), {r1});
-  EXPECT_ERROR_HAS(s.validate(), "dependency cycle", "\"r0\"", "\"s1\"");
+  const OpId r0 = s.add_recv(0, 0, 1, 8, 0, fwd(OpRole::kStageRecvActivations));
+  const OpId r1 = s.add_recv(1, 0, 0, 8, 0, fwd(OpRole::kStageRecvGrads));
+  s.add_send(0, 1, 1, 8, 0, fwd(OpRole::kStageSendActivations), {r0});
+  s.add_send(1, 1, 0, 8, 0, fwd(OpRole::kStageSendGrads), {r1});
+  EXPECT_ERROR_HAS(s.validate(), "dependency cycle", "\"pp.recv.activations\"",
+                   "\"pp.send.grads\"");
 }
 
 TEST(ScheduleErrors, UnmatchedSendRecv) {
   Schedule s(2);
-  s.add_send(0, 0, 1, 8, 4, fwd("lonely"));
-  EXPECT_ERROR_HAS(s.validate(), "op 0 (rank 0, stream 0, \"lonely\")",
+  s.add_send(0, 0, 1, 8, 4, fwd(OpRole::kStageSendActivations));
+  EXPECT_ERROR_HAS(s.validate(), "op 0 (rank 0, stream 0, \"pp.send.activations\")",
                    "send to rank 1 (tag 4) has no matching recv");
   Schedule t(2);
-  t.add_recv(1, 0, 0, 8, 4, fwd("lonely"));
-  t.add_send(0, 0, 1, 8, 5, fwd("other tag"));
+  t.add_recv(1, 0, 0, 8, 4, fwd(OpRole::kStageSendActivations));
+  t.add_send(0, 0, 1, 8, 5, fwd(OpRole::kStageSendGrads));
   EXPECT_ERROR_HAS(t.validate(), "recv from rank 0 (tag 4) has no matching send");
   Schedule u(2);
-  u.add_send(0, 0, 1, 8, 0, fwd("a"));
-  u.add_recv(1, 0, 0, 9, 0, fwd("b"));
+  u.add_send(0, 0, 1, 8, 0, fwd(OpRole::kAttention));
+  u.add_recv(1, 0, 0, 9, 0, fwd(OpRole::kGate));
   EXPECT_ERROR_HAS(u.validate(), "has 8 bytes", "has 9");
   Schedule v(2);
-  v.add_send(0, 0, 0, 8, 0, fwd("self"));
-  v.add_recv(0, 0, 0, 8, 0, fwd("self"));
+  v.add_send(0, 0, 0, 8, 0, fwd(OpRole::kStageSendActivations));
+  v.add_recv(0, 0, 0, 8, 0, fwd(OpRole::kStageSendActivations));
   EXPECT_ERROR_HAS(v.validate(), "itself");
 }
 
 TEST(ScheduleErrors, InconsistentCollectives) {
   Schedule missing(3);
-  const CollectiveId c = missing.declare_collective(allreduce({0, 1, 2}, 1, "ar"));
+  const CollectiveId c =
+      missing.declare_collective(allreduce({0, 1, 2}, 1, OpRole::kGradDenseAllReduce));
   missing.join(c, 0, 0);
   missing.join(c, 1, 0);
-  EXPECT_ERROR_HAS(missing.validate(), "collective 0 (all_reduce over 3 ranks, \"ar\")",
+  EXPECT_ERROR_HAS(missing.validate(),
+                   "collective 0 (all_reduce over 3 ranks, \"grad.dense.allreduce\")",
                    "group rank 2 has no op");
 
   Schedule twice(2);
-  const CollectiveId d = twice.declare_collective(allreduce({0, 1}, 1, "ar"));
+  const CollectiveId d =
+      twice.declare_collective(allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce));
   twice.join(d, 0, 0);
   twice.join(d, 1, 0);
   twice.join(d, 1, 1);
   EXPECT_ERROR_HAS(twice.validate(), "op 2 (rank 1, stream 1", "twice", "first as op 1");
 
   Schedule stranger(3);
-  const CollectiveId e = stranger.declare_collective(allreduce({0, 1}, 1, "ar"));
+  const CollectiveId e =
+      stranger.declare_collective(allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce));
   stranger.join(e, 0, 0);
   stranger.join(e, 1, 0);
   stranger.join(e, 2, 0);
   EXPECT_ERROR_HAS(stranger.validate(), "op 2 (rank 2", "not in the group of collective 0");
 
   Schedule dup(2);
-  dup.add_collective(allreduce({0, 1, 1}, 1, "ar"), 0);
+  dup.add_collective(allreduce({0, 1, 1}, 1, OpRole::kGradDenseAllReduce), 0);
   EXPECT_ERROR_HAS(dup.validate(), "rank 1 appears twice");
 
   Schedule algo(2);
-  CollectiveSpec spec = allreduce({0, 1}, 1, "ar");
+  CollectiveSpec spec = allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce);
   spec.algorithm = Algorithm::k2DH;
   algo.add_collective(spec, 0);
   EXPECT_ERROR_HAS(algo.validate(), "algorithm 2dh does not apply to all_reduce");
 
   Schedule root(3);
-  spec = allreduce({0, 1}, 1, "bcast");
+  spec = allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce);
   spec.kind = OpKind::kBroadcast;
   spec.root = 2;
   root.add_collective(spec, 0);
   EXPECT_ERROR_HAS(root.validate(), "root 2 is not in the group");
 
   Schedule empty(2);
-  empty.declare_collective(allreduce({}, 1, "ar"));
+  empty.declare_collective(allreduce({}, 1, OpRole::kGradDenseAllReduce));
   EXPECT_ERROR_HAS(empty.validate(), "group is empty");
 
   Schedule kind(2);
-  spec = allreduce({0, 1}, 1, "ar");
+  spec = allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce);
   spec.kind = OpKind::kCopy;
   EXPECT_ERROR_HAS(kind.add_collective(spec, 0), "copy is not a collective");
   spec.kind = OpKind::kAllReduce;
@@ -250,18 +256,20 @@ TEST(ScheduleErrors, InconsistentCollectives) {
 
 TEST(ScheduleErrors, RanksOutsideTheWorld) {
   Schedule s(4);
-  EXPECT_ERROR_HAS(s.add_compute(4, 0, 1, 1, fwd("gate")), "op 0 (rank 4, \"gate\")",
+  EXPECT_ERROR_HAS(s.add_compute(4, 0, 1, 1, fwd(OpRole::kGate)), "op 0 (rank 4, \"gate\")",
                    "rank 4 is outside [0, 4)");
-  EXPECT_ERROR_HAS(s.add_copy(-1, 0, 1, fwd("copy")), "rank -1 is outside [0, 4)");
-  EXPECT_ERROR_HAS(s.add_collective(allreduce({0, 7}, 1, "ar"), 0), "rank 7 is outside [0, 4)");
+  EXPECT_ERROR_HAS(s.add_copy(-1, 0, 1, fwd(OpRole::kDispatchEspAllGatherCopy)),
+                   "rank -1 is outside [0, 4)");
+  EXPECT_ERROR_HAS(s.add_collective(allreduce({0, 7}, 1, OpRole::kGradDenseAllReduce), 0),
+                   "rank 7 is outside [0, 4)");
   Schedule t(4);
-  t.declare_collective(allreduce({0, 7}, 1, "ar"));
+  t.declare_collective(allreduce({0, 7}, 1, OpRole::kGradDenseAllReduce));
   EXPECT_ERROR_HAS(t.validate(), "group rank 7 is outside [0, 4)");
   Schedule u(4);
-  u.add_send(0, 0, 9, 1, 0, fwd("send"));
+  u.add_send(0, 0, 9, 1, 0, fwd(OpRole::kStageSendActivations));
   EXPECT_ERROR_HAS(u.validate(), "peer rank 9 is outside [0, 4)");
   EXPECT_ERROR_HAS(Schedule(0), "world size must be positive");
-  EXPECT_ERROR_HAS(u.add_compute(0, -1, 1, 1, fwd("x")), "stream -1 is outside");
+  EXPECT_ERROR_HAS(u.add_compute(0, -1, 1, 1, fwd(OpRole::kAttention)), "stream -1 is outside");
 }
 
 TEST(Schedule, StreamsAreNamedWhereNamed) {
@@ -279,39 +287,40 @@ TEST(Schedule, StreamsAreNamedWhereNamed) {
 
 TEST(ScheduleErrors, PairMatricesAndSizes) {
   Schedule s(2);
-  CollectiveSpec spec = a2a({0, 1}, 1, "a2a");
+  CollectiveSpec spec = a2a({0, 1}, 1, OpRole::kDispatchA2A);
   spec.pair_bytes.pop_back();
   s.add_collective(spec, 0);
-  EXPECT_ERROR_HAS(s.validate(), "op 0 (rank 0, stream 0, \"a2a\")",
+  EXPECT_ERROR_HAS(s.validate(), "op 0 (rank 0, stream 0, \"moe.dispatch.a2a\")",
                    "pair matrix has 3 entries, a group of 2 needs 4");
   Schedule t(2);
-  spec = a2a({0, 1}, 1, "a2a");
+  spec = a2a({0, 1}, 1, OpRole::kDispatchA2A);
   spec.pair_bytes[1] = -5;
   t.add_collective(spec, 0);
   EXPECT_ERROR_HAS(t.validate(), "pair bytes [0][1] = -5");
   Schedule u(2);
-  spec = allreduce({0, 1}, 1, "ar");
+  spec = allreduce({0, 1}, 1, OpRole::kGradDenseAllReduce);
   spec.pair_bytes = {1, 1, 1, 1};
   u.add_collective(spec, 0);
   EXPECT_ERROR_HAS(u.validate(), "pair matrix belongs to all_to_all only");
   Schedule v(2);
-  v.add_collective(allreduce({0, 1}, -3, "ar"), 0);
+  v.add_collective(allreduce({0, 1}, -3, OpRole::kGradDenseAllReduce), 0);
   EXPECT_ERROR_HAS(v.validate(), "bytes = -3");
   Schedule w(1);
-  w.add_compute(0, 0, -1, 1, fwd("gate"));
+  w.add_compute(0, 0, -1, 1, fwd(OpRole::kGate));
   EXPECT_ERROR_HAS(w.validate(), "op 0 (rank 0, stream 0, \"gate\")", "flops = -1");
   Schedule x(1);
-  x.add_copy(0, 0, -2, fwd("copy"));
+  x.add_copy(0, 0, -2, fwd(OpRole::kDispatchEspAllGatherCopy));
   EXPECT_ERROR_HAS(x.validate(), "bytes = -2");
 }
 
 TEST(ScheduleErrors, DependencyErrors) {
   Schedule s(2);
-  const OpId a = s.add_compute(0, 0, 1, 1, fwd("a"));
-  EXPECT_ERROR_HAS(s.add_compute(1, 0, 1, 1, fwd("b"), {5}), "dependency op 5 does not exist");
+  const OpId a = s.add_compute(0, 0, 1, 1, fwd(OpRole::kAttention));
+  EXPECT_ERROR_HAS(s.add_compute(1, 0, 1, 1, fwd(OpRole::kGate), {5}),
+                   "dependency op 5 does not exist");
   EXPECT_ERROR_HAS(s.depends(a, -1), "dependency op -1 does not exist");
-  s.add_compute(1, 0, 1, 1, fwd("b"), {a});
-  EXPECT_ERROR_HAS(s.validate(), "(rank 1, stream 0, \"b\")", "depends on op 0", "another rank");
+  s.add_compute(1, 0, 1, 1, fwd(OpRole::kGate), {a});
+  EXPECT_ERROR_HAS(s.validate(), "(rank 1, stream 0, \"gate\")", "depends on op 0", "another rank");
 }
 
 // Thousands of ranks x tens of ops: 8192 ranks, 5 layers of gate -> A2A -> expert -> A2A over
@@ -322,23 +331,24 @@ TEST(Schedule, ScalesToThousandsOfRanks) {
   std::vector<OpId> last(world, kNone);
   auto after = [&](int r) { return last[r] == kNone ? std::vector<OpId>{} : std::vector{last[r]}; };
   for (int layer = 0; layer < layers; ++layer) {
-    for (int r = 0; r < world; ++r) last[r] = s.add_compute(r, 0, 1e9, 1e6, fwd("gate"), after(r));
-    for (const char* name : {"dispatch", "combine"}) {
+    for (int r = 0; r < world; ++r)
+      last[r] = s.add_compute(r, 0, 1e9, 1e6, fwd(OpRole::kGate), after(r));
+    for (OpRole role : {OpRole::kDispatchA2A, OpRole::kCombineA2A}) {
       for (int g = 0; g < world / ep; ++g) {
         core::RankGroup group(ep);
         std::vector<std::vector<OpId>> deps(ep);
         for (int i = 0; i < ep; ++i) deps[i] = after(group[i] = g * ep + i);
-        const auto issued = s.add_collective(a2a(group, 1e3, name), 1, deps);
+        const auto issued = s.add_collective(a2a(group, 1e3, role), 1, deps);
         for (int i = 0; i < ep; ++i) last[group[i]] = issued.ops[i];
       }
-      if (std::string(name) == "dispatch")
+      if (role == OpRole::kDispatchA2A)
         for (int r = 0; r < world; ++r)
-          last[r] = s.add_compute(r, 0, 1e9, 1e6, fwd("expert"), after(r));
+          last[r] = s.add_compute(r, 0, 1e9, 1e6, fwd(OpRole::kExpert), after(r));
     }
   }
   core::RankGroup everyone(world);
   for (int r = 0; r < world; ++r) everyone[r] = r;
-  s.add_collective(allreduce(everyone, 1e8, "grad"), 2);
+  s.add_collective(allreduce(everyone, 1e8, OpRole::kGradDenseAllReduce), 2);
   s.validate();
   EXPECT_EQ(s.num_ops(), world * (layers * 4 + 1));
   EXPECT_EQ(s.totals()[size_t(OpKind::kAllToAll)].ops, world * layers * 2);

@@ -43,7 +43,7 @@ std::pair<double, double> layer0_a2a(const std::string& strategy, bool prioritie
   double fwd = 0, bwd = 0;
   for (sched::OpId id : s.ops_of(0)) {
     const sched::Label& l = s.label(id);
-    if (l.name != "moe.dispatch.a2a" || l.layer != 0) continue;
+    if (l.role != sched::OpRole::kDispatchA2A || l.layer != 0) continue;
     (l.phase == sched::Phase::kForward ? fwd : bwd) = r.ops[id].end - r.ops[id].start;
   }
   return {fwd, bwd};

@@ -32,9 +32,9 @@ core::Topology three_nodes() {
   return core::Topology(c);
 }
 
-sched::Label label(const char* name, const char* knob) {
+sched::Label label(sched::OpRole role, const char* knob) {
   sched::Label l;
-  l.name = name;
+  l.role = role;
   l.phase = Phase::kBackward;
   l.knob = knob;
   return l;
@@ -55,19 +55,20 @@ TinyStep tiny_step(int grad_priority, int a2a_priority, const char* knob) {
   ar.group = {0, 1};
   ar.bytes = 8e6;
   ar.priority = grad_priority;
-  ar.label = label("grad.dense.allreduce", knob);
+  ar.label = label(sched::OpRole::kGradDenseAllReduce, knob);
   for (auto& m : t.micro_op) m = t.s.add_collective(ar, 2);
   std::vector<std::vector<sched::OpId>> ready;
   for (double ms : {5.0, 2.0, 1.0}) {
     const int rank = static_cast<int>(ready.size());
-    ready.push_back({t.s.add_compute(rank, 0, ms * 1e-3 * kFlops, 0, label("moe.expert", ""))});
+    ready.push_back(
+        {t.s.add_compute(rank, 0, ms * 1e-3 * kFlops, 0, label(sched::OpRole::kExpert, ""))});
   }
   CollectiveSpec a2a;
   a2a.kind = OpKind::kAllToAll;
   a2a.group = {0, 1, 2};
   a2a.pair_bytes = {0, 1e6, 1e6, 1e6, 0, 1e6, 1e6, 1e6, 0};
   a2a.priority = a2a_priority;
-  a2a.label = label("moe.combine.a2a", "flat");
+  a2a.label = label(sched::OpRole::kCombineA2A, "flat");
   t.a2a = t.s.add_collective(a2a, 1, ready);
   return t;
 }

@@ -21,9 +21,10 @@ core::Topology cluster(int nodes, int gpus, double node_overhead, double gpu_ove
   return core::Topology(c);
 }
 
-sched::Label named(const char* name) {
+// The role only names the op in messages here: the simulator prices ops by kind.
+sched::Label named(sched::OpRole role) {
   sched::Label label;
-  label.name = name;
+  label.role = role;
   return label;
 }
 
@@ -37,14 +38,15 @@ double a2a_seconds(const core::Topology& topology, double pair, sched::Algorithm
   spec.pair_bytes.assign(size_t(n) * n, pair);
   for (int i = 0; i < n; ++i) spec.pair_bytes[size_t(i) * n + i] = 0;
   spec.algorithm = algorithm;
-  spec.label = named("a2a");
+  spec.label = named(sched::OpRole::kDispatchA2A);
   s.add_collective(spec, 0);
   return simulate(s, topology).makespan_s;
 }
 
 TEST(MessageOverhead, OneMessagePaysLatencyPlusTwoOverheads) {
   Schedule s(2);
-  const auto p = s.add_send_recv({0, 0, {}}, {1, 0, {}}, 1e9, 0, named("p2p"));
+  const auto p =
+      s.add_send_recv({0, 0, {}}, {1, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
   const SimResult r = simulate(s, cluster(2, 1, 3e-6, 0));
   EXPECT_NEAR(r.ops[p.recv].end, 5e-6 + 2 * 3e-6 + 1e9 / 25e9, 1e-12);  // LogP: L + 2o + G k
 }
@@ -56,7 +58,7 @@ TEST(MessageOverhead, RingStepsAndFlatAllToAllPayTheirMessages) {
   ar.kind = OpKind::kAllReduce;
   ar.group = {0, 1, 2, 3};
   ar.bytes = 4e8;
-  ar.label = named("ar");
+  ar.label = named(sched::OpRole::kGradDenseAllReduce);
   s.add_collective(ar, 0);
   // 2(n-1) ring steps, each latency + 2o; 2(n-1)/n of the buffer over the link.
   EXPECT_NEAR(simulate(s, t).makespan_s, 6 * (5e-6 + 4e-6) + 1.5 * 4e8 / 25e9, 1e-12);

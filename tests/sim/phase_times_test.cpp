@@ -9,20 +9,20 @@ namespace {
 using sched::CollectiveSpec;
 using sched::OpKind;
 
-CollectiveSpec spec(OpKind kind, const char* name, sched::Phase phase) {
+CollectiveSpec spec(OpKind kind, sched::OpRole role, sched::Phase phase) {
   CollectiveSpec s;
   s.kind = kind;
   s.group = {0, 1};
   s.bytes = 8;
   if (kind == OpKind::kAllToAll) s.pair_bytes = {0, 8, 8, 0};
-  s.label.name = name;
+  s.label.role = role;
   s.label.phase = phase;
   return s;
 }
 
 sched::Label compute_label() {
   sched::Label l;
-  l.name = "moe.expert";
+  l.role = sched::OpRole::kExpert;
   return l;
 }
 
@@ -30,26 +30,31 @@ TEST(PhaseTimes, OpsCountFromWhenTheRankReachedThemLinaMicroOpsFromTheirStart) {
   sched::Schedule s(2);
   const sched::OpId gate0 = s.add_compute(0, 0, 1, 0, compute_label());
   const sched::OpId gate1 = s.add_compute(1, 0, 1, 0, compute_label());
-  const auto a2a = s.add_collective(
-      spec(OpKind::kAllToAll, "moe.dispatch.a2a", sched::Phase::kForward), 1, {{gate0}, {gate1}});
+  const auto a2a =
+      s.add_collective(spec(OpKind::kAllToAll, sched::OpRole::kDispatchA2A, sched::Phase::kForward),
+                       1, {{gate0}, {gate1}});
   const auto gather = s.add_collective(
-      spec(OpKind::kAllGather, "moe.dispatch.esp_allgather", sched::Phase::kForward), 4,
+      spec(OpKind::kAllGather, sched::OpRole::kDispatchEspAllGather, sched::Phase::kForward), 4,
       {{a2a.ops[0]}, {a2a.ops[1]}});
   const auto chunk = s.add_collective(  // a second chunk on stream 1, under the AllGather
-      spec(OpKind::kAllToAll, "moe.dispatch.a2a", sched::Phase::kForward), 1);
+      spec(OpKind::kAllToAll, sched::OpRole::kDispatchA2A, sched::Phase::kForward), 1);
   const sched::OpId late1 = s.add_compute(1, 0, 1, 0, compute_label());
-  const auto bwd = s.add_collective(
-      spec(OpKind::kAllToAll, "moe.combine.a2a", sched::Phase::kBackward), 1, {{}, {late1}});
+  const auto bwd =
+      s.add_collective(spec(OpKind::kAllToAll, sched::OpRole::kCombineA2A, sched::Phase::kBackward),
+                       1, {{}, {late1}});
   CollectiveSpec micro_op =
-      spec(OpKind::kAllReduce, "grad.dense.allreduce", sched::Phase::kBackward);
-  micro_op.label.knob = "lina";  // held back by Lina's gate outside the call
+      spec(OpKind::kAllReduce, sched::OpRole::kGradDenseAllReduce, sched::Phase::kBackward);
+  micro_op.priority =
+      -1;  // a Lina micro-op (sched/policy.h): held back by the gate outside the call
   const auto grad = s.add_collective(micro_op, 2);
   const auto bucket = s.add_collective(  // reached when the micro-op ended
-      spec(OpKind::kAllReduce, "grad.expert.allreduce", sched::Phase::kBackward), 2);
-  const auto attn =
-      s.add_collective(spec(OpKind::kAllReduce, "attn.tp.allreduce", sched::Phase::kForward), 3);
+      spec(OpKind::kAllReduce, sched::OpRole::kGradExpertAllReduce, sched::Phase::kBackward), 2);
+  const auto attn = s.add_collective(
+      spec(OpKind::kAllReduce, sched::OpRole::kAttnTpAllReduce, sched::Phase::kForward), 3);
   const auto experts = s.add_collective(  // HybridEP's expert transfers: no token path
-      spec(OpKind::kReduceScatter, "moe.hybrid.grad_reducescatter", sched::Phase::kBackward), 5);
+      spec(OpKind::kReduceScatter, sched::OpRole::kExpertTransferGradReduceScatter,
+           sched::Phase::kBackward),
+      5);
   SimResult r;
   r.ops.resize(static_cast<size_t>(s.num_ops()));
   auto at = [&](sched::OpId id, double a, double b) { r.ops[static_cast<size_t>(id)] = {a, b}; };

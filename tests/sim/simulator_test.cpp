@@ -14,9 +14,10 @@ using sched::Label;
 using sched::OpKind;
 using sched::Schedule;
 
-Label named(const char* name) {
+// The role only names the op in messages here: the simulator prices ops by kind.
+Label named(sched::OpRole role) {
   Label label;
-  label.name = name;
+  label.role = role;
   return label;
 }
 
@@ -39,13 +40,14 @@ CollectiveSpec uniform_a2a(const std::vector<int>& group, double pair) {
   const size_t n = group.size();
   spec.pair_bytes.assign(n * n, pair);
   for (size_t i = 0; i < n; ++i) spec.pair_bytes[i * n + i] = 0;
-  spec.label = named("a2a");
+  spec.label = named(sched::OpRole::kDispatchA2A);
   return spec;
 }
 
 TEST(Simulator, OneFlowTakesLatencyPlusBytesOverBandwidth) {
   Schedule s(2);
-  const auto p = s.add_send_recv({0, 0, {}}, {1, 0, {}}, 1e9, 0, named("p2p"));
+  const auto p =
+      s.add_send_recv({0, 0, {}}, {1, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
   const SimResult r = simulate(s, cluster(2, 1));
   EXPECT_NEAR(r.ops[p.recv].end, kNodeLat + 1e9 / kNodeBw, 1e-12);
   EXPECT_NEAR(r.makespan_s, kNodeLat + 0.1, 1e-12);
@@ -56,8 +58,10 @@ TEST(Simulator, OneFlowTakesLatencyPlusBytesOverBandwidth) {
 
 TEST(Simulator, TwoFlowsOnOneLinkEachGetHalf) {
   Schedule s(4);  // ranks 0,1 on node 0; 2,3 on node 1: both flows cross node 0's egress
-  const auto a = s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named("a"));
-  const auto b = s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named("b"));
+  const auto a =
+      s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
+  const auto b =
+      s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
   const SimResult r = simulate(s, cluster(2, 2));
   EXPECT_NEAR(r.ops[a.recv].end, kNodeLat + 2e9 / kNodeBw, 1e-12);
   EXPECT_NEAR(r.ops[b.recv].end, kNodeLat + 2e9 / kNodeBw, 1e-12);
@@ -65,8 +69,10 @@ TEST(Simulator, TwoFlowsOnOneLinkEachGetHalf) {
 
 TEST(Simulator, PriorityLetsAHighPriorityFlowFinishAsIfAlone) {
   Schedule s(4);
-  const auto low = s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named("low"));
-  const auto high = s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named("high"));
+  const auto low =
+      s.add_send_recv({0, 0, {}}, {2, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
+  const auto high =
+      s.add_send_recv({1, 0, {}}, {3, 0, {}}, 1e9, 0, named(sched::OpRole::kStageSendActivations));
   s.set_priority(high.send, 1);
   const SimResult r = simulate(s, cluster(2, 2));
   EXPECT_NEAR(r.ops[high.recv].end, kNodeLat + 1e9 / kNodeBw, 1e-12);
@@ -81,7 +87,7 @@ TEST(Simulator, RingAllReduceMatchesItsFormula) {
     spec.kind = OpKind::kAllReduce;
     for (int r = 0; r < n; ++r) spec.group.push_back(r);
     spec.bytes = 1e9;
-    spec.label = named("ar");
+    spec.label = named(sched::OpRole::kGradDenseAllReduce);
     s.add_collective(spec, 0);
     const SimResult r = simulate(s, cluster(1, n));
     const double want = 2.0 * (n - 1) * kGpuLat + 2.0 * (n - 1) / n * 1e9 / kGpuBw;
@@ -96,7 +102,7 @@ TEST(Simulator, RingAllGatherAndReduceScatterMatchTheirFormula) {
     spec.kind = kind;
     spec.group = {0, 1, 2, 3};
     spec.bytes = 4e8;
-    spec.label = named("ring");
+    spec.label = named(sched::OpRole::kGradDenseAllReduce);
     s.add_collective(spec, 0);
     const double want = 3 * kGpuLat + 0.75 * 4e8 / kGpuBw;
     EXPECT_NEAR(simulate(s, cluster(1, 4)).makespan_s, want, want * 1e-9);
@@ -136,7 +142,8 @@ TEST(Simulator, CollectivesShareALinkEvenlyWhateverTheirFlowCount) {
   for (Fairness fairness : {Fairness::kPerCollective, Fairness::kPerFlow}) {
     Schedule s(8);
     s.add_collective(uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e8), 0);
-    const auto p = s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0, named("p2p"));
+    const auto p = s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0,
+                                   named(sched::OpRole::kStageSendActivations));
     SimOptions options;
     options.fairness = fairness;
     const SimResult r = simulate(s, cluster(2, 4), options);
@@ -154,7 +161,8 @@ TEST(Simulator, CollectivesShareALinkEvenlyWhateverTheirFlowCount) {
 TEST(Simulator, TheClustersFairnessHoldsUnlessTheOptionsSayOtherwise) {
   Schedule s(8);
   s.add_collective(uniform_a2a({0, 1, 2, 3, 4, 5, 6, 7}, 1e8), 0);
-  const auto p = s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0, named("p2p"));
+  const auto p =
+      s.add_send_recv({0, 1, {}}, {4, 1, {}}, 1e8, 0, named(sched::OpRole::kStageSendActivations));
   const core::Topology per_flow = cluster(2, 4, Fairness::kPerFlow);
   SimOptions flow, collective;
   flow.fairness = Fairness::kPerFlow;
@@ -168,10 +176,12 @@ TEST(Simulator, TheClustersFairnessHoldsUnlessTheOptionsSayOtherwise) {
 
 TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {
   Schedule s(1);
-  const auto a = s.add_compute(0, 0, 1e12, 0, named("a"));
-  const auto b = s.add_compute(0, 0, 2e12, 0, named("b"));
-  const auto c = s.add_compute(0, 1, 1e12, 0, named("c"));   // other stream: overlaps
-  const auto d = s.add_copy(0, 1, 1e9, named("copy"), {b});  // event: waits for b
+  const auto a = s.add_compute(0, 0, 1e12, 0, named(sched::OpRole::kAttention));
+  const auto b = s.add_compute(0, 0, 2e12, 0, named(sched::OpRole::kAttention));
+  const auto c =
+      s.add_compute(0, 1, 1e12, 0, named(sched::OpRole::kAttention));  // other stream: overlaps
+  const auto d = s.add_copy(0, 1, 1e9, named(sched::OpRole::kDispatchEspAllGatherCopy),
+                            {b});  // event: waits for b
   const SimResult r = simulate(s, cluster(1, 1));
   EXPECT_DOUBLE_EQ(r.ops[a].end, 0.01);
   EXPECT_DOUBLE_EQ(r.ops[b].start, 0.01);
@@ -190,13 +200,13 @@ TEST(Simulator, BackwardComputeTakesFlopsOverTheBackwardRate) {
   c.levels = {{"gpu", 1, kGpuBw, kGpuLat}};
   c.device.flops = 100e12;
   c.device.backward_flops = 400e12;
-  Label fwd = named("f"), bwd = named("b");
+  Label fwd = named(sched::OpRole::kAttention), bwd = named(sched::OpRole::kAttention);
   fwd.phase = sched::Phase::kForward;
   bwd.phase = sched::Phase::kBackward;
   Schedule s(1);
   const auto f = s.add_compute(0, 0, 1e12, 0, fwd);
   const auto b = s.add_compute(0, 0, 2e12, 0, bwd);
-  const auto u = s.add_compute(0, 0, 1e12, 0, named("u"));
+  const auto u = s.add_compute(0, 0, 1e12, 0, named(sched::OpRole::kAttention));
   const SimResult r = simulate(s, core::Topology(c));
   EXPECT_DOUBLE_EQ(r.ops[f].end, 0.01);
   EXPECT_DOUBLE_EQ(r.ops[b].end - r.ops[b].start, 0.005);  // 2 TFLOP at 400 TFLOP/s
@@ -215,12 +225,13 @@ TEST(Simulator, ComputeSlowsWhileItsRankCommunicates) {
   c.device.overlapped_compute_share = 0.5;
   Schedule s(3);
   // Ranks 0 and 1: 1 s of compute on stream 0 while a 0.4 s transfer runs on stream 1.
-  const auto a = s.add_compute(0, 0, 100e12, 0, named("a"));
-  const auto b = s.add_compute(1, 0, 100e12, 0, named("b"));
-  const auto p = s.add_send_recv({0, 1, {}}, {1, 1, {}}, 0.4 * kNodeBw, 0, named("p2p"));
+  const auto a = s.add_compute(0, 0, 100e12, 0, named(sched::OpRole::kAttention));
+  const auto b = s.add_compute(1, 0, 100e12, 0, named(sched::OpRole::kAttention));
+  const auto p = s.add_send_recv({0, 1, {}}, {1, 1, {}}, 0.4 * kNodeBw, 0,
+                                 named(sched::OpRole::kStageSendActivations));
   // Rank 2 computes 1 s while its send waits (ready) for rank 1's receive, posted after b.
-  const auto waits = s.add_compute(2, 0, 100e12, 0, named("waits"));
-  s.add_send_recv({2, 1, {}}, {1, 1, {b}}, 0, 1, named("late"));
+  const auto waits = s.add_compute(2, 0, 100e12, 0, named(sched::OpRole::kAttention));
+  s.add_send_recv({2, 1, {}}, {1, 1, {b}}, 0, 1, named(sched::OpRole::kStageSendActivations));
   const SimResult r = simulate(s, core::Topology(c));
   EXPECT_NEAR(r.ops[p.recv].end, 0.4, 1e-12);
   // 0.4 s at half rate does 0.2 s of work; the other 0.8 s at full rate.
@@ -236,7 +247,8 @@ TEST(Simulator, ComputeSlowsWhileItsRankCommunicates) {
 // ranks, then gets the link alone.
 TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {
   Schedule s(4);
-  const auto before = s.add_compute(0, 0, 1e12, 0, named("compute"));  // A2A pending 10 ms
+  const auto before =
+      s.add_compute(0, 0, 1e12, 0, named(sched::OpRole::kAttention));  // A2A pending 10 ms
   auto a2a = uniform_a2a({0, 1, 2, 3}, 1e7);
   s.add_collective(a2a, {0, 0, 0, 0}, {{before}, {}, {}, {}});
   CollectiveSpec ar;
@@ -244,7 +256,7 @@ TEST(Simulator, DeferredAllReduceWaitsForTheAllToAll) {
   ar.group = {0, 2};
   ar.bytes = 1e8;
   ar.priority = -1;
-  ar.label = named("grad");
+  ar.label = named(sched::OpRole::kAttention);
   const auto grad = s.add_collective(ar, 2);
   const SimResult r = simulate(s, cluster(2, 2));
   const double a2a_end = 0.01 + kNodeLat + 4 * 1e7 / kNodeBw;
@@ -263,14 +275,14 @@ TEST(Simulator, DeferredCollectiveAnAllToAllWaitsOnStartsAtOnce) {
     ar.group = {0, 1};
     ar.bytes = 1e6;
     ar.priority = -1;
-    ar.label = named("grad");
+    ar.label = named(sched::OpRole::kAttention);
     sched::CollectiveId pid = s.declare_collective(p);
     sched::OpId p0 = sched::kNone;
     if (a2a_first) p0 = s.join(pid, 0, 1);
     const auto grad = s.add_collective(ar, 2);
     if (!a2a_first) p0 = s.join(pid, 0, 1);
     s.join(pid, 1, 2);  // rank 1 joins the A2A after the AllReduce, on the same stream
-    s.add_compute(2, 0, 1e15, 0, named("busy"));  // 10 s elsewhere
+    s.add_compute(2, 0, 1e15, 0, named(sched::OpRole::kAttention));  // 10 s elsewhere
     const SimResult r = simulate(s, cluster(2, 2));
     EXPECT_DOUBLE_EQ(r.ops[grad.ops[0]].start, 0.0) << a2a_first;
     EXPECT_LT(r.ops[p0].end, 1.0) << a2a_first;
@@ -288,10 +300,10 @@ TEST(Simulator, DeferredCollectivesStartedInARowAllRun) {
     ar.group = group;
     ar.bytes = bytes;
     ar.priority = -1;
-    ar.label = named("grad");
+    ar.label = named(sched::OpRole::kAttention);
     s.add_collective(ar, 2);
   }
-  const auto slow = s.add_compute(3, 0, 1e14, 0, named("slow"));
+  const auto slow = s.add_compute(3, 0, 1e14, 0, named(sched::OpRole::kAttention));
   s.add_collective(uniform_a2a({2, 3}, 1e6), {1, 1}, {{}, {slow}});
   EXPECT_NO_THROW(simulate(s, cluster(2, 2)));
 }
@@ -309,7 +321,7 @@ TEST(Simulator, ComputeRunsAtItsDtypesPeakTimesTheEfficiency) {
   const auto time_of = [&](core::Dtype dtype, SimOptions options = {}) {
     Schedule s(1);
     s.set_compute_dtype(dtype);
-    s.add_compute(0, 0, 39e12, 0, named("gemm"));
+    s.add_compute(0, 0, 39e12, 0, named(sched::OpRole::kAttention));
     return simulate(s, topo, options).makespan_s;
   };
   EXPECT_DOUBLE_EQ(time_of(core::Dtype::kFp32), 39e12 / (19.5e12 * 0.5));  // 4 s

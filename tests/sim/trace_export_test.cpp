@@ -36,22 +36,23 @@ struct Fixture {
     s.name_stream(1, "token comm");
     for (int r = 0; r < 2; ++r)
       attn.push_back(
-          s.add_compute(r, 0, 1e9, 1e6, Label{"attn & <qkv>", 0, Phase::kForward, -1, "baseline"}));
+          s.add_compute(r, 0, 1e9, 1e6,
+                        Label{sched::OpRole::kAttention, 0, Phase::kForward, -1, "base & <qkv>"}));
     sched::CollectiveSpec spec;
     spec.kind = OpKind::kAllToAll;
     spec.group = {0, 1};
     spec.pair_bytes = {0, 300, 300, 0};
-    spec.label = Label{"moe.dispatch.a2a", 0, Phase::kForward, -1, "baseline"};
+    spec.label = Label{sched::OpRole::kDispatchA2A, 0, Phase::kForward, -1, "baseline"};
     a2a = s.add_collective(spec, 1, {{attn[0]}, {attn[1]}});
     for (int r = 0; r < 2; ++r)
       expert.push_back(s.add_compute(r, 0, 2e9, 2e6,
-                                     Label{"moe.expert", 0, Phase::kForward, 1, "fsmoe"},
+                                     Label{sched::OpRole::kExpert, 0, Phase::kForward, 1, "fsmoe"},
                                      {a2a.ops[size_t(r)]}));
     sched::CollectiveSpec ar;
     ar.kind = OpKind::kAllReduce;
     ar.group = {0, 1};
     ar.bytes = 8e6;
-    ar.label = Label{"dense.grad.allreduce", -1, Phase::kBackward, -1, ""};
+    ar.label = Label{sched::OpRole::kGradDenseAllReduce, -1, Phase::kBackward, -1, ""};
     allreduce = s.add_collective(ar, 1);
     s.validate();
 
@@ -124,7 +125,7 @@ TEST(ChromeTrace, OneCompleteEventPerOpWithExactTimes) {
     ASSERT_NE(e, nullptr) << "op " << id;
     EXPECT_EQ(e->at("pid"), f.s.op(id).rank);
     EXPECT_EQ(e->at("tid"), f.s.op(id).stream);
-    EXPECT_EQ(e->at("name"), f.s.label(id).name);
+    EXPECT_EQ(e->at("name"), f.s.label(id).name());
     EXPECT_EQ(e->at("cat"), std::string(to_string(f.s.op(id).kind)));
   }
   // Microseconds, from the hand-set seconds.
@@ -237,9 +238,9 @@ TEST(SvgTimeline, OneRectPerOpAndLegendPerKind) {
   EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
   EXPECT_EQ(count(svg, "<title>"), count(svg, "</title>"));
   EXPECT_EQ(count(svg, "<rect class=\"op\""), count(svg, "</rect>"));  // op rects hold a title
-  // Labels are escaped; tooltips give start and end in ms.
-  EXPECT_NE(svg.find("attn &amp; &lt;qkv&gt;"), std::string::npos);
-  EXPECT_EQ(svg.find("attn & <"), std::string::npos);
+  // Labels are escaped (the knob in a tooltip here); tooltips give start and end in ms.
+  EXPECT_NE(svg.find("knob base &amp; &lt;qkv&gt;"), std::string::npos);
+  EXPECT_EQ(svg.find("base & <"), std::string::npos);
   EXPECT_NE(svg.find("2.5 - 4.25 ms"), std::string::npos);
   EXPECT_EQ(svg.find("showing ranks"), std::string::npos);
   EXPECT_NE(svg.find(">simulated step: 2 ranks, 8 ops, makespan 4.25 ms</text>"),
@@ -295,7 +296,7 @@ TEST(SvgTimeline, RowsAreNamedByRankAndStreamRole) {
 // without ops on a rank get no row.
 TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
   sched::Schedule s(2);
-  s.add_compute(0, 2, 1e9, 0, Label{"solo", 0, Phase::kForward, -1, ""});
+  s.add_compute(0, 2, 1e9, 0, Label{sched::OpRole::kGate, 0, Phase::kForward, -1, ""});
   SimResult result;
   result.ops = {{0, 1e-3}};
   result.rank_end_s = {1e-3, 0};
@@ -303,7 +304,7 @@ TEST(SvgTimeline, UnnamedStreamsAndIdleRanks) {
   const std::string svg = svg_timeline(s, result);
   EXPECT_EQ(svg_texts(svg, "<text class=\"rank\""), (Texts{"rank 0", "rank 1"}));
   EXPECT_EQ(svg_texts(svg, "<text class=\"stream\""), (Texts{"stream 2", "no ops"}));
-  EXPECT_EQ(svg_texts(svg, "<text class=\"label\""), (Texts{"solo"}));
+  EXPECT_EQ(svg_texts(svg, "<text class=\"label\""), (Texts{"gate"}));
   EXPECT_EQ(svg.find("forward-end"), std::string::npos);  // no backward: nothing to mark
   // The Chrome trace names the same tracks: rank 0's stream 2 only.
   std::vector<std::pair<int, int>> threads;
@@ -326,17 +327,15 @@ TEST(SvgTimeline, LabelsAreDrawnOnBarsWhereTheyFit) {
   Fixture f;
   // Row by row: rank 0's compute row, its token comm row, then rank 1's.
   const Texts wide = svg_texts(svg_timeline(f.s, f.result), "<text class=\"label\"");
-  EXPECT_EQ(wide, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "moe.dispatch.a2a",
-                         "dense.grad.allreduce", "attn &amp; &lt;qkv&gt;", "moe.expert",
-                         "moe.dispatch.a2a"}));
+  EXPECT_EQ(wide, (Texts{"attn", "moe.expert", "moe.dispatch.a2a", "grad.dense.allreduce", "attn",
+                         "moe.expert", "moe.dispatch.a2a"}));
   const Texts narrow =
       svg_texts(svg_timeline(f.s, f.result, {.width_px = 300}), "<text class=\"label\"");
-  EXPECT_EQ(narrow, (Texts{"attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a", "allre\u2026",
-                           "attn &amp; &lt;qkv&gt;", "moe.expert", "dispatch.a2a"}));
+  EXPECT_EQ(narrow, (Texts{"attn", "moe.expert", "dispatch.a2a", "allre\u2026", "attn",
+                           "moe.expert", "dispatch.a2a"}));
   const Texts narrower =
       svg_texts(svg_timeline(f.s, f.result, {.width_px = 150}), "<text class=\"label\"");
-  EXPECT_EQ(narrower,
-            (Texts{"attn\u2026", "expert", "a2a", "attn &amp; &lt;\u2026", "moe.expert", "a2a"}));
+  EXPECT_EQ(narrower, (Texts{"attn", "expert", "a2a", "attn", "moe.expert", "a2a"}));
   // Light fills get black text, dark ones white: compute is blue.
   EXPECT_EQ(attribute(svg_timeline(f.s, f.result), "<text class=\"label\"", "fill"), "#ffffff");
 }
@@ -346,9 +345,9 @@ TEST(SvgTimeline, LabelsAreDrawnOnBarsWhereTheyFit) {
 // 80 px, 60 and 10 px.
 TEST(SvgTimeline, BackToBackOpsOfOneNameShareALabel) {
   sched::Schedule s(1);
-  const Label expert{"moe.expert", 0, Phase::kForward, -1, ""};
+  const Label expert{sched::OpRole::kExpert, 0, Phase::kForward, -1, ""};
   for (int i = 0; i < 4; ++i) s.add_compute(0, 0, 1e9, 0, expert);
-  s.add_compute(0, 0, 1e9, 0, Label{"attn", 0, Phase::kForward, -1, ""});
+  s.add_compute(0, 0, 1e9, 0, Label{sched::OpRole::kAttention, 0, Phase::kForward, -1, ""});
   SimResult result;
   result.ops = {{0, 1e-3}, {1e-3, 2e-3}, {2e-3, 3e-3}, {3.5e-3, 4e-3}, {4e-3, 4e-3 + 1e-9}};
   result.rank_end_s = {4e-3 + 1e-9};

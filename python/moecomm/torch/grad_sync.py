@@ -6,9 +6,9 @@ grad_partitions give (Lina Sec. 4.2, FSMoE Sec. 5).
 
 With ``overlap`` (the default), a layer's gradient ops start during the backward, as soon as
 every gradient they carry has been computed (a hook on each parameter), the way DDP's buckets
-do. Lina's micro-ops (the schedule's gradient ops of priority < 0) go through its A2A-first
-gate (runner.A2AFirstGate): issued in the gaps between the token path's A2As, never beside
-one. The others start at once. ``step()`` finishes them and writes the synchronized
+do. Lina's micro-ops (the schedule's gradient ops that yield to traffic, sched/policy.h) go
+through its A2A-first gate (runner.A2AFirstGate): issued in the gaps between the token path's
+collectives, never beside one. The others start at once. ``step()`` finishes them and writes the synchronized
 gradients; anything that did not start during the backward runs there."""
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
-from .. import Error
+from .. import Error, _moecomm
 from . import collectives as col
 from .layer import MoELayer
 from .runner import A2AFirstGate, OpTimes, Runner
 
-GRAD_OPS = ("grad.dense.allreduce", "grad.expert.allreduce")
-Bucket = Tuple[int, str]  # (layer index, gradient op name)
+R = _moecomm.OpRole
+GRAD_OPS = (R.grad_dense_allreduce, R.grad_expert_allreduce)
+Bucket = Tuple[int, object]  # (layer index, gradient op role)
 
 
 class GradSync:
@@ -50,7 +51,7 @@ class GradSync:
         self.last_times: Dict[int, OpTimes] = {i: OpTimes() for i in range(len(self.layers))}
         self._buckets: List[Bucket] = [(i, n) for i in reversed(range(len(self.layers)))
                                        for n in GRAD_OPS if self._ops(i, n)]
-        micro = any(o.priority < 0 for i, n in self._buckets for o in self._ops(i, n))
+        micro = any(o.yields_to_traffic for i, n in self._buckets for o in self._ops(i, n))
         self.gate = A2AFirstGate() if micro and overlap else None
         for layer in self.layers:
             layer.network_gate = self.gate
@@ -64,13 +65,13 @@ class GradSync:
                     self._hooks.append(p.register_hook(
                         lambda g, p=p, bucket=bucket: self._on_grad(bucket, p, g)))
 
-    def _ops(self, index: int, name: str) -> List:
+    def _ops(self, index: int, role: object) -> List:
         layer = self.layers[index]
-        return [o for o in layer.schedule.ops(layer.rank) if o.name == name]
+        return [o for o in layer.schedule.ops(layer.rank) if o.role == role]
 
-    def _params(self, index: int, name: str) -> List[torch.nn.Parameter]:
+    def _params(self, index: int, role: object) -> List[torch.nn.Parameter]:
         layer = self.layers[index]
-        if name == "grad.expert.allreduce":
+        if role == R.grad_expert_allreduce:
             return layer.expert_params()
         return layer.dense_params() + (self.extra if index == 0 else [])
 
@@ -96,7 +97,7 @@ class GradSync:
                 pending = self._kernel(bucket, flat)(op)
                 started.append((op, pending, start))
                 return lambda: self._finish(bucket[0], op, pending, start)
-            if self.gate is not None and op.priority < 0:
+            if self.gate is not None and op.yields_to_traffic:
                 self.gate.submit(issue)
             else:
                 issue()
@@ -132,9 +133,9 @@ class GradSync:
         self.last_times = {i: OpTimes() for i in range(len(self.layers))}
         self._stepped = False
 
-    def _flatten(self, index: int, name: str) -> torch.Tensor:
+    def _flatten(self, index: int, role: object) -> torch.Tensor:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p)
-                 for p in self._params(index, name)]
+                 for p in self._params(index, role)]
         return torch.cat([g.reshape(-1) for g in grads]) if grads else torch.zeros(0)
 
     def _unflatten(self, bucket: Bucket, flat: torch.Tensor) -> None:

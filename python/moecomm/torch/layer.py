@@ -18,13 +18,17 @@ from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
 from .token_path import Layout, TokenPath, piece
 
+R = _moecomm.OpRole
+F = _moecomm.OpFamily
 # The ops of the step the layer runs; the rest (attention, its TP AllReduce, the LM head)
 # belong to the model around it, and gradient synchronization to moecomm.torch.GradSync.
-TOKEN_OPS = ("moe.dispatch.a2a", "moe.dispatch.esp_allgather", "moe.dispatch.esp_allgather.copy",
-             "moe.expert", "moe.combine.esp_reducescatter", "moe.combine.esp_allreduce",
-             "moe.combine.a2a", "moe.combine.tp_allgather", "moe.combine.tp_allgather.copy",
-             "moe.hybrid.expert_allgather", "moe.hybrid.grad_reducescatter",
-             "moe.hybrid.shared_allreduce")
+TOKEN_OPS = frozenset((R.dispatch_a2a, R.dispatch_esp_allgather, R.dispatch_esp_allgather_copy,
+                       R.expert, R.combine_esp_reducescatter, R.combine_esp_allreduce,
+                       R.combine_a2a, R.combine_tp_allgather, R.combine_tp_allgather_copy,
+                       R.hybrid_expert_allgather, R.hybrid_grad_reducescatter,
+                       R.hybrid_shared_allreduce))
+# The MoE layer's families: an op of these the layer cannot run refuses the strategy.
+MOE_FAMILIES = frozenset((F.token_path, F.placement, F.expert_transfer))
 
 
 def default_cluster(world: int) -> Dict[str, Any]:
@@ -98,25 +102,26 @@ class MoELayer(torch.nn.Module):
     def _bind_ops(self) -> None:
         self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
         ops = [o for o in self._by_id.values() if o.layer == 0]
-        unrun = sorted({o.name for o in ops if o.name.startswith("moe.") and o.name not in TOKEN_OPS})
+        unrun = [o for o in ops if o.role.family in MOE_FAMILIES and o.role not in TOKEN_OPS]
         if unrun:
             hint = (" (placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE)"
-                    if any(n.startswith("moe.netmoe.") for n in unrun) else "")
+                    if any(o.role.family == F.placement for o in unrun) else "")
             raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the layer "
-                        f"does not run: {', '.join(unrun)}{hint}")
-        self.ops = {phase: [o for o in ops if o.phase == phase and o.name in TOKEN_OPS]
+                        f"does not run: {', '.join(sorted({o.name for o in unrun}))}{hint}")
+        self.ops = {phase: [o for o in ops if o.phase == phase and o.role in TOKEN_OPS]
                     for phase in ("forward", "backward")}
-        self.gate_ops = {o.phase: o for o in ops if o.name == "gate"}
-        dispatch = next((o for o in ops if o.name == "moe.dispatch.a2a"), None)
+        self.gate_ops = {o.phase: o for o in ops if o.role == R.gate}
+        dispatch = next((o for o in ops if o.role == R.dispatch_a2a), None)
         if dispatch is None:
             raise Error("MoELayer: the layout has no expert-parallel A2A (ep must be > 1)")
         self.ep_group = list(self.schedule.collective(dispatch.collective).group)
         self.member = dispatch.member
         self.local = self.experts // len(self.ep_group)
-        reduce = next((o for o in ops if o.name.startswith("moe.combine.esp_")), None)
+        reduce = next((o for o in ops if o.role in (R.combine_esp_reducescatter,
+                                                    R.combine_esp_allreduce)), None)
         self.esp = len(self.schedule.collective(reduce.collective).group) if reduce else 1
         self.shard = reduce.member if reduce else 0
-        gather = next((o for o in ops if o.name == "moe.dispatch.esp_allgather"), None)
+        gather = next((o for o in ops if o.role == R.dispatch_esp_allgather), None)
         self.parts, self.part = (self.esp, self.shard) if gather else (1, 0)
         if self.ffn_hidden % self.esp:
             raise Error(f"MoELayer: ffn_hidden {self.ffn_hidden} does not split over esp = "
@@ -137,7 +142,7 @@ class MoELayer(torch.nn.Module):
         self.position = self.order.index(self.member)
         self.domain = self.schedule.hybrid_domain
         self.exchange_local = self.domain * self.local  # experts a destination runs
-        gather = next((o for o in ops if o.name == "moe.hybrid.expert_allgather"), None)
+        gather = next((o for o in ops if o.role == R.hybrid_expert_allgather), None)
         self.domain_group = self.schedule.collective(gather.collective).group if gather else None
         if gather is not None and self.esp > 1:
             raise Error("MoELayer: expert_transfer=hybrid runs without ESP here (esp = 1)")
@@ -250,7 +255,7 @@ class _Exchange(torch.autograd.Function):
                 *params: torch.Tensor) -> torch.Tensor:
         domain = layer._domain_experts()
         weights = lambda: domain.copies if domain else params
-        kernels = {"moe.hybrid.expert_allgather": lambda op: domain.gather(params)}
+        kernels = {R.hybrid_expert_allgather: lambda op: domain.gather(params)}
         with torch.no_grad():
             expert = lambda l, rows, keys: layer._expert(l, rows, weights())
             path, combined = layer._run("forward", layout, send.detach(), expert, times, kernels)
@@ -282,8 +287,8 @@ class _Exchange(torch.autograd.Function):
             return got[0]
 
         ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)
-        kernels = {"moe.hybrid.grad_reducescatter": lambda op: domain.return_grads(grads, params),
-                   "moe.hybrid.shared_allreduce": lambda op: domain.share(params, ep(op))}
+        kernels = {R.hybrid_grad_reducescatter: lambda op: domain.return_grads(grads, params),
+                   R.hybrid_shared_allreduce: lambda op: domain.share(params, ep(op))}
         with torch.no_grad():
             _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times,
                                       kernels)

@@ -57,15 +57,15 @@ from .collectives import Pending
 from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
                       set_param, strategy_text)
 from .groups import ScheduleGroups, nodes_of
-from .layer import default_cluster
+from .layer import MOE_FAMILIES, default_cluster
 from .runner import OpTimes, Runner
 from .token_path import Layout, piece
 
 NAME = "SampleMovingMoE"
-FORWARD_OPS = ("moe.netmoe.counts_allgather", "moe.netmoe.aux_allgather", "moe.netmoe.solve",
-               "moe.netmoe.targets_allgather", "moe.dispatch.a2a", "moe.expert",
-               "moe.combine.a2a")
-BACKWARD_OPS = ("moe.dispatch.a2a", "moe.expert", "moe.combine.a2a")
+R = _moecomm.OpRole
+FORWARD_OPS = frozenset((R.netmoe_counts_allgather, R.netmoe_aux_allgather, R.netmoe_solve,
+                         R.netmoe_targets_allgather, R.dispatch_a2a, R.expert, R.combine_a2a))
+BACKWARD_OPS = frozenset((R.dispatch_a2a, R.expert, R.combine_a2a))
 # Metadata columns riding with the scatter's rows (fp32 bits): global token, first slot,
 # weight; and with the gather's: the row's place at the new rank times chunks_bwd plus its
 # backward chunk.
@@ -179,24 +179,23 @@ class SampleMovingMoE(torch.nn.Module):
     # --- setup
     def _bind_ops(self) -> None:
         self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
-        ops = [o for o in self._by_id.values() if o.name.startswith("moe.")]
-        if not any(o.name.startswith("moe.netmoe.") for o in ops):
+        ops = [o for o in self._by_id.values() if o.role.family in MOE_FAMILIES]
+        if not any(o.role.family == _moecomm.OpFamily.placement for o in ops):
             raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has no placement=netmoe "
                         f"(moecomm.torch.MoELayer runs the strategies that keep samples home)")
-        known = set(FORWARD_OPS) | set(BACKWARD_OPS)
-        unrun = sorted({o.name for o in ops if o.name not in known})
+        unrun = sorted({o.name for o in ops if o.role not in FORWARD_OPS | BACKWARD_OPS})
         if unrun:
             raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has ops the sample-moving "
                         f"layer does not run: {', '.join(unrun)} (placement=netmoe moves whole "
                         f"samples over the EP group: no ESP split, no expert transfer)")
-        self.ops = {"forward": [o for o in ops if o.phase == "forward" and o.name in FORWARD_OPS],
+        self.ops = {"forward": [o for o in ops if o.phase == "forward" and o.role in FORWARD_OPS],
                     "backward": [o for o in ops if o.phase == "backward"
-                                 and o.name in BACKWARD_OPS]}
+                                 and o.role in BACKWARD_OPS]}
         self.gate_ops = {o.phase: o for o in self._by_id.values()
-                         if o.name == "gate" and o.layer == 0}
-        self.moves_targets = any(o.name == "moe.netmoe.targets_allgather"
+                         if o.role == R.gate and o.layer == 0}
+        self.moves_targets = any(o.role == R.netmoe_targets_allgather
                                  for o in self.ops["forward"])
-        dispatch = next(o for o in ops if o.name == "moe.dispatch.a2a")
+        dispatch = next(o for o in ops if o.role == R.dispatch_a2a)
         self.ep_group = list(self.schedule.collective(dispatch.collective).group)
         self.member = dispatch.member
         self.members = len(self.ep_group)
@@ -204,7 +203,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: ep = {self.members} does not divide the number of experts "
                         f"({self.experts})")
         self.local = self.experts // self.members
-        self.chunks = {p: max([o.chunk + 1 for o in self.ops[p] if o.name == "moe.dispatch.a2a"]
+        self.chunks = {p: max([o.chunk + 1 for o in self.ops[p] if o.role == R.dispatch_a2a]
                               + [1]) for p in self.ops}
         self.ranks_per_node = self.schedule.ranks_per_node
         nodes = nodes_of(self.ep_group, self.ranks_per_node)
@@ -339,18 +338,18 @@ class _Step:
 
     # --- forward kernels
     def forward_kernels(self) -> Dict[str, Any]:
-        return {"moe.netmoe.counts_allgather": self.counts_allgather,
-                "moe.netmoe.aux_allgather": self.aux_allgather,
-                "moe.netmoe.solve": self.solve,
-                "moe.netmoe.targets_allgather": self.targets_allgather,
-                "moe.dispatch.a2a": self.scatter,
-                "moe.expert": self.experts,
-                "moe.combine.a2a": self.gather}
+        return {R.netmoe_counts_allgather: self.counts_allgather,
+                R.netmoe_aux_allgather: self.aux_allgather,
+                R.netmoe_solve: self.solve,
+                R.netmoe_targets_allgather: self.targets_allgather,
+                R.dispatch_a2a: self.scatter,
+                R.expert: self.experts,
+                R.combine_a2a: self.gather}
 
     def backward_kernels(self) -> Dict[str, Any]:
-        return {"moe.dispatch.a2a": self.dy_exchange,
-                "moe.expert": self.experts_backward,
-                "moe.combine.a2a": self.dh_exchange}
+        return {R.dispatch_a2a: self.dy_exchange,
+                R.expert: self.experts_backward,
+                R.combine_a2a: self.dh_exchange}
 
     def begin_forward(self, send: torch.Tensor, weight: torch.Tensor,
                       params: Sequence[torch.Tensor]) -> None:

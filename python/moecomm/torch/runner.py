@@ -29,11 +29,13 @@ Kernel = Callable[[object], Optional[Pending]]
 
 
 class A2AFirstGate:
-    """Lina's A2A-first rule (lina.txt Sec. 4.1; sched/policy.h: a gradient micro-op, a
-    collective of priority < 0, never shares the network with an A2A): micro-ops wait in a
-    queue as their gradients become ready; one is issued in each gap the token path leaves
-    (an A2A just finished and none in flight), and an A2A is issued only after the micro-ops
-    in flight have finished (strict priority without preemption). The gaps fall at the same
+    """Lina's A2A-first rule (lina.txt Sec. 4.1; sched/policy.h, bound as
+    ``ScheduleOp.yields_to_traffic`` and ``waits_for_micro_ops``: a gradient micro-op, a
+    collective of priority < 0, never shares the network with a collective of priority >= 0,
+    the A2As and the rest of the token path): micro-ops wait in a queue as their gradients
+    become ready; one is issued in each gap the token path leaves (such a collective just
+    finished and none in flight), and such a collective is issued only after the micro-ops in
+    flight have finished (strict priority without preemption). The gaps fall at the same
     point of every rank's op sequence, so every member of a micro-op's group issues it at the
     same place in its order of collectives, and they cannot wait on each other in a cycle."""
 
@@ -45,7 +47,7 @@ class A2AFirstGate:
         """``issue()`` starts the micro-op and returns what finishes it."""
         self._queue.append(issue)
 
-    def before_a2a(self) -> None:
+    def before_traffic(self) -> None:
         for finish in self._inflight:
             finish()
         self._inflight.clear()
@@ -58,14 +60,14 @@ class A2AFirstGate:
         """After the backward: every micro-op issued and finished."""
         while self._queue:
             self._inflight.append(self._queue.pop(0)())
-        self.before_a2a()
+        self.before_traffic()
 
 
 class Runner:
-    """Runs ops with the kernels registered by label name, under Lina's ``gate`` when the
-    schedule has gradient micro-ops (GradSync sets it)."""
+    """Runs ops with the kernels registered by role (``_moecomm.OpRole``), under Lina's
+    ``gate`` when the schedule has gradient micro-ops (GradSync sets it)."""
 
-    def __init__(self, kernels: Dict[str, Kernel], times: OpTimes,
+    def __init__(self, kernels: Dict[object, Kernel], times: OpTimes,
                  gate: Optional[A2AFirstGate] = None) -> None:
         self.kernels = kernels
         self.times = times
@@ -76,15 +78,15 @@ class Runner:
         """Runs ``ops`` (ScheduleOps of one rank, in op order). Dependencies on ops outside
         the list (the model's own: attention, the LM head) are taken as met."""
         for op in sorted(ops, key=lambda o: o.id):
-            kernel = self.kernels.get(op.name)
+            kernel = self.kernels.get(op.role)
             if kernel is None:
                 raise Error(f"torch executor: op {op.id} (rank {op.rank}, '{op.name}', "
                             f"{op.phase}) has no kernel")
             for dep in [op.prev, *op.deps]:
                 if dep in self._inflight:
                     self.finish(dep)
-            if self.gate is not None and op.kind == "all_to_all":
-                self.gate.before_a2a()
+            if self.gate is not None and op.waits_for_micro_ops:
+                self.gate.before_traffic()
             start = time.perf_counter()
             pending = kernel(op)
             if pending is None:
@@ -97,8 +99,8 @@ class Runner:
         op, pending, start = self._inflight.pop(op_id)
         pending.wait()
         self.times.record(op_id, start, time.perf_counter())
-        if self.gate is not None and op.kind == "all_to_all" and not any(
-                o.kind == "all_to_all" for o, _, _ in self._inflight.values()):
+        if self.gate is not None and op.waits_for_micro_ops and not any(
+                o.waits_for_micro_ops for o, _, _ in self._inflight.values()):
             self.gate.gap()
 
     def finish_all(self) -> None:

@@ -1,4 +1,4 @@
-"""The MoE token path of one layer and phase, bound to the schedule's ops by label, as
+"""The MoE token path of one layer and phase, bound to the schedule's ops by role, as
 moecomm's C++ runtime binds them (rt/model_binding.h):
 
   moe.dispatch.a2a            chunk c's rows to the experts' EP members (flat, 1DH or 2DH)
@@ -25,9 +25,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from .. import _moecomm
 from . import collectives as col
 from .collectives import Pending
 from .groups import ScheduleGroups
+
+R = _moecomm.OpRole
 
 
 def piece(count: int, c: int, n: int, v: int, parts: int) -> Tuple[int, int]:
@@ -94,16 +97,16 @@ class TokenPath:
         # By chunk and local expert: the rows the experts read, and their blocks in order.
         self.expert_in: List[Optional[Dict[int, Tuple[torch.Tensor, list]]]] = [None] * chunks
 
-    def kernels(self) -> Dict[str, Callable[[object], Optional[Pending]]]:
-        return {"moe.dispatch.a2a": self.dispatch,
-                "moe.dispatch.esp_allgather": self.gather,
-                "moe.dispatch.esp_allgather.copy": lambda op: self.place(self._chunk(op)),
-                "moe.expert": self.experts,
-                "moe.combine.esp_reducescatter": self.reduce,
-                "moe.combine.esp_allreduce": self.reduce,
-                "moe.combine.a2a": self.combine,
-                "moe.combine.tp_allgather": self.tp_gather,
-                "moe.combine.tp_allgather.copy": lambda op: self.assemble(self._chunk(op))}
+    def kernels(self) -> Dict[object, Callable[[object], Optional[Pending]]]:
+        return {R.dispatch_a2a: self.dispatch,
+                R.dispatch_esp_allgather: self.gather,
+                R.dispatch_esp_allgather_copy: lambda op: self.place(self._chunk(op)),
+                R.expert: self.experts,
+                R.combine_esp_reducescatter: self.reduce,
+                R.combine_esp_allreduce: self.reduce,
+                R.combine_a2a: self.combine,
+                R.combine_tp_allgather: self.tp_gather,
+                R.combine_tp_allgather_copy: lambda op: self.assemble(self._chunk(op))}
 
     @staticmethod
     def _chunk(op: object) -> int:

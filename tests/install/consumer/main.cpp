@@ -31,7 +31,7 @@ int main() {
   ar.kind = sched::OpKind::kAllReduce;
   ar.group = {0, 1, 2, 3};
   ar.bytes = 1e9;
-  ar.label.name = "grad.allreduce";
+  ar.label.role = sched::OpRole::kGradDenseAllReduce;
   s.add_collective(ar, 0);
   std::printf("allreduce %.6f s\n", sim::simulate(s, core::Topology(c)).makespan_s);
 

@@ -7,6 +7,7 @@
 #include "nn/bf16.h"
 #include "nn/exchange_permute.h"
 #include "rt/collectives.h"
+#include "sched/op_role.h"
 
 namespace moecomm::rt {
 
@@ -57,7 +58,7 @@ nn::ExchangeLayout MpiTokenExchange::exchange_counts(const std::vector<int>& sen
 
 nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
                                            const std::vector<int64_t>& recv_rows,
-                                           const char* label) {
+                                           std::string_view label) {
   const int64_t cols = send.cols();
   const std::vector<int64_t> floats = times(rows, cols), recv_floats = times(recv_rows, cols);
   CallOptions o = options_;
@@ -81,18 +82,18 @@ nn::Tensor MpiTokenExchange::exchange_rows(const nn::Tensor& send, const std::ve
 
 nn::Tensor MpiTokenExchange::dispatch(const nn::Tensor& send, const nn::ExchangeLayout& layout) {
   if (send.rows() != layout.send_rows()) throw Error("dispatch", "rows differ from counts");
-  const nn::Tensor source_major =
-      exchange_rows(send, rows_per_member(layout.send_counts, ranks()),
-                    rows_per_member(layout.recv_counts, ranks()), "moe.dispatch.a2a");
+  const nn::Tensor source_major = exchange_rows(send, rows_per_member(layout.send_counts, ranks()),
+                                                rows_per_member(layout.recv_counts, ranks()),
+                                                sched::to_string(sched::OpRole::kDispatchA2A));
   return nn::source_to_expert_major(source_major, layout);
 }
 
 nn::Tensor MpiTokenExchange::combine(const nn::Tensor& expert_rows,
                                      const nn::ExchangeLayout& layout) {
   if (expert_rows.rows() != layout.recv_rows()) throw Error("combine", "rows differ from counts");
-  return exchange_rows(nn::expert_to_source_major(expert_rows, layout),
-                       rows_per_member(layout.recv_counts, ranks()),
-                       rows_per_member(layout.send_counts, ranks()), "moe.combine.a2a");
+  return exchange_rows(
+      nn::expert_to_source_major(expert_rows, layout), rows_per_member(layout.recv_counts, ranks()),
+      rows_per_member(layout.send_counts, ranks()), sched::to_string(sched::OpRole::kCombineA2A));
 }
 
 }  // namespace moecomm::rt

@@ -34,7 +34,7 @@ class MpiTokenExchange final : public nn::TokenExchange {
   // A2A-v of fp32 rows: rows[j] rows of `cols` floats to member j, recv_rows[i] from member i
   // (known from the layout: no counts exchange).
   nn::Tensor exchange_rows(const nn::Tensor& send, const std::vector<int64_t>& rows,
-                           const std::vector<int64_t>& recv_rows, const char* label);
+                           const std::vector<int64_t>& recv_rows, std::string_view label);
 
   const Comm& ep_;
   CallOptions options_;

@@ -186,7 +186,8 @@ std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroup
     keys.push_back({ep, 0, "ep"});
   const CommPool pool(MPI_COMM_WORLD, keys);
   CallOptions call;
-  call.label = "moe.hybrid.shared_allreduce (initial)";
+  call.label =
+      std::string(sched::to_string(sched::OpRole::kExpertTransferSharedAllReduce)) + " (initial)";
   call.timeout_s = c.timeout_s;
   call.ranks_per_node = c.ranks_per_node;
   for (int l = 0; l < codec->layers(); ++l) {

@@ -65,9 +65,8 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
     ctx.esp_reduce_s =
         comm.group_time(cost::Collective::kAllReduce, w.groups.esp.front(), w.a2a_bytes);
   ctx.flat_a2a_s = comm.alltoall_time(w.groups.ep.front(), w.a2a_bytes);
-  // Attention: QKV and output projections (8 h^2 flops a token) and scores (4 s h).
-  ctx.pre_expert_fwd_s = ctx.gemm.time_flops(
-      w.tokens * (8.0 * m.hidden * m.hidden + 4.0 * m.seq_len * m.hidden) / p.tp);
+  // Attention forward: the workload's QKV and output projections and scores.
+  ctx.pre_expert_fwd_s = ctx.gemm.time_flops(w.attention_flops);
   ctx.base_memory_bytes = memory_per_device(in);
   ctx.state_bytes_per_expert =
       m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);

@@ -2,8 +2,8 @@
 // Per-rank quantities of one MoE transformer block (attention, gate, experts) for a model and
 // a parallel configuration: what the builders put on ops. Balanced routing is assumed (every
 // expert gets the same share of the routed tokens); NetMoE's matrices override the A2A.
-// The same quantities as plan/moe_workload.h (sched may not include plan/, DESIGN.md
-// "Layers"), plus the compute flops. Bytes and flops.
+// The one computation of these quantities: the plan's estimates read them too
+// (plan/moe_workload.h adds where the groups sit on the topology). Bytes and flops.
 #include "core/model_config.h"
 #include "core/parallel_config.h"
 
@@ -30,9 +30,12 @@ struct LayerWorkload {
   double attention_flops = 0;
   // Gate: t x h by h x E GEMM, 2 t h E (replicated in the TP group).
   double gate_flops = 0;
-  // Experts: 2 x ffn_gemms x rows x h x ffn_hidden / esp, rows = routed x esp / gcd(tp, esp):
-  // an ESP group computes each distinct routed row once, and its members hold
-  // esp / gcd(tp, esp) distinct token sets. With tp = esp (MoNTA, FSMoE): 2 g routed h f / esp.
+  // Experts: 2 x ffn_gemms x rows x h x ffn_hidden / esp. Each ESP member holds ffn_hidden / esp
+  // of its experts and runs it on rows = routed x esp / gcd(tp, esp): what its EP A2A delivers
+  // (balanced routing) plus what the ESP AllGather adds. tp = 1: routed x esp (the ESP group's
+  // esp token sets gathered); tp = esp dropped (MoNTA O1, FSMoE): esp x routed / tp = routed;
+  // esp dividing tp, replicated: routed (TP copies arrive as sent, no AllGather); tp = 2,
+  // esp = 4 (FSMoE's model; no schedule): the group's two token sets, 2 x routed.
   double expert_flops = 0;
   // Gradients of one layer's dense part on one rank, AllReduced over dp x cp: attention
   // 4 h^2 / tp (sharded) plus the gate h E (replicated in TP), times dtype.

@@ -146,6 +146,82 @@ TEST(LayerBuilder, WorkloadFormulas) {
   EXPECT_DOUBLE_EQ(layer_workload(capped, s.parallel).routed_tokens, 160);
 }
 
+// Expert flops per rank derived by hand: 2 flops x ffn_gemms (2) x rows x h (64) x f / esp.
+TEST(LayerBuilder, ExpertFlopsPerRankByHand) {
+  struct Case {
+    const char* spec;
+    double expected;
+  };
+  const Case cases[] = {
+      // No sharding: the rank's 128 routed rows arrive balanced, full FFN.
+      {"ep=8", 2.0 * 2 * 128 * 64 * 128},
+      // tp = 1, esp = 2: the EP A2A brings 128 rows, the ESP AllGather the partner's 128 more;
+      // a half FFN (f / 2 = 64) on 256 rows.
+      {"esp=2,ep=4", 2.0 * 2 * 256 * 64 * 64},
+      // tp = esp = 2: the pair shares 64 tokens (128 routed rows), each member computes its
+      // half FFN on all of them (dropped then gathered, or replicated).
+      {"tp=2,esp=2,ep=4", 2.0 * 2 * 128 * 64 * 64},
+      // tp = 4, esp = 2: replicated TP copies, 128 rows arrive, no AllGather; half FFN.
+      {"tp=4,esp=2,ep=4", 2.0 * 2 * 128 * 64 * 64},
+      // tp = 2, esp = 4: the ESP group holds two TP groups' token sets, 2 x 128 rows, each
+      // member a quarter FFN (f / 4 = 32).
+      {"tp=2,esp=4,ep=2", 2.0 * 2 * 256 * 64 * 32},
+      // tp = esp = 4: one token set of 128 rows, a quarter FFN.
+      {"tp=4,esp=4,ep=2", 2.0 * 2 * 128 * 64 * 32},
+  };
+  for (const Case& c : cases)
+    EXPECT_DOUBLE_EQ(layer_workload(model(), setup(c.spec, "baseline").parallel).expert_flops,
+                     c.expected)
+        << c.spec;
+}
+
+// The schedule's forward expert op on every rank runs the workload's flops, and they are the
+// rows the schedule's own dispatch delivers there: the A2A's column (what the rank receives,
+// own share included), or the ESP AllGather's output where there is one, each row taking
+// 2 ffn_gemms h f / esp.
+TEST(LayerBuilder, ExpertFlopsAreTheRowsTheScheduleDelivers) {
+  int checked = 0;
+  for (int tp : {1, 2, 4})
+    for (int esp : {1, 2, 4})
+      for (const char* strategy : {"baseline", "monta-o1"}) {
+        const std::string spec =
+            "tp=" + std::to_string(tp) + ",esp=" + std::to_string(esp) + ",ep=2";
+        const std::string what = spec + " " + strategy;
+        const LayerSetup s = setup(spec, strategy);
+        const bool drop = std::string(strategy) == "monta-o1" && tp > 1;
+        if ((esp > 1 && tp > 1 && tp % esp != 0) || (drop && tp != esp)) {
+          EXPECT_THROW(build_training_step(s), Error) << what;
+          continue;
+        }
+        const Schedule sched = build_training_step(s);
+        const LayerWorkload w = layer_workload(s.model, s.parallel);
+        const double per_row = 2.0 * s.model.ffn_gemms() * 64 * 128 / esp;
+        for (int r = 0; r < sched.world_size(); ++r) {
+          double received = 0, gathered = -1, flops = -1;
+          for (OpId id : sched.ops_of(r)) {
+            const Label& label = sched.label(id);
+            if (label.phase != Phase::kForward || label.layer != 0) continue;
+            const Op& op = sched.op(id);
+            if (label.name == "moe.dispatch.a2a") {
+              const Collective& c = sched.collective(op.collective);
+              for (int i = 0; i < c.size(); ++i) received += c.pair(i, op.member);
+            } else if (label.name == "moe.dispatch.esp_allgather") {
+              gathered = sched.collective(op.collective).bytes;
+            } else if (label.name == "moe.expert") {
+              flops = op.flops;
+            }
+          }
+          EXPECT_EQ(gathered >= 0, esp > 1 && (drop || tp == 1)) << what;
+          const double bytes = gathered >= 0 ? gathered : received;
+          ASSERT_GT(bytes, 0) << what << " rank " << r;
+          EXPECT_DOUBLE_EQ(flops, bytes / w.token_bytes * per_row) << what << " rank " << r;
+          EXPECT_DOUBLE_EQ(flops, w.expert_flops) << what << " rank " << r;
+        }
+        ++checked;
+      }
+  EXPECT_EQ(checked, 13);  // 18 less tp=2,esp=4 twice and the 3 other drops with tp != esp
+}
+
 TEST(LayerBuilder, BaselineHasTwoA2AsPerLayerAndPhaseWithTheWorkloadsBytes) {
   const LayerSetup s = setup("ep=8", "baseline");
   const Schedule sched = build_training_step(s);

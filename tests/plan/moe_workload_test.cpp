@@ -66,7 +66,7 @@ TEST(MoeWorkload, IsTheScheduleWorkloadOnEveryLayout) {
         const sched::Schedule step = sched::build_training_step(setup);
         int experts = 0;
         for (sched::OpId id = 0; id < step.num_ops(); ++id)
-          if (step.label(id).name == "moe.expert" &&
+          if (step.label(id).role == sched::OpRole::kExpert &&
               step.label(id).phase == sched::Phase::kForward) {
             EXPECT_DOUBLE_EQ(step.op(id).flops, w.expert_flops) << spec << " " << strategy;
             ++experts;

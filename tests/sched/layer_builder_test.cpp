@@ -202,12 +202,12 @@ TEST(LayerBuilder, ExpertFlopsAreTheRowsTheScheduleDelivers) {
             const Label& label = sched.label(id);
             if (label.phase != Phase::kForward || label.layer != 0) continue;
             const Op& op = sched.op(id);
-            if (label.name == "moe.dispatch.a2a") {
+            if (label.role == OpRole::kDispatchA2A) {
               const Collective& c = sched.collective(op.collective);
               for (int i = 0; i < c.size(); ++i) received += c.pair(i, op.member);
-            } else if (label.name == "moe.dispatch.esp_allgather") {
+            } else if (label.role == OpRole::kDispatchEspAllGather) {
               gathered = sched.collective(op.collective).bytes;
-            } else if (label.name == "moe.expert") {
+            } else if (label.role == OpRole::kExpert) {
               flops = op.flops;
             }
           }

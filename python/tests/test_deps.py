@@ -43,6 +43,17 @@ def tree(tmp_path: Path, files: dict[str, str], table: dict[str, str] | None = N
     return root
 
 
+def run_suite(tmp_path: Path, test: str, **env: str) -> subprocess.CompletedProcess:
+    """pytest on a copy of the suite's conftest and helpers with one test module."""
+    tests = tmp_path / "tests"
+    shutil.copytree(SOURCE_DIR / "python" / "tests", tests,
+                    ignore=shutil.ignore_patterns("test_*.py", "__pycache__"))
+    (tests / "test_one.py").write_text(test)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tests)], capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
 def test_the_project_declares_every_import():
     r = run_checker(SOURCE_DIR)
     assert r.returncode == 0, r.stderr
@@ -99,18 +110,12 @@ def test_a_skip_in_the_tests(tmp_path):
 
 def test_a_missing_package_fails_the_test_naming_it(tmp_path):
     """conftest.require fails (never skips) with the package and install-deps.sh."""
-    tests = tmp_path / "tests"
-    shutil.copytree(SOURCE_DIR / "python" / "tests", tests,
-                    ignore=shutil.ignore_patterns("test_*.py", "__pycache__"))
-    (tests / "test_needs.py").write_text("from conftest import require\n"
-                                         "require('torch')\n\n\ndef test_x():\n    pass\n")
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "torch.py").write_text("raise ImportError('torch removed for this test')\n")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        str(tests)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}"
-                            f"{os.environ.get('PYTHONPATH', '')}"})
+    r = run_suite(tmp_path, "from conftest import require\nrequire('torch')\n\n\n"
+                  "def test_x():\n    pass\n",
+                  PYTHONPATH=f"{blocker}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert r.returncode != 0
     assert "torch is not importable (torch removed for this test): install Debian's " \
            "python3-torch, as scripts/install-deps.sh does" in r.stdout
@@ -118,13 +123,7 @@ def test_a_missing_package_fails_the_test_naming_it(tmp_path):
 
 
 def test_a_skip_fails(tmp_path):
-    tests = tmp_path / "tests"
-    shutil.copytree(SOURCE_DIR / "python" / "tests", tests,
-                    ignore=shutil.ignore_patterns("test_*.py", "__pycache__"))
-    (tests / "test_skip.py").write_text("import pytest\n\n\ndef test_x():\n"
-                                        "    pytest.skip('no reason')\n")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        str(tests)], capture_output=True, text=True, env=dict(os.environ))
+    r = run_suite(tmp_path, "import pytest\n\n\ndef test_x():\n    pytest.skip('no reason')\n")
     assert r.returncode == 1, r.stdout
     assert "1 failed" in r.stdout and "skipped tests fail this suite: Skipped: no reason" \
         in r.stdout

@@ -28,34 +28,20 @@
 #include "nn/tensor.h"
 #include "rt/train_loop.h"
 #include "sched/strategy.h"
+#include "tiny_train.h"
 
 namespace moecomm::rt {
 namespace {
 
-// Small enough for 8 oversubscribed ranks; dropless, so a token's expert output does not
-// depend on which other tokens share its rank (capacity is per rank's tokens).
+// The equivalence tests' run (small enough for 8 oversubscribed ranks; dropless, so a token's
+// expert output does not depend on which other tokens share its rank).
 TrainConfig baseline(int ep, float aux_loss_weight, int steps) {
-  TrainConfig c;
-  const int world = test::world_size();
-  c.model.vocab = 64;
-  c.model.max_seq = 16;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.layers = 2;
-  c.model.moe.ffn_hidden = 48;
-  c.model.moe.experts = 2 * world;
-  c.model.moe.top_k = 2;
-  c.model.moe.capacity_factor = 0.0f;
+  TrainConfig c = test::tiny_train(1, "baseline");
   c.model.aux_loss_weight = aux_loss_weight;
   c.ep = ep;
-  c.batch = 2;
   c.seq_len = 12;
   c.steps = steps;
   c.data_seed = 7;
-  c.ranks_per_node = world / 2;
-  c.timeout_s = test::kTimeout;
-  c.strategy = sched::parse_strategy("baseline", "test");
-  c.keep_gradients = true;
   return c;
 }
 

@@ -67,11 +67,11 @@ SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_gi
   layer.cluster = setup.cluster;
   out.strategy_notes = cli::planned_knobs(setup, args.strategy, ep_given, "strategy", layer);
   layer.layers = args.layers;
-  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
+  const std::string placement(sched::to_string(layer.strategy.placement));
   if (const auto routed = route(setup, args.routing, args.locality, layer))
     out.routing = nlohmann::json{{"source", "synthetic"},
                                  {"locality", args.locality},
-                                 {"placement", netmoe ? "netmoe" : "home"},
+                                 {"placement", placement},
                                  {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
                                  {"placement_solve_us", routed->placement_solve_us}};
   const auto start = std::chrono::steady_clock::now();

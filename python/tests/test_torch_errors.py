@@ -12,7 +12,8 @@ import torch_errors  # noqa: E402
 EXPECTED = {
     "hybrid-esp": "expert_transfer=hybrid runs without ESP here (esp = 1)",
     "netmoe": "placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE",
-    "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert_choice, got 'topk'",
+    "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert-choice, got 'topk'",
+    "gate-spelling": "got 'expert_choice'; did you mean 'expert-choice'?",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",
     "experts-split": "ep = 4 does not divide the number of experts (6)",
     "world": "the layout has 8 ranks but torch.distributed's world has 4",

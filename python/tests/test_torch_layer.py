@@ -32,7 +32,7 @@ def test_cases_cover_every_knob():
                  "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false",
                  "grad_partitions=3"):
         assert knob in strategies
-    assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert_choice"}
+    assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert-choice"}
     assert {c[6] for c in torch_cases.CASES} == {"gelu", "swiglu"}
 
 

@@ -36,7 +36,7 @@ CASES = [
     ("edp-fsmoe", "base=fsmoe,grad_partitions=2", "ep=2", ONE_NODE, "gshard", None, "gelu", 2),
     ("sigmoid", "fsmoe", "ep=4", ONE_NODE, "sigmoid", None, "gelu", 1),
     ("xmoe", "fsmoe", "ep=4", ONE_NODE, "xmoe", None, "gelu", 2),
-    ("expert-choice", "fsmoe", "ep=4", ONE_NODE, "expert_choice", 1.0, "gelu", 2),
+    ("expert-choice", "fsmoe", "ep=4", ONE_NODE, "expert-choice", 1.0, "gelu", 2),
     ("capacity", "fsmoe", "ep=4", ONE_NODE, "gshard", 1.0, "gelu", 2),
     ("swiglu", "monta-o3", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "swiglu", 2),
     ("hybridep-d2", "base=hybridep,hybrid_domain=2,compression=1", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),

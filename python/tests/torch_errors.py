@@ -18,6 +18,7 @@ CASES = {
                                          parallel="tp=2,ep=2,esp=2"),
     "netmoe": lambda mt: mt.MoELayer(16, 32, 8, strategy="netmoe", parallel="ep=4"),
     "unknown-gate": lambda mt: mt.MoELayer(16, 32, 8, gate="topk", parallel="ep=4"),
+    "gate-spelling": lambda mt: mt.MoELayer(16, 32, 8, gate="expert_choice", parallel="ep=4"),
     "ffn-type": lambda mt: mt.MoELayer(16, 32, 8, ffn_type="relu", parallel="ep=4"),
     "experts-split": lambda mt: mt.MoELayer(16, 32, 6, parallel="ep=4"),
     "world": lambda mt: mt.MoELayer(16, 32, 8, parallel="ep=8", cluster=EIGHT),

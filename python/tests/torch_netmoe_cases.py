@@ -164,7 +164,7 @@ def home_h(rank: int, batch: int = SAMPLES) -> torch.Tensor:
 # Bad input: each case's moecomm.Error message, on every rank.
 ERRORS = {
     "not-netmoe": lambda mt, r: layer(mt, strategy="fsmoe"),
-    "expert-choice": lambda mt, r: layer(mt, gate="expert_choice"),
+    "expert-choice": lambda mt, r: layer(mt, gate="expert-choice"),
     "tp": lambda mt, r: layer(mt, parallel="tp=2,ep=2,esp=2", cluster=TWO_NODES),
     "hybrid": lambda mt, r: layer(mt, strategy="base=netmoe,expert_transfer=hybrid"),
     "ffn-type": lambda mt, r: layer(mt, ffn_type="relu"),

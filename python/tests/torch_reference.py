@@ -42,7 +42,7 @@ class ReferenceMoE(torch.nn.Module):
     def slots(self, x: torch.Tensor) -> List[tuple]:
         """(token, expert, weight) in slot order."""
         n, e = x.shape[0], self.experts_n
-        if self.gate_kind == "expert_choice":
+        if self.gate_kind == "expert-choice":
             s = torch.softmax(self.router(x), dim=-1)
             c = 1.0 if self.capacity_factor is None else self.capacity_factor
             cap = min(n, math.ceil(c * n / e))

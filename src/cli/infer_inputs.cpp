@@ -12,6 +12,7 @@
 
 #include "cli/infer_variants.h"
 #include "core/error.h"
+#include "core/ffn_type_names.h"
 #include "core/item_list.h"
 #include "core/presets.h"
 #include "core/suggest.h"
@@ -32,8 +33,7 @@ InferModel load_infer_model(const std::string& name) {
   m.ffn_hidden = static_cast<int>(c.ffn_hidden);
   m.experts = static_cast<int>(c.experts);
   m.top_k = static_cast<int>(c.top_k);
-  m.expert =
-      c.ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  m.ffn_type = c.ffn_type;
   return m;
 }
 
@@ -128,8 +128,8 @@ void parse_synthetic(const std::string& text, place::SyntheticRoutingSpec& s) {
 
 std::string model_text(const InferModel& m) {
   return m.name + ", hidden " + std::to_string(m.hidden) + ", ffn " + std::to_string(m.ffn_hidden) +
-         (m.expert == nn::ExpertKind::kMixtralFfn ? " (swiglu)" : " (gelu)") + ", " +
-         std::to_string(m.experts) + " experts, top-" + std::to_string(m.top_k);
+         " (" + std::string(core::to_string(m.ffn_type)) + "), " + std::to_string(m.experts) +
+         " experts, top-" + std::to_string(m.top_k);
 }
 
 // A trace's model: its own shape (when it records one and --model is not given), and always
@@ -140,8 +140,7 @@ void take_trace_model(const InferFlags& f, InferInputs& in) {
     in.model.name = recorded->name;
     in.model.hidden = static_cast<int>(recorded->hidden);
     in.model.ffn_hidden = static_cast<int>(recorded->ffn_hidden);
-    in.model.expert = recorded->ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn
-                                                                   : nn::ExpertKind::kGptFfn;
+    in.model.ffn_type = recorded->ffn_type;
     in.model_from = "trace";
   } else {
     in.model_from = f.model_given ? "--model" : "default";
@@ -274,7 +273,7 @@ std::string with_decimals(double v, int digits) {
 // Five layers (one per variant) with every expert in host memory and max_per resident.
 void check_memory(const InferInputs& in) {
   const InferModel& m = in.model;
-  const double gemms = m.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
+  const double gemms = m.ffn_type == core::FfnType::kSwiglu ? 3 : 2;
   const double gb = static_cast<double>(kVariants) * 4.0 * (m.experts + in.max_per_device) * gemms *
                     m.hidden * static_cast<double>(m.ffn_hidden) / 1e9;
   if (gb > kMaxInferGB)

@@ -27,7 +27,7 @@ inline constexpr int kDefaultPathLength = 3;
 struct InferModel {
   std::string name;
   int hidden = 128, ffn_hidden = 512, experts = 16, top_k = 1;
-  nn::ExpertKind expert = nn::ExpertKind::kGptFfn;
+  core::FfnType ffn_type = core::FfnType::kGelu;
 };
 
 // The validated inputs, defaults resolved.

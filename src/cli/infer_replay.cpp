@@ -107,7 +107,7 @@ std::vector<std::unique_ptr<rt::ReplicatedMoeLayer>> variant_layers(const InferI
   spec.ffn_hidden = in.model.ffn_hidden;
   spec.experts = in.model.experts;
   spec.top_k = in.model.top_k;
-  spec.expert = in.model.expert;
+  spec.ffn_type = in.model.ffn_type;
   spec.seed = 7;
   std::vector<std::unique_ptr<rt::ReplicatedMoeLayer>> layer;
   for (int v = 0; v < kVariants; ++v) {

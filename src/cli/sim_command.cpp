@@ -162,7 +162,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     if (routed) {
       j["routing"] = {{"source", "synthetic"},
                       {"locality", locality_},
-                      {"placement", netmoe ? "netmoe" : "home"},
+                      {"placement", std::string(sched::to_string(layer.strategy.placement))},
                       {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
                       {"placement_solve_us", routed->placement_solve_us}};
     }

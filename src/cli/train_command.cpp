@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <sstream>
 
@@ -12,8 +13,10 @@
 #include "cli/train_model.h"
 #include "cli/train_strategy.h"
 #include "core/error.h"
+#include "core/ffn_type_names.h"
 #include "core/parallel_config.h"
 #include "core/presets.h"
+#include "nn/moe_layer_factory.h"
 #include "place/routing_trace.h"
 #include "rt/config_fingerprint.h"
 #include "rt/mpi_base.h"
@@ -21,6 +24,29 @@
 #include "sched/strategy.h"
 
 namespace moecomm::cli {
+
+namespace {
+
+// A flag whose value `parse` checks (throwing Error "FLAG: why"), shown in --help as the
+// accepted names; the error keeps the parser's "did you mean" (CLI11 adds the "FLAG: ").
+CLI::Validator parsed_by(std::function<void(const std::string&)> parse,
+                         const std::vector<std::string>& names) {
+  std::string shown;
+  for (const std::string& n : names) shown += (shown.empty() ? "{" : ",") + n;
+  return CLI::Validator(
+      [parse](std::string& value) {
+        try {
+          parse(value);
+          return std::string();
+        } catch (const Error& e) {
+          const std::string why = e.what();
+          return why.substr(why.find(": ") + 2);
+        }
+      },
+      shown + "}");
+}
+
+}  // namespace
 
 TrainCommand::TrainCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
@@ -56,11 +82,23 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   sub_->add_option("--gate", gate_, "gate")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gshard", "sigmoid", "xmoe", "expert-choice"}));
-  sub_->add_option("--expert", expert_,
-                   "expert FFN: gpt (GELU) or mixtral (SwiGLU); default: "
-                   "the model's ffn_type")
-      ->check(CLI::IsMember({"gpt", "mixtral"}));
+      ->check(parsed_by([](const std::string& g) { nn::parse_gate_kind(g, "--gate"); },
+                        nn::gate_kind_names()));
+  sub_->add_option("--ffn-type", ffn_type_,
+                   "expert FFN: gelu (GPT's) or swiglu (Mixtral's); default: the model's "
+                   "ffn_type")
+      ->check(parsed_by([](const std::string& t) { core::parse_ffn_type(t, "--ffn-type"); },
+                        {"gelu", "swiglu"}));
+  // The expert FFN's one name is ffn_type (model files, moecomm.torch): the old flag is
+  // refused with the new one's spelling rather than kept as a second name.
+  sub_->add_option("--expert", renamed_expert_, "now --ffn-type (gpt: gelu, mixtral: swiglu)")
+      ->group("Renamed")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const char* now = v == "gpt" ? "gelu" : v == "mixtral" ? "swiglu" : "gelu|swiglu";
+            return "renamed --ffn-type; did you mean --ffn-type " + std::string(now) + "?";
+          },
+          ""));
   sub_->add_option("--capacity-factor", capacity_factor_, "capacity layout factor; 0: dropless")
       ->check(kFinite)
       ->capture_default_str()
@@ -149,13 +187,6 @@ void check_writable(const std::string& path) {
   if (!existed) std::filesystem::remove(path);
 }
 
-nn::GateKind gate_of(const std::string& g) {
-  if (g == "sigmoid") return nn::GateKind::kSigmoid;
-  if (g == "xmoe") return nn::GateKind::kXMoE;
-  if (g == "expert-choice") return nn::GateKind::kExpertChoice;
-  return nn::GateKind::kGShard;
-}
-
 // The model's shape and the ranks' layout, so that `place --trace` and `infer --trace` price
 // and replay the routing as this run made it without being told.
 void describe_routing(place::RoutingTrace& trace, const rt::TrainConfig& c,
@@ -164,8 +195,7 @@ void describe_routing(place::RoutingTrace& trace, const rt::TrainConfig& c,
   m.name = model == "tiny" ? model : core::load_model(model).name;
   m.hidden = c.model.hidden;
   m.ffn_hidden = c.model.moe.ffn_hidden;
-  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                 : core::FfnType::kGelu;
+  m.ffn_type = c.model.moe.ffn_type;
   m.dtype_bytes = bf16_rows ? 2 : 4;  // the A2A's rows: fp32, or bfloat16 with --bf16-a2a
   trace.model = m;
   place::TraceLayout layout;
@@ -194,11 +224,9 @@ rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
   const int me = mpi_world_rank();
   rt::TrainConfig c;
   c.model = train_model(model_, world);
-  c.model.moe.gate = gate_of(gate_);
+  c.model.moe.gate = nn::parse_gate_kind(gate_, "--gate");
   if (gate_ == "sigmoid") c.model.moe.top_k = 1;
-  if (!expert_.empty())
-    c.model.moe.expert =
-        expert_ == "mixtral" ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  if (!ffn_type_.empty()) c.model.moe.ffn_type = core::parse_ffn_type(ffn_type_, "--ffn-type");
   c.model.moe.capacity_factor = capacity_factor_;
   c.model.moe.expert_spread = expert_spread_;
   c.model.max_seq = std::max(c.model.max_seq, seq_len_);

@@ -23,8 +23,9 @@ class TrainCommand {
   rt::TrainConfig config(int world, std::vector<std::string>& notes, std::ostream& out) const;
 
   CLI::App* sub_;
-  std::string model_ = "tiny", parallel_, cluster_, data_ = "synthetic", gate_ = "gshard", expert_,
-              a2a_ = "flat", strategy_, routing_trace_ = "routing-trace.json";
+  std::string model_ = "tiny", parallel_, cluster_, data_ = "synthetic", gate_ = "gshard",
+              ffn_type_, renamed_expert_, a2a_ = "flat", strategy_,
+              routing_trace_ = "routing-trace.json";
   int steps_ = 200, batch_ = 4, seq_len_ = 32, ranks_per_node_ = 0, log_every_ = 10;
   int text_order_ = 1;
   float lr_ = 3e-3f, capacity_factor_ = 0.0f, expert_spread_ = -1.0f;

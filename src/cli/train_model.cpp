@@ -38,8 +38,7 @@ nn::MoeTransformerConfig preset_model(const std::string& name) {
   m.moe.ffn_hidden = static_cast<int>(c.ffn_hidden);
   m.moe.experts = static_cast<int>(c.experts);
   m.moe.top_k = static_cast<int>(c.top_k);
-  m.moe.expert =
-      c.ffn_type == core::FfnType::kSwiglu ? nn::ExpertKind::kMixtralFfn : nn::ExpertKind::kGptFfn;
+  m.moe.ffn_type = c.ffn_type;
   return m;
 }
 
@@ -51,7 +50,7 @@ void check_memory(const rt::TrainConfig& c, int world) {
   const auto& m = c.model;
   const double h = m.hidden, layers = m.layers, experts = m.moe.experts;
   const double tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
-  const double gemms = m.moe.expert == nn::ExpertKind::kMixtralFfn ? 3 : 2;
+  const double gemms = m.moe.ffn_type == core::FfnType::kSwiglu ? 3 : 2;
   const double dense = 2.0 * m.vocab * h + m.max_seq * h + layers * (4 * h * h + h * experts);
   const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden / tp;
   const double gb = 16.0 * (dense + local_experts) / 1e9;

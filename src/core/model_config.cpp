@@ -4,20 +4,30 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/ffn_type_names.h"
 #include "core/json_reader.h"
+#include "core/suggest.h"
 
 namespace moecomm::core {
 
 using nlohmann::json;
 
+std::string_view to_string(FfnType t) {
+  return t == FfnType::kSwiglu ? "swiglu" : "gelu";
+}
+
+FfnType parse_ffn_type(std::string_view name, const std::string& where) {
+  if (name == "gelu") return FfnType::kGelu;
+  if (name == "swiglu") return FfnType::kSwiglu;
+  throw Error(where, "must be \"gelu\" or \"swiglu\", got \"" + std::string(name) + "\"" +
+                         did_you_mean(name, {"gelu", "swiglu"}));
+}
+
 namespace {
 
-FfnType parse_ffn_type(JsonReader& r) {
+FfnType ffn_type_of(JsonReader& r) {
   if (!r.has("ffn_type")) return FfnType::kGelu;
-  std::string t = r.string("ffn_type");
-  if (t == "gelu") return FfnType::kGelu;
-  if (t == "swiglu") return FfnType::kSwiglu;
-  throw Error(r.where("ffn_type"), "must be \"gelu\" or \"swiglu\", got \"" + t + "\"");
+  return parse_ffn_type(r.string("ffn_type"), r.where("ffn_type"));
 }
 
 void check_model(const ModelConfig& m, JsonReader& r) {
@@ -53,7 +63,7 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   m.dtype_bytes = r.positive_int("dtype_bytes");
   if (r.has("compute_dtype"))
     m.compute_dtype = parse_dtype(r.string("compute_dtype"), r.where("compute_dtype"));
-  m.ffn_type = parse_ffn_type(r);
+  m.ffn_type = ffn_type_of(r);
   if (r.has("vocab_size")) {
     m.vocab_size = r.integer("vocab_size");
     if (m.vocab_size < 0) throw Error(r.where("vocab_size"), "must not be negative");
@@ -107,7 +117,7 @@ json model_to_json(const ModelConfig& m) {
               {"micro_batch", m.micro_batch},
               {"capacity_factor", m.capacity_factor ? json(*m.capacity_factor) : json(nullptr)},
               {"dtype_bytes", m.dtype_bytes},
-              {"ffn_type", m.ffn_type == FfnType::kSwiglu ? "swiglu" : "gelu"},
+              {"ffn_type", std::string(to_string(m.ffn_type))},
               {"vocab_size", m.vocab_size}};
   if (m.compute_dtype) doc["compute_dtype"] = std::string(to_string(*m.compute_dtype));
   if (!m.description.empty()) doc["description"] = m.description;

@@ -13,14 +13,15 @@ void Expert::zero_grad() {
   for (Param& p : params()) p.grad->fill(0.0f);
 }
 
-std::unique_ptr<Expert> make_expert(ExpertKind kind, int hidden, int ffn_hidden, uint64_t seed,
-                                    int shard, int shards) {
+std::unique_ptr<Expert> make_expert(core::FfnType ffn_type, int hidden, int ffn_hidden,
+                                    uint64_t seed, int shard, int shards) {
   if (shards < 1 || shard < 0 || shard >= shards || ffn_hidden % shards != 0)
     throw Error("expert shard", "shard " + std::to_string(shard) + " of " + std::to_string(shards) +
                                     " needs shards >= 1 dividing ffn_hidden " +
                                     std::to_string(ffn_hidden));
   const FfnShard part{shard, shards};
-  if (kind == ExpertKind::kGptFfn) return std::make_unique<GptFfn>(hidden, ffn_hidden, seed, part);
+  if (ffn_type == core::FfnType::kGelu)
+    return std::make_unique<GptFfn>(hidden, ffn_hidden, seed, part);
   return std::make_unique<MixtralFfn>(hidden, ffn_hidden, seed, part);
 }
 

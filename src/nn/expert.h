@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/model_config.h"
 #include "nn/param.h"
 #include "nn/tensor.h"
 
@@ -28,23 +29,22 @@ class Expert {
   void zero_grad();
 };
 
-enum class ExpertKind { kGptFfn, kMixtralFfn };
-
 // Which slice of the FFN dimension an expert holds (make_expert): shard `index` of `count`.
 struct FfnShard {
   int index = 0;
   int count = 1;
 };
 
-// One expert with deterministic weights from seed (see expert_seed for the layer's).
+// One expert, GPT's GELU FFN or Mixtral's SwiGLU FFN (core::FfnType), with deterministic
+// weights from seed (see expert_seed for the layer's).
 // With shards > 1, shard `shard` of it (expert sharding parallelism, FSMoE's ESP, Megatron's
 // expert tensor parallelism): the full expert's weights sliced along the FFN dimension,
 // columns [shard F / shards, (shard + 1) F / shards) of the input projections and those rows
 // of the output projection; the output bias lives on shard 0 only. Forward returns a partial
 // output and backward a partial input gradient; each sums over the shards to the full
 // expert's, and each shard's weight gradients are the full expert's, sliced.
-std::unique_ptr<Expert> make_expert(ExpertKind kind, int hidden, int ffn_hidden, uint64_t seed,
-                                    int shard = 0, int shards = 1);
+std::unique_ptr<Expert> make_expert(core::FfnType ffn_type, int hidden, int ffn_hidden,
+                                    uint64_t seed, int shard = 0, int shards = 1);
 
 // The seed of global expert e: the same on every rank, whichever rank holds the expert.
 uint64_t expert_seed(uint64_t base, int global_expert);

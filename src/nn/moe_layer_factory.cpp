@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "nn/capacity_order.h"
 #include "nn/dropless_order.h"
 #include "nn/expert_choice_gate.h"
@@ -11,6 +12,43 @@
 #include "nn/xmoe_gate.h"
 
 namespace moecomm::nn {
+
+namespace {
+constexpr GateKind kGateKinds[] = {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE,
+                                   GateKind::kExpertChoice};
+}  // namespace
+
+std::string_view to_string(GateKind g) {
+  switch (g) {
+    case GateKind::kGShard:
+      return "gshard";
+    case GateKind::kSigmoid:
+      return "sigmoid";
+    case GateKind::kXMoE:
+      return "xmoe";
+    case GateKind::kExpertChoice:
+      return "expert-choice";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& gate_kind_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (GateKind g : kGateKinds) v.emplace_back(to_string(g));
+    return v;
+  }();
+  return names;
+}
+
+GateKind parse_gate_kind(std::string_view name, const std::string& where) {
+  for (GateKind g : kGateKinds)
+    if (to_string(g) == name) return g;
+  std::string list;
+  for (const std::string& n : gate_kind_names()) list += (list.empty() ? "" : ", ") + n;
+  throw Error(where, "must be one of " + list + ", got '" + std::string(name) + "'" +
+                         core::did_you_mean(name, gate_kind_names()));
+}
 
 std::unique_ptr<Gate> make_gate(const MoeLayerSpec& s) {
   switch (s.gate) {
@@ -35,7 +73,7 @@ uint64_t upcycle_base_seed(uint64_t seed) {
 
 std::unique_ptr<Expert> make_layer_expert(const MoeLayerSpec& s, int global_expert) {
   const auto build = [&](uint64_t seed) {
-    return make_expert(s.expert, s.hidden, s.ffn_hidden, seed, s.expert_shard.index,
+    return make_expert(s.ffn_type, s.hidden, s.ffn_hidden, seed, s.expert_shard.index,
                        s.expert_shard.count);
   };
   std::unique_ptr<Expert> own = build(expert_seed(s.seed, global_expert));

@@ -4,6 +4,9 @@
 // single-process layer (nn/moe_layer.h).
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "nn/expert.h"
 #include "nn/gate.h"
@@ -13,13 +16,21 @@ namespace moecomm::nn {
 
 enum class GateKind { kGShard, kSigmoid, kXMoE, kExpertChoice };
 
+// The gates' names, one spelling everywhere (`moecomm train --gate`, moecomm.torch's gate=):
+// gshard, sigmoid, xmoe, expert-choice.
+std::string_view to_string(GateKind g);
+const std::vector<std::string>& gate_kind_names();
+// Throws Error at `where` for any other name, with a "did you mean" for a near miss
+// ("expert_choice" -> 'expert-choice').
+GateKind parse_gate_kind(std::string_view name, const std::string& where);
+
 struct MoeLayerSpec {
   int hidden = 0;
   int ffn_hidden = 0;
   int experts = 0;
   int top_k = 2;  // token-choice gates
   GateKind gate = GateKind::kGShard;
-  ExpertKind expert = ExpertKind::kGptFfn;
+  core::FfnType ffn_type = core::FfnType::kGelu;
   float capacity_factor = 0.0f;         // > 0: capacity layout; 0: dropless
   float expert_choice_capacity = 1.0f;  // c of the expert-choice gate
   int xmoe_dim = 8;

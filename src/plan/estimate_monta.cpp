@@ -110,7 +110,7 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
                                                std::string& why) {
   if (!applies(ctx, why)) return std::nullopt;
   const MontaInputs in = monta_inputs(ctx);
-  const StrategyCosts costs = strategy_costs(in);
+  const MontaCosts costs = monta_costs(in);
   double a2a = costs.o1_s;
   std::int64_t chunks = 1;
   if (level == 2) {
@@ -143,7 +143,7 @@ std::optional<StrategyEstimate> estimate_monta(const EstimateContext& ctx, int l
   e.monta->i_minimal_bytes = in.i_minimal;
   add_performance(ctx, a2a, e);
   if (level == 2 || level == 3)
-    e.monta->choice = std::string(strategy_name(select_strategy(costs).strategy));
+    e.monta->choice = std::string(variant_name(select_variant(costs).variant));
   return e;
 }
 

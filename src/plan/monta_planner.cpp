@@ -159,39 +159,39 @@ ChunkPlan optimal_chunks_o3(const MontaInputs& in) {
   return optimal_chunks(in, true);
 }
 
-std::string_view strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::kBaseline:
+std::string_view variant_name(MontaVariant v) {
+  switch (v) {
+    case MontaVariant::kBaseline:
       return "baseline";
-    case Strategy::kO1:
+    case MontaVariant::kO1:
       return "O1";
-    case Strategy::kO2:
+    case MontaVariant::kO2:
       return "O2";
-    case Strategy::kO3:
+    case MontaVariant::kO3:
       return "O3";
   }
   return "?";
 }
 
-StrategyCosts strategy_costs(const MontaInputs& in) {
+MontaCosts monta_costs(const MontaInputs& in) {
   return {baseline_time(in), o1_time(in), optimal_chunks_o2(in), optimal_chunks_o3(in)};
 }
 
-// MoNTA Algorithm 3: the strategy of minimum cost. The paper lists T_O1..T_O3; the baseline
+// MoNTA Algorithm 3: the variant of minimum cost. The paper lists T_O1..T_O3; the baseline
 // is a candidate too (O1 loses to it when the intra-node link is slow). Candidates are in
 // order of complexity and only a strictly smaller cost replaces the current choice.
-Choice select_strategy(const StrategyCosts& costs) {
-  Choice best{Strategy::kBaseline, 1, costs.baseline_s};
-  const Choice others[] = {{Strategy::kO1, 1, costs.o1_s},
-                           {Strategy::kO2, costs.o2.n, costs.o2.time_s},
-                           {Strategy::kO3, costs.o3.n, costs.o3.time_s}};
-  for (const Choice& c : others)
+MontaChoice select_variant(const MontaCosts& costs) {
+  MontaChoice best{MontaVariant::kBaseline, 1, costs.baseline_s};
+  const MontaChoice others[] = {{MontaVariant::kO1, 1, costs.o1_s},
+                                {MontaVariant::kO2, costs.o2.n, costs.o2.time_s},
+                                {MontaVariant::kO3, costs.o3.n, costs.o3.time_s}};
+  for (const MontaChoice& c : others)
     if (c.time_s < best.time_s) best = c;
   return best;
 }
 
-Choice plan(const MontaInputs& in) {
-  return select_strategy(strategy_costs(in));
+MontaChoice plan(const MontaInputs& in) {
+  return select_variant(monta_costs(in));
 }
 
 // Forward FLOPs: attention projections 2 b s (4 h^2), scores and context 2 (2 b s^2 h), gate

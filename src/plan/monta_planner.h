@@ -72,25 +72,27 @@ struct ChunkPlan {
 ChunkPlan optimal_chunks_o2(const MontaInputs& in);  // Algorithm 1
 ChunkPlan optimal_chunks_o3(const MontaInputs& in);  // Algorithm 2
 
-enum class Strategy { kBaseline, kO1, kO2, kO3 };
-std::string_view strategy_name(Strategy s);
+// MoNTA's A2A methods (Table 6): plain A2A, O1 drop + AllGather, O2 chunked, O3 chunked with
+// copies pipelined. Each is a setting of sched::Strategy's knobs (monta-o1..o3).
+enum class MontaVariant { kBaseline, kO1, kO2, kO3 };
+std::string_view variant_name(MontaVariant v);
 
-struct StrategyCosts {
+struct MontaCosts {
   double baseline_s = 0;
   double o1_s = 0;
   ChunkPlan o2;
   ChunkPlan o3;
 };
-StrategyCosts strategy_costs(const MontaInputs& in);
+MontaCosts monta_costs(const MontaInputs& in);
 
-struct Choice {
-  Strategy strategy = Strategy::kBaseline;
+struct MontaChoice {
+  MontaVariant variant = MontaVariant::kBaseline;
   std::int64_t n = 1;  // chunk count (1 for Baseline and O1)
-  double time_s = 0;   // one AllToAll under the strategy
+  double time_s = 0;   // one AllToAll under the variant
 };
-// Algorithm 3 (over Baseline too); ties go to the simpler strategy.
-Choice select_strategy(const StrategyCosts& costs);
-Choice plan(const MontaInputs& in);  // strategy_costs then select_strategy
+// Algorithm 3 (over Baseline too); ties go to the simpler variant.
+MontaChoice select_variant(const MontaCosts& costs);
+MontaChoice plan(const MontaInputs& in);  // monta_costs then select_variant
 
 // A MoE layer's AllToAlls per training step: dispatch and combine forward, and their
 // gradients backward (same volumes).
@@ -111,7 +113,7 @@ double moe_layer_training_flops(const LayerFlopsInputs& in);
 struct PerformanceInputs {
   std::int64_t layers = 1;
   double layer_other_s = 0;  // per layer and step: all time except the MoE AllToAlls
-  double a2a_s = 0;          // one AllToAll under the chosen strategy (Choice::time_s)
+  double a2a_s = 0;          // one AllToAll under the chosen variant (MontaChoice::time_s)
   double tokens = 0;         // tokens the group processes in that step
   double model_flops = 0;    // model FLOPs of that step for the group
   int devices = 1;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "core/ffn_type_names.h"
 #include "sched/strategy.h"
 
 namespace moecomm::rt {
@@ -35,25 +36,6 @@ std::string hex(uint64_t h, int digits) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(h));
   return buf;
-}
-
-// The names `moecomm train --gate` and `--expert` take.
-std::string gate_name(nn::GateKind g) {
-  switch (g) {
-    case nn::GateKind::kGShard:
-      return "gshard";
-    case nn::GateKind::kSigmoid:
-      return "sigmoid";
-    case nn::GateKind::kXMoE:
-      return "xmoe";
-    case nn::GateKind::kExpertChoice:
-      return "expert-choice";
-  }
-  return "gate " + std::to_string(static_cast<int>(g));
-}
-
-std::string expert_name(nn::ExpertKind e) {
-  return e == nn::ExpertKind::kMixtralFfn ? "mixtral" : "gpt";
 }
 
 std::string joined(const std::vector<int>& v, char sep) {
@@ -161,9 +143,9 @@ std::vector<Setting> train_settings(const TrainConfig& c) {
       {"model: layers", text(m.layers)},
       {"model: ffn_hidden", text(moe.ffn_hidden)},
       {"model: experts", text(moe.experts)},
-      {"gate", gate_name(moe.gate)},
+      {"gate", std::string(nn::to_string(moe.gate))},
       {"model: top_k", text(moe.top_k)},
-      {"expert", expert_name(moe.expert)},
+      {"ffn_type", std::string(core::to_string(moe.ffn_type))},
       {"capacity_factor", text(moe.capacity_factor)},
       {"expert_choice_capacity", text(moe.expert_choice_capacity)},
       {"xmoe_dim", text(moe.xmoe_dim)},

@@ -7,7 +7,7 @@
 
 namespace moecomm::rt {
 
-ExpertSwapper::ExpertSwapper(nn::ExpertKind kind, int hidden, int ffn_hidden, uint64_t seed,
+ExpertSwapper::ExpertSwapper(core::FfnType kind, int hidden, int ffn_hidden, uint64_t seed,
                              int experts, int max_experts_per_device) {
   if (experts <= 0 || max_experts_per_device <= 0)
     throw Error("replicated moe", "experts (" + std::to_string(experts) +

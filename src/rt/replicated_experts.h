@@ -16,7 +16,7 @@ namespace moecomm::rt {
 
 class ExpertSwapper {
  public:
-  ExpertSwapper(nn::ExpertKind kind, int hidden, int ffn_hidden, uint64_t seed, int experts,
+  ExpertSwapper(core::FfnType kind, int hidden, int ffn_hidden, uint64_t seed, int experts,
                 int max_experts_per_device);
 
   // Makes exactly `experts` (distinct, at most max_experts_per_device) resident: keeps the

@@ -42,7 +42,7 @@ ReplicatedMoeLayer::ReplicatedMoeLayer(const nn::MoeLayerSpec& spec, const Comm&
       algorithm_(algorithm),
       experts_(spec.experts),
       max_per_device_(max_experts_per_device),
-      swapper_(spec.expert, spec.hidden, spec.ffn_hidden, spec.seed, spec.experts,
+      swapper_(spec.ffn_type, spec.hidden, spec.ffn_hidden, spec.seed, spec.experts,
                max_experts_per_device) {}
 
 void ReplicatedMoeLayer::set_plan(ReplicaPlan plan) {

@@ -271,8 +271,7 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
   m.micro_batch = c.batch;
   if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
   m.dtype_bytes = c.bf16_a2a ? 2 : 4;
-  m.ffn_type = c.model.moe.expert == nn::ExpertKind::kMixtralFfn ? core::FfnType::kSwiglu
-                                                                 : core::FfnType::kGelu;
+  m.ffn_type = c.model.moe.ffn_type;
   m.vocab_size = c.model.vocab;
   return m;
 }

@@ -90,6 +90,38 @@ TEST(App, HelpShowsNoPlaceholderDefaults) {
   EXPECT_TRUE(has(r.out, "--nodes INT REQUIRED")) << r.out;
 }
 
+// One name per setting: `train --gate` spells the gates as moecomm.torch does, and the expert
+// FFN is --ffn-type gelu|swiglu as in model files; other spellings are refused with a hint.
+TEST(App, TrainRefusesOtherSpellingsOfGateAndFfnType) {
+  const Result help = run_cli({"train", "--help"});
+  EXPECT_TRUE(has(help.out, "--gate TEXT:{gshard,sigmoid,xmoe,expert-choice}=gshard")) << help.out;
+  EXPECT_TRUE(has(help.out, "--ffn-type TEXT:{gelu,swiglu}")) << help.out;
+  EXPECT_TRUE(has(help.out, "Renamed:\n  --expert TEXT")) << help.out;
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{"--gate", "expert_choice"},
+       "error: --gate: must be one of gshard, sigmoid, xmoe, expert-choice, got "
+       "'expert_choice'; did you mean 'expert-choice'?\n"},
+      {{"--ffn-type", "swigl"},
+       "error: --ffn-type: must be \"gelu\" or \"swiglu\", got \"swigl\"; did you mean "
+       "'swiglu'?\n"},
+      {{"--expert", "mixtral"},
+       "error: --expert: renamed --ffn-type; did you mean "
+       "--ffn-type swiglu?\n"},
+      {{"--expert", "gpt"}, "did you mean --ffn-type gelu?\n"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"train"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Result r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << c.args[1];
+    EXPECT_TRUE(has(r.err, c.error)) << r.err;
+  }
+}
+
 // mpirun starts one process per rank, all parsing the same arguments before MPI starts; the
 // launcher's rank variable says which one prints.
 TEST(App, HelpAndVersionComeFromRankZeroOnly) {

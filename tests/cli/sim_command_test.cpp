@@ -118,7 +118,7 @@ TEST(SimCommand, NetMoePlacementShortensTheStepOnRoutedTraffic) {
   ASSERT_EQ(home.code, 0) << home.err;
   ASSERT_EQ(placed.code, 0) << placed.err;
   const auto h = nlohmann::json::parse(home.out), p = nlohmann::json::parse(placed.out);
-  EXPECT_EQ(h["routing"]["placement"], "home");
+  EXPECT_EQ(h["routing"]["placement"], "none");
   EXPECT_EQ(p["routing"]["placement"], "netmoe");
   EXPECT_LT(p["routing"]["dispatch_inter_node_MB"].get<double>(),
             0.8 * h["routing"]["dispatch_inter_node_MB"].get<double>());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/ffn_type_names.h"
 #include "support/expect_error.h"
 
 namespace moecomm::core {
@@ -142,6 +143,19 @@ TEST(ModelConfig, ParallelMustSplitTheModel) {
                    "--parallel: tp", "heads (16)");
   EXPECT_ERROR_HAS(check_parallel_fits_model(config("esp=3,ep=1", 3), m, "--parallel"),
                    "--parallel: esp", "ffn_hidden (4096)");
+}
+
+// One spelling for the expert FFN (model files, `train --ffn-type`, moecomm.torch): the names
+// round-trip, and a near miss gets a hint.
+TEST(ModelConfig, FfnTypeNamesRoundTripAndNearMissesGetAHint) {
+  EXPECT_EQ(to_string(FfnType::kGelu), "gelu");
+  EXPECT_EQ(to_string(FfnType::kSwiglu), "swiglu");
+  for (FfnType t : {FfnType::kGelu, FfnType::kSwiglu})
+    EXPECT_EQ(parse_ffn_type(to_string(t), "x"), t);
+  EXPECT_EQ(testing::error_of([] { parse_ffn_type("swigl", "--ffn-type"); }),
+            "--ffn-type: must be \"gelu\" or \"swiglu\", got \"swigl\"; did you mean 'swiglu'?");
+  EXPECT_EQ(testing::error_of([] { parse_ffn_type("mixtral", "--ffn-type"); }),
+            "--ffn-type: must be \"gelu\" or \"swiglu\", got \"mixtral\"");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 namespace moecomm::nn {
 namespace {
 
-void check_expert_gradients(ExpertKind kind) {
+void check_expert_gradients(core::FfnType kind) {
   std::unique_ptr<Expert> ex = make_expert(kind, 4, 6, 17);
   Tensor x = Tensor::randn({5, 4}, 1);
   const Tensor r = Tensor::randn({5, 4}, 2);
@@ -31,14 +31,14 @@ void check_expert_gradients(ExpertKind kind) {
 }
 
 TEST(GptFfn, GradientsMatchFiniteDifferences) {
-  check_expert_gradients(ExpertKind::kGptFfn);
+  check_expert_gradients(core::FfnType::kGelu);
 }
 TEST(MixtralFfn, GradientsMatchFiniteDifferences) {
-  check_expert_gradients(ExpertKind::kMixtralFfn);
+  check_expert_gradients(core::FfnType::kSwiglu);
 }
 
 TEST(MixtralFfn, SwiGluOnAOneByOneExpert) {
-  std::unique_ptr<Expert> ex = make_expert(ExpertKind::kMixtralFfn, 1, 1, 0);
+  std::unique_ptr<Expert> ex = make_expert(core::FfnType::kSwiglu, 1, 1, 0);
   std::vector<Param> p = ex->params();  // w1, w3, w2
   p[0].value->fill(2.0f);
   p[1].value->fill(3.0f);
@@ -52,18 +52,18 @@ TEST(MixtralFfn, SwiGluOnAOneByOneExpert) {
 TEST(GptFfn, GeluAndEmptyBlocks) {
   EXPECT_NEAR(gelu(1.0f), 0.841192f, 1e-5f);
   EXPECT_EQ(gelu(0.0f), 0.0f);
-  std::unique_ptr<Expert> ex = make_expert(ExpertKind::kGptFfn, 3, 4, 1);
+  std::unique_ptr<Expert> ex = make_expert(core::FfnType::kGelu, 3, 4, 1);
   ExpertCache c;
   const Tensor y = ex->forward(Tensor({0, 3}), c);
   EXPECT_EQ(y.rows(), 0);
   ex->zero_grad();
   EXPECT_EQ(ex->backward(Tensor({0, 3}), c).rows(), 0);
-  EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 0, 4, 1), "gpt ffn", "positive");
+  EXPECT_ERROR_HAS(make_expert(core::FfnType::kGelu, 0, 4, 1), "gpt ffn", "positive");
 }
 
 // ESP: the shards' partial outputs and input gradients sum to the full expert's, and each
 // shard's weight gradients are the full expert's, sliced along the FFN dimension.
-void check_shards(ExpertKind kind, int shards) {
+void check_shards(core::FfnType kind, int shards) {
   SCOPED_TRACE(std::to_string(shards) + " shards");
   constexpr int kHidden = 4, kFfn = 12;
   auto full = make_expert(kind, kHidden, kFfn, 23);
@@ -97,7 +97,7 @@ void check_shards(ExpertKind kind, int shards) {
       }
     bool has_b2 = false;
     for (const Param& p : part->params()) has_b2 = has_b2 || p.name == "b2";
-    if (kind == ExpertKind::kGptFfn) {
+    if (kind == core::FfnType::kGelu) {
       EXPECT_EQ(has_b2, s == 0) << "the output bias is shard 0's";
     }
   }
@@ -106,13 +106,13 @@ void check_shards(ExpertKind kind, int shards) {
 }
 
 TEST(Experts, ShardsSumToTheFullExpert) {
-  for (ExpertKind kind : {ExpertKind::kGptFfn, ExpertKind::kMixtralFfn})
+  for (core::FfnType kind : {core::FfnType::kGelu, core::FfnType::kSwiglu})
     for (int shards : {1, 2, 3, 4}) check_shards(kind, shards);
 }
 
 TEST(Experts, BadShardsAreAnError) {
-  EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 4, 6, 1, 0, 4), "dividing ffn_hidden 6");
-  EXPECT_ERROR_HAS(make_expert(ExpertKind::kGptFfn, 4, 6, 1, 2, 2), "shard 2 of 2");
+  EXPECT_ERROR_HAS(make_expert(core::FfnType::kGelu, 4, 6, 1, 0, 4), "dividing ffn_hidden 6");
+  EXPECT_ERROR_HAS(make_expert(core::FfnType::kGelu, 4, 6, 1, 2, 2), "shard 2 of 2");
 }
 
 TEST(Experts, SeedsDependOnlyOnTheGlobalIndex) {

@@ -7,8 +7,10 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/local_exchange.h"
+#include "support/expect_error.h"
 #include "threaded_exchange.h"
 
 namespace moecomm::nn {
@@ -16,12 +18,12 @@ namespace {
 
 constexpr int kHidden = 4, kFfn = 6, kExperts = 4;
 
-MoeLayerSpec spec_of(ExpertKind kind, float spread, FfnShard shard = {}) {
+MoeLayerSpec spec_of(core::FfnType kind, float spread, FfnShard shard = {}) {
   MoeLayerSpec s;
   s.hidden = kHidden;
   s.ffn_hidden = kFfn;
   s.experts = kExperts;
-  s.expert = kind;
+  s.ffn_type = kind;
   s.seed = 11;
   s.expert_spread = spread;
   s.expert_shard = shard;
@@ -47,10 +49,10 @@ std::map<std::string, Tensor> layer_expert_weights(MoeLayer& layer) {
   return out;
 }
 
-const ExpertKind kKinds[] = {ExpertKind::kGptFfn, ExpertKind::kMixtralFfn};
+const core::FfnType kKinds[] = {core::FfnType::kGelu, core::FfnType::kSwiglu};
 
 TEST(MoeLayerFactory, DefaultSpreadKeepsTheIndependentExperts) {
-  for (ExpertKind kind : kKinds) {
+  for (core::FfnType kind : kKinds) {
     const MoeLayerSpec s = spec_of(kind, -1.0f);
     EXPECT_LT(MoeLayerSpec{}.expert_spread, 0.0f);
     for (int e = 0; e < kExperts; ++e) {
@@ -69,7 +71,7 @@ TEST(MoeLayerFactory, DefaultSpreadKeepsTheIndependentExperts) {
 }
 
 TEST(MoeLayerFactory, SpreadZeroGivesIdenticalExperts) {
-  for (ExpertKind kind : kKinds) {
+  for (core::FfnType kind : kKinds) {
     const MoeLayerSpec s = spec_of(kind, 0.0f);
     const auto base = weights(*make_expert(kind, kHidden, kFfn, upcycle_base_seed(s.seed)));
     for (int e = 0; e < kExperts; ++e)
@@ -79,7 +81,7 @@ TEST(MoeLayerFactory, SpreadZeroGivesIdenticalExperts) {
 }
 
 TEST(MoeLayerFactory, SpreadGivesBasePlusSpreadTimesOwn) {
-  for (ExpertKind kind : kKinds)
+  for (core::FfnType kind : kKinds)
     for (float spread : {0.25f, 1.0f, 2.0f}) {  // powers of two: exact products
       const MoeLayerSpec s = spec_of(kind, spread);
       const auto base = weights(*make_expert(kind, kHidden, kFfn, upcycle_base_seed(s.seed)));
@@ -98,7 +100,7 @@ TEST(MoeLayerFactory, BaseSeedIsNoExpertsSeed) {
 }
 
 TEST(MoeLayerFactory, ExpertParallelRanksHoldTheOneProcessExperts) {
-  for (ExpertKind kind : kKinds)
+  for (core::FfnType kind : kKinds)
     for (float spread : {-1.0f, 0.0f, 0.5f}) {
       const MoeLayerSpec s = spec_of(kind, spread);
       LocalExchange local;
@@ -132,7 +134,7 @@ Tensor shard_of(const std::string& name, Tensor full, int s, int shards) {
 }
 
 TEST(MoeLayerFactory, UpcycledShardsAreTheUpcycledExpertSliced) {
-  for (ExpertKind kind : kKinds)
+  for (core::FfnType kind : kKinds)
     for (int shards : {2, 3}) {
       const MoeLayerSpec whole = spec_of(kind, 0.5f);
       for (int e = 0; e < kExperts; ++e) {
@@ -143,6 +145,21 @@ TEST(MoeLayerFactory, UpcycledShardsAreTheUpcycledExpertSliced) {
                 << name << " shard " << sh << " of " << shards << ", expert " << e;
       }
     }
+}
+
+// The gates' one spelling (`train --gate`, moecomm.torch's gate=): names round-trip, and
+// the snake_case spelling is refused with the hyphenated one suggested.
+TEST(MoeLayerFactory, GateNamesRoundTripAndNearMissesGetAHint) {
+  EXPECT_EQ(gate_kind_names(),
+            (std::vector<std::string>{"gshard", "sigmoid", "xmoe", "expert-choice"}));
+  for (GateKind g :
+       {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE, GateKind::kExpertChoice})
+    EXPECT_EQ(parse_gate_kind(to_string(g), "gate"), g);
+  EXPECT_EQ(moecomm::testing::error_of([] { parse_gate_kind("expert_choice", "--gate"); }),
+            "--gate: must be one of gshard, sigmoid, xmoe, expert-choice, got 'expert_choice'; "
+            "did you mean 'expert-choice'?");
+  EXPECT_EQ(moecomm::testing::error_of([] { parse_gate_kind("topk", "--gate"); }),
+            "--gate: must be one of gshard, sigmoid, xmoe, expert-choice, got 'topk'");
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(MoeLayer, HandComputedTinyCase) {
   spec.ffn_hidden = 1;
   spec.experts = 2;
   spec.top_k = 1;
-  spec.expert = ExpertKind::kMixtralFfn;
+  spec.ffn_type = core::FfnType::kSwiglu;
   LocalExchange ex;
   auto layer = make_moe_layer(spec, ex);
   *layer->gate().params()[0].value = Tensor({1, 2}, {1, -1});
@@ -50,7 +50,7 @@ TEST(MoeLayer, HandComputedTinyCase) {
 struct Combo {
   GateKind gate;
   float capacity_factor;  // 0: dropless
-  ExpertKind expert;
+  core::FfnType ffn_type;
 };
 
 std::vector<Combo> all_combos() {
@@ -58,7 +58,8 @@ std::vector<Combo> all_combos() {
   for (GateKind g :
        {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE, GateKind::kExpertChoice})
     for (float cf : {1.0f, 0.0f})
-      for (ExpertKind e : {ExpertKind::kGptFfn, ExpertKind::kMixtralFfn}) out.push_back({g, cf, e});
+      for (core::FfnType e : {core::FfnType::kGelu, core::FfnType::kSwiglu})
+        out.push_back({g, cf, e});
   return out;
 }
 
@@ -66,7 +67,7 @@ std::string name_of(const Combo& c) {
   const char* gates[] = {"gshard", "sigmoid", "xmoe", "expert-choice"};
   return std::string(gates[static_cast<int>(c.gate)]) +
          (c.capacity_factor > 0 ? "/capacity" : "/dropless") +
-         (c.expert == ExpertKind::kGptFfn ? "/gpt" : "/mixtral");
+         (c.ffn_type == core::FfnType::kGelu ? "/gelu" : "/swiglu");
 }
 
 MoeLayerSpec spec_of(const Combo& c, int experts) {
@@ -76,7 +77,7 @@ MoeLayerSpec spec_of(const Combo& c, int experts) {
   s.experts = experts;
   s.top_k = c.gate == GateKind::kSigmoid ? 1 : 2;
   s.gate = c.gate;
-  s.expert = c.expert;
+  s.ffn_type = c.ffn_type;
   s.capacity_factor = c.capacity_factor;
   s.expert_choice_capacity = 1.5f;
   s.xmoe_dim = 3;
@@ -140,7 +141,7 @@ TEST(MoeLayer, GradientsMatchFiniteDifferences) {
 
 TEST(MoeLayer, HooksRunInOrderWithTheirBuffers) {
   LocalExchange ex;
-  auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, ExpertKind::kGptFfn}, 4), ex);
+  auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, core::FfnType::kGelu}, 4), ex);
   std::vector<std::pair<std::string, Tensor>> seen;
   auto record = [&](const char* name) {
     return [&seen, name](Tensor& t) { seen.emplace_back(name, t); };
@@ -177,7 +178,7 @@ TEST(MoeLayer, HooksRunInOrderWithTheirBuffers) {
   Tensor half = x;
   for (float& v : half.values()) v *= 0.5f;
   LocalExchange ex2;
-  auto plain = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, ExpertKind::kGptFfn}, 4), ex2);
+  auto plain = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, core::FfnType::kGelu}, 4), ex2);
   Tensor want = plain->forward(half);
   for (float& v : want.values()) v *= 2.0f;
   EXPECT_LE(max_abs_diff(layer->forward(x), want), 1e-6f);
@@ -185,7 +186,7 @@ TEST(MoeLayer, HooksRunInOrderWithTheirBuffers) {
 
 TEST(MoeLayer, BadConstructionIsAnError) {
   LocalExchange ex;
-  MoeLayerSpec s = spec_of({GateKind::kGShard, 1.0f, ExpertKind::kGptFfn}, 4);
+  MoeLayerSpec s = spec_of({GateKind::kGShard, 1.0f, core::FfnType::kGelu}, 4);
   EXPECT_ERROR_HAS(MoeLayer(make_gate(s), nullptr, {}, 4, ex), "gate and order");
   auto layer = make_moe_layer(s, ex);
   EXPECT_ERROR_HAS(layer->backward(Tensor({2, 4}), 0.0f), "backward needs a forward");
@@ -276,7 +277,7 @@ TEST(MoeLayer, PipelinedChunksEqualOneProcess) {
 
 TEST(MoeLayer, BadChunksAreAnError) {
   LocalExchange ex;
-  auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, ExpertKind::kGptFfn}, 4), ex);
+  auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, core::FfnType::kGelu}, 4), ex);
   EXPECT_ERROR_HAS(layer->set_chunks(0, 1), "chunks must be >= 1");
 }
 

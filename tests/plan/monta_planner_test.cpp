@@ -215,7 +215,7 @@ TEST(MontaPlanner, ChunkCountLimits) {
   const ChunkPlan none = optimal_chunks_o2(in);
   EXPECT_EQ(none.n, 0);
   EXPECT_TRUE(std::isinf(none.time_s));
-  EXPECT_NE(plan(in).strategy, Strategy::kO2);
+  EXPECT_NE(plan(in).variant, MontaVariant::kO2);
 }
 
 // Algorithm 2's branches equal the three-stage makespan while D2D_j <= max(AA_j, AG_j);
@@ -235,48 +235,48 @@ TEST(MontaPlanner, O3MatchesAlgorithm2WhenCopyIsNotTheBottleneck) {
   EXPECT_NEAR(o3_time(slow, 4), c.aa + c.ag + 4 * c.d2d, 1e-15);
 }
 
-void expect_picks_minimum(const MontaInputs& in, Strategy expected) {
-  const StrategyCosts costs = strategy_costs(in);
-  const Choice choice = select_strategy(costs);
-  EXPECT_EQ(strategy_name(choice.strategy), strategy_name(expected));
+void expect_picks_minimum(const MontaInputs& in, MontaVariant expected) {
+  const MontaCosts costs = monta_costs(in);
+  const MontaChoice choice = select_variant(costs);
+  EXPECT_EQ(variant_name(choice.variant), variant_name(expected));
   const double least = std::min({costs.baseline_s, costs.o1_s, costs.o2.time_s, costs.o3.time_s});
   EXPECT_EQ(choice.time_s, least);
-  const Choice direct = plan(in);
-  EXPECT_EQ(direct.strategy, choice.strategy);
+  const MontaChoice direct = plan(in);
+  EXPECT_EQ(direct.variant, choice.variant);
   EXPECT_EQ(direct.n, choice.n);
 }
 
 TEST(MontaPlanner, Algorithm3PicksTheMinimum) {
   MontaInputs slow_nvlink = table8_inputs();  // AllGather as slow as InfiniBand
   slow_nvlink.intra.bandwidth_Bps = 25e9;
-  expect_picks_minimum(slow_nvlink, Strategy::kBaseline);
+  expect_picks_minimum(slow_nvlink, MontaVariant::kBaseline);
 
   MontaInputs no_chunking = table8_inputs();  // I_minimal = I / t: only N = 1, O2 = O1 + D2D
   no_chunking.i_minimal = 32e6;
-  expect_picks_minimum(no_chunking, Strategy::kO1);
+  expect_picks_minimum(no_chunking, MontaVariant::kO1);
 
   MontaInputs slow_o3 = table8_inputs();  // O3's AllGather suffers from the copies
   slow_o3.intra_o3 = Channel{200e9, EfficiencyCurve({{1e6, 0.4}})};
-  expect_picks_minimum(slow_o3, Strategy::kO2);
+  expect_picks_minimum(slow_o3, MontaVariant::kO2);
 
   const MontaInputs table8 = table8_inputs();  // AA_j < AG_j + D2D_j: O3 hides the copies
-  expect_picks_minimum(table8, Strategy::kO3);
-  const Choice c = plan(table8);
+  expect_picks_minimum(table8, MontaVariant::kO3);
+  const MontaChoice c = plan(table8);
   EXPECT_EQ(c.n, optimal_chunks_o3(table8).n);
   EXPECT_LT(c.time_s, optimal_chunks_o2(table8).time_s);
   EXPECT_LT(c.time_s, o1_time(table8));
 }
 
-TEST(MontaPlanner, SelectStrategyTiesGoToTheSimplerStrategy) {
-  StrategyCosts costs{2.0, 1.0, {4, 1.0}, {4, 1.0}};
-  EXPECT_EQ(select_strategy(costs).strategy, Strategy::kO1);
+TEST(MontaPlanner, SelectVariantTiesGoToTheSimplerVariant) {
+  MontaCosts costs{2.0, 1.0, {4, 1.0}, {4, 1.0}};
+  EXPECT_EQ(select_variant(costs).variant, MontaVariant::kO1);
   costs.o3.time_s = 0.5;
-  const Choice c = select_strategy(costs);
-  EXPECT_EQ(c.strategy, Strategy::kO3);
+  const MontaChoice c = select_variant(costs);
+  EXPECT_EQ(c.variant, MontaVariant::kO3);
   EXPECT_EQ(c.n, 4);
   EXPECT_EQ(c.time_s, 0.5);
   costs = {1.0, 1.0, {}, {}};  // O2/O3 not allowed (n = 0, infinite)
-  EXPECT_EQ(select_strategy(costs).strategy, Strategy::kBaseline);
+  EXPECT_EQ(select_variant(costs).variant, MontaVariant::kBaseline);
 }
 
 TEST(MontaPlanner, WithoutTensorParallelismO1IsTheBaseline) {

@@ -60,8 +60,8 @@ TEST(ConfigFingerprint, EachFlagOfTrainChangesItsOwnSetting) {
   c.model.moe.capacity_factor = 1.25f;
   EXPECT_EQ(differing(base, c), std::vector<std::string>{"capacity_factor 0 -> 1.25"});
   c = base;
-  c.model.moe.expert = nn::ExpertKind::kMixtralFfn;
-  EXPECT_EQ(differing(base, c), std::vector<std::string>{"expert gpt -> mixtral"});
+  c.model.moe.ffn_type = core::FfnType::kSwiglu;
+  EXPECT_EQ(differing(base, c), std::vector<std::string>{"ffn_type gelu -> swiglu"});
   c = base;
   c.strategy.a2a = sched::Algorithm::k2DH;
   EXPECT_EQ(differing(base, c), std::vector<std::string>{"strategy: a2a flat -> 2dh"});

@@ -19,7 +19,6 @@
 namespace moecomm::rt {
 namespace {
 
-using nn::ExpertKind;
 using nn::GateKind;
 using nn::max_abs_diff;
 using nn::Tensor;
@@ -27,14 +26,15 @@ using nn::Tensor;
 constexpr float kAuxCoef = 0.01f;
 constexpr int kRanksPerNode = test::WorldCommTest::kRanksPerNode;
 
-nn::MoeLayerSpec spec_of(GateKind gate, float capacity_factor, ExpertKind expert, int experts) {
+nn::MoeLayerSpec spec_of(GateKind gate, float capacity_factor, core::FfnType ffn_type,
+                         int experts) {
   nn::MoeLayerSpec s;
   s.hidden = 8;
   s.ffn_hidden = 12;
   s.experts = experts;
   s.top_k = gate == GateKind::kSigmoid ? 1 : 2;
   s.gate = gate;
-  s.expert = expert;
+  s.ffn_type = ffn_type;
   s.capacity_factor = capacity_factor;
   s.expert_choice_capacity = 1.5f;
   s.xmoe_dim = 4;
@@ -54,10 +54,10 @@ TEST_F(MoeLayerMpi, ExpertParallelEqualsOneProcessForEveryGateOrderAndExpert) {
   for (GateKind gate :
        {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE, GateKind::kExpertChoice}) {
     for (float cf : {1.0f, 0.0f}) {
-      for (ExpertKind expert : {ExpertKind::kGptFfn, ExpertKind::kMixtralFfn}) {
+      for (core::FfnType ffn_type : {core::FfnType::kGelu, core::FfnType::kSwiglu}) {
         SCOPED_TRACE(::testing::Message()
-                     << "gate " << int(gate) << " cf " << cf << " expert " << int(expert));
-        const nn::MoeLayerSpec spec = spec_of(gate, cf, expert, experts);
+                     << "gate " << int(gate) << " cf " << cf << " ffn_type " << int(ffn_type));
+        const nn::MoeLayerSpec spec = spec_of(gate, cf, ffn_type, experts);
         MpiTokenExchange exchange(world(), options());
         auto layer = nn::make_moe_layer(spec, exchange);
         layer->zero_grad();
@@ -104,7 +104,7 @@ TEST_F(MoeLayerMpi, ExpertParallelEqualsOneProcessForEveryGateOrderAndExpert) {
 // (samples = ranks, experts in blocks), times the row size.
 TEST_F(MoeLayerMpi, AllToAllBytesEqualThePlacementTrafficAccounting) {
   const int p = test::world_size(), me = test::world_rank(), experts = 2 * p;
-  const nn::MoeLayerSpec spec = spec_of(GateKind::kGShard, 0.0f, ExpertKind::kGptFfn, experts);
+  const nn::MoeLayerSpec spec = spec_of(GateKind::kGShard, 0.0f, core::FfnType::kGelu, experts);
   MpiTokenExchange exchange(world(), options());
   auto layer = nn::make_moe_layer(spec, exchange);
   layer->forward(tokens_of(me, 100));
@@ -135,7 +135,7 @@ TEST_F(MoeLayerMpi, AllToAllBytesEqualThePlacementTrafficAccounting) {
 // bfloat16 (compared on the expert side through the after-dispatch hook).
 TEST_F(MoeLayerMpi, Bf16ExchangeHalvesTheBytesAndRoundsTheRows) {
   const int p = test::world_size(), me = test::world_rank();
-  const nn::MoeLayerSpec spec = spec_of(GateKind::kGShard, 0.0f, ExpertKind::kGptFfn, 2 * p);
+  const nn::MoeLayerSpec spec = spec_of(GateKind::kGShard, 0.0f, core::FfnType::kGelu, 2 * p);
   MpiTokenExchange fp32(world(), options()),
       bf16(world(), options(), sched::Algorithm::kFlat, true);
   auto a = nn::make_moe_layer(spec, fp32), b = nn::make_moe_layer(spec, bf16);

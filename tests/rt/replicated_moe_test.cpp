@@ -20,7 +20,6 @@
 namespace moecomm::rt {
 namespace {
 
-using nn::ExpertKind;
 using nn::GateKind;
 using nn::Tensor;
 
@@ -28,14 +27,14 @@ constexpr int kRanksPerNode = test::WorldCommTest::kRanksPerNode;
 constexpr int kHidden = 8;
 
 nn::MoeLayerSpec spec_of(int experts, GateKind gate = GateKind::kGShard, float cf = 0.0f,
-                         ExpertKind expert = ExpertKind::kGptFfn) {
+                         core::FfnType ffn_type = core::FfnType::kGelu) {
   nn::MoeLayerSpec s;
   s.hidden = kHidden;
   s.ffn_hidden = 12;
   s.experts = experts;
   s.top_k = 2;
   s.gate = gate;
-  s.expert = expert;
+  s.ffn_type = ffn_type;
   s.capacity_factor = cf;
   s.expert_choice_capacity = 1.5f;
   s.seed = 11;
@@ -109,16 +108,16 @@ TEST_F(Replicated, OutputsEqualTheBaselineForEveryRandomPlan) {
     int experts;
     GateKind gate;
     float cf;
-    ExpertKind expert;
+    core::FfnType ffn_type;
   };
-  const Case cases[] = {{2 * p, GateKind::kGShard, 0.0f, ExpertKind::kGptFfn},
-                        {2 * p, GateKind::kGShard, 1.0f, ExpertKind::kGptFfn},
-                        {2 * p, GateKind::kExpertChoice, 0.0f, ExpertKind::kMixtralFfn},
-                        {p, GateKind::kSigmoid, 0.0f, ExpertKind::kGptFfn}};
+  const Case cases[] = {{2 * p, GateKind::kGShard, 0.0f, core::FfnType::kGelu},
+                        {2 * p, GateKind::kGShard, 1.0f, core::FfnType::kGelu},
+                        {2 * p, GateKind::kExpertChoice, 0.0f, core::FfnType::kSwiglu},
+                        {p, GateKind::kSigmoid, 0.0f, core::FfnType::kGelu}};
   std::mt19937 rng(2024);  // the same plans on every rank
   int plans = 0;
   for (const Case& c : cases) {
-    nn::MoeLayerSpec spec = spec_of(c.experts, c.gate, c.cf, c.expert);
+    nn::MoeLayerSpec spec = spec_of(c.experts, c.gate, c.cf, c.ffn_type);
     if (c.gate == GateKind::kSigmoid) spec.top_k = 1;
     const Tensor x = skewed_tokens(me);
     const Tensor ref = baseline(spec, x);
@@ -229,7 +228,7 @@ TEST_F(Replicated, SwapsCountOnlyExpertsNotAlreadyResident) {
   const Tensor ref = baseline(spec, x);
   int64_t expert_bytes = 0;
   // The expert outlives the loop: params() points into it.
-  const auto expert = nn::make_expert(spec.expert, spec.hidden, spec.ffn_hidden, 0);
+  const auto expert = nn::make_expert(spec.ffn_type, spec.hidden, spec.ffn_hidden, 0);
   for (const nn::Param& q : expert->params())
     expert_bytes += q.value->size() * static_cast<int64_t>(sizeof(float));
   const std::pair<ReplicaPlan, int64_t> steps[] = {

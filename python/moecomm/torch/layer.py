@@ -47,7 +47,7 @@ class MoELayer(torch.nn.Module):
 
     Args:
         hidden, ffn_hidden, experts, top_k: the model's sizes.
-        gate: ``gshard``, ``sigmoid``, ``xmoe`` or ``expert_choice`` (moecomm.torch.routing).
+        gate: ``gshard``, ``sigmoid``, ``xmoe`` or ``expert-choice`` (moecomm.torch.routing).
         capacity_factor: None for the dropless order, else each expert's per-rank capacity
             factor (expert choice: the average experts per token, default 1).
         ffn_type: ``gelu`` (GPT FFN with biases) or ``swiglu`` (Mixtral, no biases).

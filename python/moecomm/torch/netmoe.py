@@ -132,7 +132,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: torch.distributed is not initialized (call "
                         f"init_process_group first)")
         rt.check_gate(gate)
-        if gate == "expert_choice":
+        if gate == "expert-choice":
             raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
                         f"(expert choice drops tokens; the residual rides on each token's "
                         f"first slot)")

@@ -5,7 +5,7 @@
 - ``sigmoid`` (BASE / StableMoE eqs. 1-3): top-k of h = x Wg^T; weights sigmoid(h).
 - ``xmoe`` (X-MoE Sec. 3): s = <z/|z|, v_e/|v_e|> / tau with z = x Wp^T; top-k of s; weights
   softmax(s) of the chosen, renormalised when k > 1.
-- ``expert_choice`` (Zhou et al. Sec. 3.1): S = softmax(x Wg^T); expert e takes its top-C
+- ``expert-choice`` (Zhou et al. Sec. 3.1): S = softmax(x Wg^T); expert e takes its top-C
   tokens, C = min(T, ceil(c T / E)); weight S[t, e].
 
 A routing is a list of slots (token, expert, weight). The order keeps every slot
@@ -14,6 +14,7 @@ slot order (token-major; GShard's local capacity), the rest dropped.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 
 from .. import Error
 
-GATES = ("gshard", "sigmoid", "xmoe", "expert_choice")
+GATES = ("gshard", "sigmoid", "xmoe", "expert-choice")  # as `moecomm train --gate`
 
 
 @dataclass
@@ -42,7 +43,7 @@ def choose(gate: str, x: torch.Tensor, weight: torch.Tensor, top_k: int,
            embeddings: Optional[torch.Tensor] = None, temperature: float = 0.07):
     """(token [S], expert [S], weight [S]) of every slot, slot order, before the order."""
     tokens = x.shape[0]
-    if gate == "expert_choice":
+    if gate == "expert-choice":
         scores = torch.softmax(x @ weight.t(), dim=-1)
         c = 1.0 if capacity_factor is None else capacity_factor
         cap = min(tokens, math.ceil(c * tokens / experts))
@@ -82,14 +83,16 @@ def order(token: torch.Tensor, expert: torch.Tensor, weight: torch.Tensor, exper
 def capacity_of(gate: str, capacity_factor: Optional[float], tokens: int, top_k: int,
                 experts: int) -> Optional[int]:
     """Slots an expert keeps per rank (None: dropless); expert choice is balanced already."""
-    if capacity_factor is None or gate == "expert_choice":
+    if capacity_factor is None or gate == "expert-choice":
         return None
     return math.ceil(capacity_factor * tokens * top_k / experts)
 
 
 def check_gate(gate: str) -> None:
     if gate not in GATES:
-        raise Error(f"MoELayer: gate must be one of {', '.join(GATES)}, got '{gate}'")
+        near = difflib.get_close_matches(gate, GATES, n=1, cutoff=0.8)
+        hint = f"; did you mean '{near[0]}'?" if near else ""
+        raise Error(f"MoELayer: gate must be one of {', '.join(GATES)}, got '{gate}'{hint}")
 
 
 def check_temperature(temperature: float, who: str) -> None:

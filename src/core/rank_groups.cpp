@@ -80,4 +80,20 @@ const RankGroup& RankGroups::of(const std::string& kind, int rank) const {
   throw Error("rank groups", "rank " + std::to_string(rank) + " is in no " + kind + " group");
 }
 
+std::string format_rank_ranges(const std::vector<int>& ranks, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += separator;
+    out += std::to_string(ranks[i]);
+    if (j > i) {  // appended apart: GCC 12's -O3 -Wrestrict misfires on "-" + std::string
+      out += '-';
+      out += std::to_string(ranks[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace moecomm::core

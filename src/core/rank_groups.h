@@ -26,4 +26,8 @@ RankGroups build_rank_groups(const ParallelConfig& config);
 // The groups along dimension `dim` of a grid whose sizes are listed fastest first.
 std::vector<RankGroup> groups_along(const std::vector<int>& sizes, size_t dim);
 
+// Ranks as messages and flags write them: runs of consecutive ranks as ranges, in the order
+// given, joined by `separator` ("0-7,32" with ",", "0, 2-3" with ", ").
+std::string format_rank_ranges(const std::vector<int>& ranks, const std::string& separator);
+
 }  // namespace moecomm::core

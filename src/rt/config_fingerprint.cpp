@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "core/ffn_type_names.h"
+#include "core/item_list.h"
+#include "core/rank_groups.h"
 #include "sched/strategy.h"
 
 namespace moecomm::rt {
@@ -61,32 +63,17 @@ std::string cluster_digest(const core::Cluster& c) {
 // Each knob of the strategy as sched::to_string writes it (the --strategy text that re-runs
 // it), so that a knob added there is compared here too. The name only labels the run.
 void add_strategy(std::vector<Setting>& out, const sched::Strategy& s) {
-  const std::string all = sched::to_string(s);
-  size_t begin = 0;
-  while (begin <= all.size()) {
-    size_t end = all.find(',', begin);
-    if (end == std::string::npos) end = all.size();
-    const std::string item = all.substr(begin, end - begin);
+  for (const std::string& item : core::split_items(sched::to_string(s), "strategy")) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     if (eq != std::string::npos && key != "name")
       out.push_back({"strategy: " + key, item.substr(eq + 1)});
-    begin = end + 1;
   }
 }
 
 // "0", "1-3", "0, 2, 4-7".
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += text(ranks[i]);
-    if (j > i) out += "-" + text(ranks[j]);
-    i = j + 1;
-  }
-  return out;
+  return core::format_rank_ranges(ranks, ", ");
 }
 
 std::string shown(const std::string& value) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/item_list.h"
+#include "core/rank_groups.h"
 
 namespace moecomm::sim {
 namespace {
@@ -103,19 +104,7 @@ std::vector<int> parse_rank_selection(const std::string& text, int world_size,
 }
 
 std::string format_rank_selection(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(ranks[i]);
-    if (j > i) {  // appended apart: GCC 12's -O3 -Wrestrict misfires on "-" + std::string
-      out += '-';
-      out += std::to_string(ranks[j]);
-    }
-    i = j + 1;
-  }
-  return out;
+  return core::format_rank_ranges(ranks, ",");
 }
 
 namespace {

@@ -78,5 +78,12 @@ TEST(RankGroups, Errors) {
   EXPECT_ERROR_HAS(g.of("tp", 5), "rank 5 is in no tp group");
 }
 
+TEST(RankGroups, RanksFormatAsRangesInTheGivenOrder) {
+  EXPECT_EQ(format_rank_ranges({0, 1, 2, 3, 4, 5, 6, 7, 32}, ","), "0-7,32");
+  EXPECT_EQ(format_rank_ranges({5, 2, 3, 0}, ", "), "5, 2-3, 0");
+  EXPECT_EQ(format_rank_ranges({1}, ", "), "1");
+  EXPECT_EQ(format_rank_ranges({}, ","), "");
+}
+
 }  // namespace
 }  // namespace moecomm::core

@@ -11,5 +11,6 @@ void bind_place(pybind11::module_& m);
 void bind_infer(pybind11::module_& m);
 void bind_sched(pybind11::module_& m);
 void bind_codec(pybind11::module_& m);
+void bind_routing(pybind11::module_& m);
 
 }  // namespace moecomm::python

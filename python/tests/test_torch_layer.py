@@ -10,6 +10,7 @@ from conftest import require
 torch = require("torch")
 
 import torch_cases  # noqa: E402
+from moecomm import _moecomm  # noqa: E402
 from torch_spawn import assert_matches_reference  # noqa: E402
 
 
@@ -32,6 +33,8 @@ def test_cases_cover_every_knob():
                  "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false",
                  "grad_partitions=3"):
         assert knob in strategies
+    for a in _moecomm.a2a_algorithms():
+        assert f"a2a={a}" in strategies
     assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert-choice"}
     assert {c[6] for c in torch_cases.CASES} == {"gelu", "swiglu"}
 

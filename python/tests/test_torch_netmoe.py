@@ -13,6 +13,7 @@ from conftest import require
 torch = require("torch")
 
 import moecomm  # noqa: E402
+from moecomm import _moecomm  # noqa: E402
 import torch_netmoe_cases as cases  # noqa: E402
 from torch_spawn import assert_matches_reference  # noqa: E402
 
@@ -54,7 +55,8 @@ def test_samples_move(results):
 def test_cases_cover_the_knobs():
     strategies = " ".join(c[1] for c in cases.CASES)
     for knob in ("chunks=2", "chunks_fwd=3,chunks_bwd=2", "chunks_fwd=2,chunks_bwd=3",
-                 "pipeline_experts=false", "a2a=2dh", "a2a=1dh"):
+                 "pipeline_experts=false", *(f"a2a={a}" for a in _moecomm.a2a_algorithms()
+                                             if a != "flat")):
         assert knob in strategies
     assert {c[4] for c in cases.CASES} == {"gshard", "sigmoid", "xmoe"}
     assert {c[5] for c in cases.CASES} == {"gelu", "swiglu"}

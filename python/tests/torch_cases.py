@@ -7,6 +7,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from moecomm import _moecomm
 from torch_spawn import guarded, run_on_ranks
 
 HIDDEN, FFN, EXPERTS, TOKENS = 16, 32, 8, 24
@@ -43,6 +44,11 @@ CASES = [
     ("hybridep-2x1", "base=hybridep,hybrid_levels=2x1,compression=1,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
     ("hybridep-edp", "base=hybridep,hybrid_domain=2,compression=1", "ep=2", ONE_NODE, "gshard", None, "swiglu", 2),
 ]
+
+# Every A2A algorithm of sched's table (sched/a2a_routing.h) on two nodes, chunked: a new
+# algorithm is tested here by its table entry alone.
+CASES += [(f"a2a-{a}", f"base=fsmoe,a2a={a},chunks=2", "ep=4", TWO_NODES, "gshard", None,
+           "gelu", 2) for a in _moecomm.a2a_algorithms()]
 
 
 # Cases whose GradSync runs after the backward (overlap=False); the rest start the gradient

@@ -27,6 +27,8 @@ CASES = [
     ("2dh-xmoe-swiglu", "base=netmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "xmoe", "swiglu", 2, 1,
      False),
     ("1dh", "base=netmoe,a2a=1dh", "ep=4", TWO_NODES, "gshard", "gelu", 2, 1, False),
+    ("pairwise", "base=netmoe,a2a=pairwise,chunks=2", "ep=4", TWO_NODES, "gshard", "gelu", 2, 1,
+     False),
     ("edp", "base=netmoe,chunks=2", "ep=2", TWO_NODES, "gshard", "gelu", 2, 1, False),
     ("two-blocks", "base=netmoe,chunks_fwd=2,chunks_bwd=3", "ep=4", TWO_NODES, "gshard", "gelu", 2,
      2, True),

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "rt/hierarchical_a2a.h"
+#include "rt/routed_a2a.h"
 
 namespace moecomm::rt {
 namespace {
@@ -149,21 +149,16 @@ Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> se
     // scheduler on oversubscribed cores, for nothing to move (the simulator charges 0).
     return {std::vector<std::byte>(send.begin(), send.end()), {send_counts[0]}};
   }
-  if (algorithm == sched::Algorithm::k1DH || algorithm == sched::Algorithm::k2DH) {
-    const auto nodes = members_by_node(comm.group(), options.ranks_per_node);
-    if (nodes.size() >= 2) {  // one node or uneven nodes: nothing to gain, as the simulator
-      const auto plan =
-          algorithm == sched::Algorithm::k2DH ? two_dh_plan(nodes) : one_dh_plan(nodes);
-      Received<std::byte> out = routed_all_to_all(comm, send, send_counts, plan, options);
-      if (!recv_counts.empty() &&
-          !std::equal(out.counts.begin(), out.counts.end(), recv_counts.begin())) {
-        throw Error(options.label,
-                    "all_to_all_v: the given receive counts differ from what the members send");
-      }
-      return out;
-    }
+  const auto routing = sched::cached_a2a_routing(
+      algorithm, comm.group(), options.ranks_per_node > 0 ? options.ranks_per_node : 1);
+  if (routing->direct()) return flat_all_to_all(comm, send, send_counts, recv_counts, options);
+  Received<std::byte> out = routed_all_to_all(comm, send, send_counts, routing->steps, options);
+  if (!recv_counts.empty() &&
+      !std::equal(out.counts.begin(), out.counts.end(), recv_counts.begin())) {
+    throw Error(options.label,
+                "all_to_all_v: the given receive counts differ from what the members send");
   }
-  return flat_all_to_all(comm, send, send_counts, recv_counts, options);
+  return out;
 }
 
 void all_gather(const Comm& comm, std::span<const std::byte> mine, std::span<std::byte> out,

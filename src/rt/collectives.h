@@ -39,9 +39,10 @@ struct Received {
 // from their routing counts): the flat A2A is then one collective, one latency less, as the
 // simulator models it. It trusts them and returns them as Received::counts: one smaller than
 // what the member sends is an MPI truncation (the job aborts), a larger one goes undetected.
-// k1DH and k2DH route through node leaders / equal local ranks (hierarchical_a2a.h); routing
-// needs every pair's count, so they always gather the counts, and throw Error where given
-// recv_counts differ. They deliver exactly what kFlat delivers. Bytes sent are counted by
+// Algorithms whose routing plan (sched/a2a_routing.h) is not one direct step run it with
+// point-to-point messages (routed_a2a.h); routing needs every pair's count, so they always
+// gather the counts, and throw Error where given recv_counts differ. They deliver exactly
+// what kFlat delivers. Bytes sent are counted by
 // link level when asked.
 Received<std::byte> all_to_all_v(const Comm& comm, std::span<const std::byte> send,
                                  std::span<const int64_t> send_counts, sched::Algorithm algorithm,

@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include "sched/a2a_routing.h"
+
 namespace moecomm::sched {
 
 std::string_view to_string(OpKind kind) {
@@ -29,19 +31,17 @@ std::string_view to_string(OpKind kind) {
 }
 
 std::string_view to_string(Algorithm algorithm) {
+  for (const A2AAlgorithmInfo& a : a2a_algorithms()) {
+    if (a.algorithm == algorithm) return a.name;
+  }
   switch (algorithm) {
     case Algorithm::kDefault:
       return "default";
-    case Algorithm::kFlat:
-      return "flat";
-    case Algorithm::k1DH:
-      return "1dh";
-    case Algorithm::k2DH:
-      return "2dh";
     case Algorithm::kRing:
       return "ring";
+    default:
+      return "?";
   }
-  return "?";
 }
 
 std::string_view to_string(Phase phase) {
@@ -61,9 +61,7 @@ bool is_collective(OpKind kind) {
 }
 
 bool algorithm_applies(OpKind kind, Algorithm algorithm) {
-  if (kind == OpKind::kAllToAll)  // DESIGN.md knob "a2a algorithm"
-    return algorithm == Algorithm::kFlat || algorithm == Algorithm::k1DH ||
-           algorithm == Algorithm::k2DH;
+  if (kind == OpKind::kAllToAll) return is_a2a_algorithm(algorithm);  // the a2a knob
   if (is_collective(kind)) return algorithm == Algorithm::kRing;
   return algorithm == Algorithm::kDefault;  // not a collective: nothing to choose
 }

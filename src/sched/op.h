@@ -32,8 +32,9 @@ enum class OpKind : uint8_t {
 inline constexpr int kNumOpKinds = 9;
 
 // How a collective becomes flows. kDefault is resolved when the collective is declared:
-// A2A -> kFlat; AllGather, ReduceScatter, AllReduce, Broadcast -> kRing.
-enum class Algorithm : uint8_t { kDefault, kFlat, k1DH, k2DH, kRing };
+// A2A -> kFlat; AllGather, ReduceScatter, AllReduce, Broadcast -> kRing. The A2A algorithms'
+// names and routing plans are in sched/a2a_routing.h.
+enum class Algorithm : uint8_t { kDefault, kFlat, k1DH, k2DH, kRing, kPairwise };
 
 enum class Phase : uint8_t { kNone, kForward, kBackward };
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/item_list.h"
 #include "core/suggest.h"
+#include "sched/a2a_routing.h"
 
 namespace moecomm::sched {
 namespace {
@@ -35,8 +36,11 @@ E pick(const std::vector<std::pair<std::string, E>>& values, const std::string& 
 
 const std::vector<std::pair<std::string, Placement>> kPlacements = {{"none", Placement::kNone},
                                                                     {"netmoe", Placement::kNetMoe}};
-const std::vector<std::pair<std::string, Algorithm>> kAlgorithms = {
-    {"flat", Algorithm::kFlat}, {"1dh", Algorithm::k1DH}, {"2dh", Algorithm::k2DH}};
+const std::vector<std::pair<std::string, Algorithm>> kAlgorithms = [] {
+  std::vector<std::pair<std::string, Algorithm>> out;
+  for (const A2AAlgorithmInfo& a : a2a_algorithms()) out.emplace_back(a.name, a.algorithm);
+  return out;
+}();
 const std::vector<std::pair<std::string, TpDispatch>> kDispatches = {
     {"replicate", TpDispatch::kReplicate}, {"drop-allgather", TpDispatch::kDropAllGather}};
 const std::vector<std::pair<std::string, GradSync>> kSyncs = {

@@ -23,7 +23,7 @@ inline constexpr int kMaxGradPartitions = 1 << 16;
 struct Strategy {
   std::string name = "baseline";
   Placement placement = Placement::kNone;
-  Algorithm a2a = Algorithm::kFlat;  // kFlat, k1DH or k2DH: the A2A's decomposition
+  Algorithm a2a = Algorithm::kFlat;  // an A2A algorithm (sched/a2a_routing.h): its routing
   TpDispatch tp_dispatch = TpDispatch::kReplicate;
   int chunks_fwd = 1;  // pipeline degree of the MoE token path (MoNTA O2's N, FSMoE's r)
   int chunks_bwd = 1;
@@ -90,7 +90,7 @@ struct ParsedStrategy {
   bool is_explicit(const std::string& knob) const { return explicit_knobs.count(knob) > 0; }
 };
 ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& where);
-// The A2A algorithms the a2a knob accepts ("flat", "1dh", "2dh"), and one by name (throws
+// The A2A algorithms the a2a knob accepts (sched/a2a_routing.h), and one by name (throws
 // moecomm::Error naming `where` and listing them on an unknown one).
 std::vector<std::string> a2a_algorithm_names();
 Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where);

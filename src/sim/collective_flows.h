@@ -6,14 +6,8 @@
 //   ring AllReduce: 2(n-1)/n S. The n-1 (2(n-1)) ring steps are one pipelined flow per
 //   member whose latency is paid once per step, so a ring takes steps x alpha + bytes / B.
 //   Broadcast: pipelined chain from the root, S per hop, n-1 latencies.
-//   A2A flat (pairwise): every pair at once with its pair-matrix bytes.
-//   A2A 2dh (Tutel): intra-node A2A that gathers, on the member with local index l, what
-//     its node sends to local index l everywhere; then inter-node A2A among equal local
-//     indices.
-//   A2A 1dh (HetuMoE): intra-node gather of off-node bytes to the node's first member,
-//     A2A among these leaders, intra-node scatter from the leaders.
-// Hierarchical algorithms need the same number of members on every node of the group;
-// otherwise they fall back to flat.
+//   A2A: one phase per step of its routing plan (sched/a2a_routing.h, whatever the
+//     algorithm), a flow per transfer carrying its blocks' bytes.
 #include <vector>
 
 #include "sched/op.h"

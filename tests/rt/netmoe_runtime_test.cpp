@@ -57,6 +57,7 @@ TEST(NetMoe, TrainsLikeTheBaselineWithSamplesMoved) {
   for (const std::string s : {
            "netmoe",
            "base=netmoe,a2a=2dh",
+           "base=netmoe,a2a=pairwise",
            "base=netmoe,grad_sync=lina,grad_partitions=3",
            "base=netmoe,chunks_fwd=4,chunks_bwd=3,grad_sync=fsmoe,grad_partitions=4",
            "base=lina,placement=netmoe",

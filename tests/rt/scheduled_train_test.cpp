@@ -13,6 +13,7 @@
 #include "nn/tensor.h"
 #include "rt/scheduled_train.h"
 #include "rt/train_loop.h"
+#include "sched/a2a_routing.h"
 #include "tiny_train.h"
 
 namespace moecomm::rt {
@@ -42,6 +43,19 @@ TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheBaseline) {
     EXPECT_GT(r.grad_sync.bytes, 0);
     EXPECT_GT(r.token_fwd_ms, 0.0);
     EXPECT_GE(r.synced_ms, r.token_fwd_ms);
+  }
+}
+
+// Every A2A algorithm of sched's table (sched/a2a_routing.h) trains like the baseline, chunked
+// and under MoNTA's drop: a new algorithm is tested here by its table entry alone.
+TEST(ScheduledTrain, EveryA2AAlgorithmTrainsLikeTheBaseline) {
+  const TrainResult base = train(test::tiny_train(1, "baseline"));
+  const TrainResult tp_base = train(test::tiny_train(2, "baseline"));
+  for (const sched::A2AAlgorithmInfo& a : sched::a2a_algorithms()) {
+    const std::string knob = ",a2a=" + std::string(a.name);
+    SCOPED_TRACE(knob);
+    expect_same_training(base, train(test::tiny_train(1, "base=fsmoe,chunks=2" + knob)));
+    expect_same_training(tp_base, train(test::tiny_train(2, "base=monta-o2,chunks=2" + knob)));
   }
 }
 

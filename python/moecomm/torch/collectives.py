@@ -9,15 +9,20 @@ backend in use; the faster ones are marked "NCCL only" and are not run by the CP
 - AllGather-v: list ``all_gather`` of blocks padded to the largest (every backend).
 - ReduceScatter-v: ``reduce_scatter`` of padded blocks on NCCL (NCCL only); elsewhere an A2A of
   the blocks and a sum, which moves the same bytes as a direct ReduceScatter.
-- Hierarchical A2A (1DH, 2DH): A2As over node and cross-node sub-groups, routed as the
-  simulator's flows are (sim/collective_flows.h, rt/hierarchical_a2a.h).
+- Routed A2A (1DH, 2DH, pairwise, any algorithm whose plan is not one direct step): the
+  steps of its routing plan (sched/a2a_routing.h, through ``_moecomm.a2a_routing``), each a
+  batch of point-to-point messages (``batch_isend_irecv``), as the MPI runtime runs them and
+  the simulator prices them.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
+
+from .. import _moecomm
 
 
 class Pending:
@@ -109,113 +114,89 @@ def all_reduce(t: torch.Tensor, group: Optional[dist.ProcessGroup]) -> Pending:
 Key = Tuple[int, int]  # a block of an A2A: (source member, destination member)
 
 
-def _hold(n: int) -> List[List[Key]]:
-    """What each member holds before a routed A2A: its blocks by destination."""
-    return [[(i, j) for j in range(n)] for i in range(n)]
-
-
-def _phase_plan(held: List[List[Key]], groups: List[List[int]], hop: Callable[[int, Key], int]
-                ) -> Tuple[List[List[Key]], List[Dict[int, List[Key]]]]:
-    """One phase of a routed A2A: inside each sub-group (members in ascending order) every
-    member sends each block it holds to ``hop(member, block)``. Returns what every member
-    holds afterwards (from each peer in group order, in the peer's order) and, per member,
-    the blocks it sends to each peer."""
-    n = len(held)
-    sends: List[Dict[int, List[Key]]] = [dict() for _ in range(n)]
-    after = [list(h) for h in held]
-    for group in groups:
-        for m in group:
-            sends[m] = {p: [k for k in held[m] if hop(m, k) == p] for p in group}
-        for m in group:
-            after[m] = [k for p in group for k in sends[p][m]]
-    return after, sends
-
-
-def hierarchical_plan(algorithm: str, nodes: List[List[int]]) -> List[Tuple[str, List[List[int]],
-                                                                          Callable[[int, Key], int]]]:
-    """The phases of a hierarchical A2A over members grouped by node (equal node sizes), as
-    (sub-group kind, sub-groups, hop) triples:
-
-    - ``2dh`` (Tutel): inside each node, the member of local index l gathers every block its
-      node sends to local index l anywhere; then members of equal local index exchange.
-    - ``1dh`` (HetuMoE): on-node blocks go straight to their member and off-node ones to the
-      node's first member; the first members exchange; they scatter inside their node.
-    """
-    node_of = {m: k for k, node in enumerate(nodes) for m in node}
-    local_of = {m: node.index(m) for node in nodes for m in node}
-    across = [[node[l] for node in nodes] for l in range(len(nodes[0]))]
-    if algorithm == "2dh":
-        return [("node", nodes, lambda m, k: nodes[node_of[m]][local_of[k[1]]]),
-                ("across", across, lambda m, k: k[1])]
-    if algorithm == "1dh":
-        leaders = [[node[0] for node in nodes]]
-
-        def first(m: int, k: Key) -> int:
-            return k[1] if node_of[k[1]] == node_of[m] else nodes[node_of[m]][0]
-
-        return [("node", nodes, first),
-                ("leaders", leaders, lambda m, k: nodes[node_of[k[1]]][0]),
-                ("node", nodes, lambda m, k: k[1])]
-    raise ValueError(f"hierarchical A2A: unknown algorithm '{algorithm}' (1dh or 2dh)")
+@functools.lru_cache(maxsize=None)
+def member_routing(algorithm: str, group: Tuple[int, ...], ranks_per_node: int, member: int
+                   ) -> Tuple[bool, list]:
+    """The A2A's routing plan (sched/a2a_routing.h, the one the simulator prices and the MPI
+    runtime runs) as ``member`` runs it: whether it is one direct step (a plain A2A-v) and,
+    per step, the messages it sends and receives. Computed once per layout."""
+    routing = _moecomm.a2a_routing(algorithm, list(group), ranks_per_node)
+    return routing.direct, routing.member_steps(member)
 
 
 def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: int,
-                      phases: List[Tuple[str, List[List[int]], Callable[[int, Key], int]]],
-                      group_of: Callable[[str, int], Optional[dist.ProcessGroup]]) -> Pending:
-    """A2A-v as the phases route it. ``counts[i][j]``: rows member i sends member j (every
-    member knows the whole matrix, so both ends of every message know its size); ``rows``:
-    this member's blocks by destination; ``group_of(kind, member)``: the sub-group of that
-    kind holding the member (None: it takes no part). Returns the rows received,
-    source-major. The phases run one after another: only the first is in flight when this
-    returns; ``wait()`` runs the rest."""
+                      steps: list, group: Sequence[int],
+                      process_group: Optional[dist.ProcessGroup], tag: int) -> Pending:
+    """A2A-v as a routing plan's steps say, with point-to-point messages. ``counts[i][j]``:
+    rows member i sends member j (every member knows the whole matrix, so both ends of every
+    message know its size); ``rows``: this member's blocks by destination; ``steps``:
+    ``member_routing``'s; ``group``: the members' world ranks; ``tag``: distinct per
+    collective of the schedule (messages of two A2As in flight never match). Returns the
+    rows received, source-major. The steps run one after another: only the first is in
+    flight when this returns; ``wait()`` runs the rest."""
     n = len(counts)
-    held = _hold(n)
-    blocks = dict(zip(held[me], torch.split(rows, [int(counts[me][j]) for j in range(n)])))
-    plans = []
-    for kind, groups, hop in phases:
-        after, sends = _phase_plan(held, groups, hop)
-        plans.append((kind, groups, held, sends))
-        held = after
+    blocks: Dict[Key, torch.Tensor] = dict(
+        zip([(me, j) for j in range(n)], torch.split(rows, [int(counts[me][j]) for j in range(n)])))
+    size = lambda keys: sum(int(counts[s][d]) for s, d in keys)
 
-    def run(step: int) -> Pending:
-        kind, groups, before, sends = plans[step]
-        peers = next((g for g in groups if me in g), None)
-        if peers is None:
-            return done(rows.new_empty((0, *rows.shape[1:])))
-        out_keys = [k for p in peers for k in sends[me][p]]
-        in_keys = [k for p in peers for k in sends[p][me]]
-        size = lambda keys: sum(int(counts[s][d]) for s, d in keys)
-        payload = torch.cat([blocks.pop(k) for k in out_keys]) if out_keys else rows[:0]
-        got = all_to_all_v(payload, [size(sends[me][p]) for p in peers],
-                           [size(sends[p][me]) for p in peers], group_of(kind, me))
+    def run(index: int) -> Pending:
+        step = steps[index]
+        ops, incoming = [], []
+        for to, keys in step.sends:
+            if size(keys):
+                payload = torch.cat([blocks.pop(tuple(k)) for k in keys]).contiguous()
+                ops.append(dist.P2POp(dist.isend, payload, int(group[to]), process_group,
+                                      tag + index % _TAGS_PER_COLLECTIVE))
+            else:
+                for k in keys:
+                    blocks.pop(tuple(k))
+        for frm, keys in step.recvs:
+            keys = [tuple(k) for k in keys]
+            if size(keys):
+                buf = rows.new_empty((size(keys), *rows.shape[1:]))
+                ops.append(dist.P2POp(dist.irecv, buf, int(group[frm]), process_group,
+                                      tag + index % _TAGS_PER_COLLECTIVE))
+                incoming.append((keys, buf))
+            else:
+                blocks.update((k, rows[:0]) for k in keys)
+        works = dist.batch_isend_irecv(ops) if ops else []
 
         def finish() -> torch.Tensor:
-            received = got.wait()
-            sizes = [int(counts[s][d]) for s, d in in_keys]
-            blocks.update(zip(in_keys, torch.split(received, sizes)))
-            return received
+            for w in works:
+                w.wait()
+            for keys, buf in incoming:
+                blocks.update(zip(keys, torch.split(buf, [int(counts[s][d]) for s, d in keys])))
+            return rows[:0]
 
-        return Pending(got, finish)
+        return Pending(None, finish)
 
-    first = run(0)
+    first = run(0) if steps else done(rows[:0])
 
     def rest() -> torch.Tensor:
         first.wait()
-        for step in range(1, len(plans)):
-            run(step).wait()
+        for index in range(1, len(steps)):
+            run(index).wait()
         return torch.cat([blocks[(i, me)] for i in range(n)])
 
-    return Pending(first, rest)
+    return Pending(None, rest)
 
 
 def a2a_by_algorithm(payload: torch.Tensor, matrix: Sequence[Sequence[int]], me: int,
                      collective: object, groups: object) -> Pending:
     """A schedule collective's A2A-v of ``payload``: ``matrix[i][j]`` rows from member i to
-    member j, flat or routed as its algorithm says (1DH, 2DH; ``groups``: ScheduleGroups)."""
-    if collective.algorithm in ("1dh", "2dh"):
-        phases = hierarchical_plan(collective.algorithm, groups.nodes(collective.group))
-        group_of = lambda kind, m: groups.routed(collective.group, kind, m)
-        return routed_all_to_all(payload, matrix, me, phases, group_of)
+    member j, routed as its algorithm's plan says (``groups``: ScheduleGroups). A plan of one
+    direct step is the backend's own A2A-v; any other runs step by step."""
+    group = tuple(int(r) for r in collective.group)
+    direct, steps = member_routing(collective.algorithm, group, groups.ranks_per_node, me)
     n = len(matrix)
-    return all_to_all_v(payload, [matrix[me][j] for j in range(n)],
-                        [matrix[i][me] for i in range(n)], groups.get(collective.group))
+    if direct:
+        return all_to_all_v(payload, [matrix[me][j] for j in range(n)],
+                            [matrix[i][me] for i in range(n)], groups.get(group))
+    return routed_all_to_all(payload, matrix, me, steps, group, groups.get(group),
+                             tag=collective.id % _COLLECTIVE_TAGS * _TAGS_PER_COLLECTIVE)
+
+
+# Tags of a routed A2A: collective id x this + step (gloo matches point-to-point messages by
+# source and tag; NCCL ignores tags and runs them in issue order).
+_TAGS_PER_COLLECTIVE = 1 << 12
+_COLLECTIVE_TAGS = 1 << 18

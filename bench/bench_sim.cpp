@@ -7,9 +7,9 @@
 // the timing. Counters give the simulated iteration time and the flows.
 #include <benchmark/benchmark.h>
 
-#include "cli/routed_dispatch.h"
 #include "core/parallel_config.h"
 #include "core/topology.h"
+#include "place/routed_dispatch.h"
 #include "sched/layer_builder.h"
 #include "sim/simulator.h"
 
@@ -59,7 +59,7 @@ void run(benchmark::State& state, const core::Cluster& c, int experts, const std
     spec.locality = 0.9;
     spec.layer_correlation = 0.9;
     setup.a2a_pair_bytes =
-        cli::routed_dispatch({setup.model, c, setup.parallel}, spec, false, "flow").matrices;
+        place::routed_dispatch({setup.model, c, setup.parallel}, spec, false, "flow").matrices;
   }
   const core::Topology topology(c);
   sim::SimResult result;

@@ -36,7 +36,7 @@ PlanResult make_plan(const py::object& model, const py::object& cluster, const p
     throw Error("budget_s", "must be a finite number of seconds in [0, 86400]");
   if (recompute != "none" && recompute != "selective" && recompute != "full")
     throw Error("recompute", "must be none, selective or full, got \"" + recompute + "\"");
-  const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
+  const core::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
   PlanResult r;
   r.input.model = setup.model;
   r.input.cluster = setup.cluster;

@@ -1,4 +1,4 @@
-// moecomm._moecomm.build_schedule: the training step's schedule (sched::build_training_step,
+// moecomm._moecomm.build_schedule: the training step's schedule (plan::build_step,
 // the one `moecomm sim` simulates and `moecomm train` runs) as Python objects, for the torch
 // executor (moecomm.torch) to run op by op, and the simulator's time for each op beside it.
 #include <pybind11/pybind11.h>
@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "bindings.h"
-#include "cli/planned_knobs.h"
 #include "core/error.h"
 #include "core/rank_groups.h"
 #include "core/topology.h"
 #include "inputs.h"
+#include "plan/step_service.h"
 #include "routing_args.h"
 #include "sched/build_hybridep.h"
 #include "sched/layer_builder.h"
@@ -144,24 +144,25 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
                                      const RoutingArgs& args) {
   if (layers < 1 || layers > 1024)
     throw Error("layers", "must be in [1, 1024], got " + std::to_string(layers));
-  check_routing(args.routing, args.locality);
-  const cli::ModelSetup setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
-  const bool ep_given = parallel_spec(parallel).ep.has_value();
+  plan::StepRequest request;
+  request.routing = routing_arg(args.routing, args.locality);
+  request.setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
+  request.ep_given = parallel_spec(parallel).ep.has_value();
+  request.strategy = strategy;
+  request.layers = layers;
+  request.lm_head = args.lm_head;
+  request.locality = args.locality;
+  request.names = step_arg_names();
   py::gil_scoped_release release;
+  const plan::PreparedStep step = plan::prepare_step(request);
   auto out = std::make_shared<BuiltSchedule>();
-  sched::LayerSetup layer;
-  layer.model = setup.model;
-  layer.cluster = setup.cluster;
-  out->strategy_notes = cli::planned_knobs(setup, strategy, ep_given, "strategy", layer);
-  layer.layers = layers;
-  layer.lm_head = args.lm_head;
-  route(setup, args.routing, args.locality, layer);
-  out->schedule = sched::build_training_step(layer);
-  out->cluster = setup.cluster;
-  out->model = setup.model;
-  out->parallel = layer.parallel;
-  out->strategy = sched::to_string(layer.strategy);
-  set_ep_orders(layer, *out);
+  out->strategy_notes = step.notes;
+  out->schedule = plan::build_step(step);
+  out->cluster = step.layer.cluster;
+  out->model = step.layer.model;
+  out->parallel = step.layer.parallel;
+  out->strategy = sched::to_string(step.layer.strategy);
+  set_ep_orders(step.layer, *out);
   return out;
 }
 

@@ -1,24 +1,19 @@
-// moecomm.simulate: one training step of a strategy in the flow-level simulator, as
-// `moecomm sim` runs it (cli/sim_command.cpp), with its times, bytes by level and, on
-// request, the Chrome trace.
+// moecomm.simulate: one training step of a strategy in the flow-level simulator, through the
+// service `moecomm sim` runs it with (plan/step_service.h), with its times, bytes by level
+// and, on request, the Chrome trace.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
-#include "cli/planned_knobs.h"
 #include "core/error.h"
-#include "core/topology.h"
 #include "inputs.h"
+#include "plan/step_service.h"
 #include "py_json.h"
 #include "routing_args.h"
-#include "sched/layer_builder.h"
-#include "sim/sim_report.h"
-#include "sim/simulator.h"
 #include "sim/trace_export.h"
 
 namespace py = pybind11;
@@ -36,7 +31,7 @@ struct SimOutcome {
   double wall_s = 0;  // building and simulating the schedule
   std::string strategy;
   std::vector<std::string> strategy_notes;
-  nlohmann::json report;                  // sim::report_to_json: ops by kind, busiest links
+  nlohmann::json report;                  // plan::step_json: ops by kind, busiest links
   std::optional<nlohmann::json> routing;  // routed steps: locality, placement, bytes
   std::optional<nlohmann::json> trace;    // Chrome trace, when asked for
 };
@@ -48,7 +43,8 @@ struct SimArgs {
   bool trace = false;
 };
 
-void check_args(const SimArgs& a) {
+// Checked before the inputs are resolved; returns the routing.
+plan::StepRouting check_args(const SimArgs& a) {
   if (a.layers < 1 || a.layers > 1024)
     throw Error("layers", "must be in [1, 1024], got " + std::to_string(a.layers));
   if (a.compute_efficiency != 0 && !(a.compute_efficiency >= 0.01 && a.compute_efficiency <= 1))
@@ -56,55 +52,39 @@ void check_args(const SimArgs& a) {
   if (!(a.completion_tolerance >= 0 && a.completion_tolerance <= 0.1))
     throw Error("completion_tolerance", "must be in [0, 0.1]");
   if (!a.fairness.empty()) core::parse_fairness(a.fairness, "fairness");
-  check_routing(a.routing, a.locality);
-}
-
-// Everything after the Python inputs are read: runs without the GIL.
-SimOutcome run_sim(const cli::ModelSetup& setup, const SimArgs& args, bool ep_given) {
-  SimOutcome out;
-  sched::LayerSetup layer;
-  layer.model = setup.model;
-  layer.cluster = setup.cluster;
-  out.strategy_notes = cli::planned_knobs(setup, args.strategy, ep_given, "strategy", layer);
-  layer.layers = args.layers;
-  const std::string placement(sched::to_string(layer.strategy.placement));
-  if (const auto routed = route(setup, args.routing, args.locality, layer))
-    out.routing = nlohmann::json{{"source", "synthetic"},
-                                 {"locality", args.locality},
-                                 {"placement", placement},
-                                 {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
-                                 {"placement_solve_us", routed->placement_solve_us}};
-  const auto start = std::chrono::steady_clock::now();
-  const sched::Schedule schedule = sched::build_training_step(layer);
-  const core::Topology topology(setup.cluster);
-  sim::SimOptions options;
-  if (args.compute_efficiency > 0) options.compute_efficiency = args.compute_efficiency;
-  options.completion_tolerance = args.completion_tolerance;
-  if (!args.fairness.empty()) options.fairness = core::parse_fairness(args.fairness, "fairness");
-  const sim::SimResult result = sim::simulate(schedule, topology, options);
-  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const sim::SimReport report = sim::make_report(schedule, result);
-  out.iteration_ms = report.iteration_s * 1e3;
-  out.forward_ms = report.forward_s * 1e3;
-  out.backward_ms = report.backward_s * 1e3;
-  for (const auto& level : setup.cluster.levels) out.level_names.push_back(level.name);
-  out.bytes_by_level = result.bytes_by_level;
-  out.flows = result.flows;
-  out.ranks = schedule.world_size();
-  out.schedule_ops = schedule.num_ops();
-  out.strategy = sched::to_string(layer.strategy);
-  out.report = sim::report_to_json(report, result);
-  if (args.trace) out.trace = sim::chrome_trace(schedule, result);
-  return out;
+  return routing_arg(a.routing, a.locality);
 }
 
 SimOutcome simulate(const py::object& model, const py::object& cluster, const py::object& parallel,
                     const SimArgs& args) {
-  check_args(args);
-  const cli::ModelSetup setup = resolve_setup(model, cluster, parallel);
-  const bool ep_given = parallel_spec(parallel).ep.has_value();
+  plan::StepRequest request;
+  request.routing = check_args(args);
+  request.setup = resolve_setup(model, cluster, parallel);
+  request.ep_given = parallel_spec(parallel).ep.has_value();
+  request.strategy = args.strategy;
+  request.layers = args.layers;
+  request.locality = args.locality;
+  request.names = step_arg_names();
   py::gil_scoped_release release;  // building and simulating take milliseconds to seconds
-  return run_sim(setup, args, ep_given);
+  const sim::SimOptions options = plan::step_sim_options(
+      args.compute_efficiency, args.completion_tolerance, args.fairness, request.names);
+  const plan::SimulatedStep step = plan::simulate_step(plan::prepare_step(request), options);
+  SimOutcome out;
+  out.iteration_ms = step.report.iteration_s * 1e3;
+  out.forward_ms = step.report.forward_s * 1e3;
+  out.backward_ms = step.report.backward_s * 1e3;
+  for (const auto& level : request.setup.cluster.levels) out.level_names.push_back(level.name);
+  out.bytes_by_level = step.result.bytes_by_level;
+  out.flows = step.result.flows;
+  out.ranks = step.schedule.world_size();
+  out.schedule_ops = step.schedule.num_ops();
+  out.wall_s = step.wall_s;
+  out.strategy = sched::to_string(step.prepared.layer.strategy);
+  out.strategy_notes = step.prepared.notes;
+  out.report = plan::step_json(step);
+  out.routing = plan::routing_json(step.prepared);
+  if (args.trace) out.trace = sim::chrome_trace(step.schedule, step.result);
+  return out;
 }
 
 }  // namespace

@@ -56,8 +56,8 @@ core::ParallelSpec parallel_spec(const py::object& parallel) {
               "must be \"dp=2,tp=8,...\", a dict or None, got a " + type_name(parallel));
 }
 
-cli::ModelSetup resolve_setup(const py::object& model, const py::object& cluster,
-                              const py::object& parallel, int64_t seq_len, int64_t micro_batch) {
+core::ModelSetup resolve_setup(const py::object& model, const py::object& cluster,
+                               const py::object& parallel, int64_t seq_len, int64_t micro_batch) {
   if (seq_len < 0 || seq_len > core::kMaxSeqLen)
     throw Error("seq_len", "must be in [1, " + std::to_string(core::kMaxSeqLen) + "]");
   if (micro_batch < 0 || micro_batch > core::kMaxMicroBatch)
@@ -68,7 +68,7 @@ cli::ModelSetup resolve_setup(const py::object& model, const py::object& cluster
   core::Cluster c = cluster_of(cluster, m);
   std::optional<core::ParallelSpec> spec;
   if (!parallel.is_none()) spec = parallel_spec(parallel);
-  return cli::resolve_model_setup(std::move(m), std::move(c), spec, "parallel");
+  return core::resolve_model_setup(std::move(m), std::move(c), spec, "parallel");
 }
 
 }  // namespace moecomm::python

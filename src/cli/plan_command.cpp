@@ -7,8 +7,8 @@
 
 #include "cli/flag_checks.h"
 #include "cli/json_output.h"
-#include "cli/model_setup.h"
 #include "core/error.h"
+#include "core/model_setup.h"
 #include "core/presets.h"
 #include "plan/search_planner.h"
 #include "sched/strategy.h"
@@ -148,7 +148,8 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) const {
   for (const auto& [flag, value] :
        {std::pair{"--model", &model_}, {"--cluster", &cluster_}, {"--parallel", &parallel_}})
     if (sub_->count(flag) && value->empty()) throw Error(flag, "empty value");
-  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
+  const core::ModelSetup setup =
+      core::resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
   plan::PlanInput in;
   in.model = setup.model;
   in.cluster = setup.cluster;

@@ -1,20 +1,17 @@
 #include "cli/sim_command.h"
 
-#include <chrono>
 #include <cstdio>
-#include <optional>
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/flag_checks.h"
 #include "cli/json_output.h"
-#include "cli/model_setup.h"
-#include "cli/planned_knobs.h"
-#include "cli/routed_dispatch.h"
 #include "core/error.h"
+#include "core/model_setup.h"
 #include "core/presets.h"
-#include "core/topology.h"
-#include "sched/layer_builder.h"
+#include "plan/step_service.h"
 #include "sim/sim_report.h"
 #include "sim/trace_export.h"
 
@@ -93,47 +90,31 @@ SimCommand::SimCommand(CLI::App& app) {
 }
 
 int SimCommand::run(std::ostream& out, std::ostream& err) const {
-  const ModelSetup setup = resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
-  sched::LayerSetup layer;
-  layer.model = setup.model;
-  layer.cluster = setup.cluster;
-  const bool ep_given = core::parse_parallel_spec(parallel_, "--parallel").ep.has_value();
-  const std::vector<std::string> notes =
-      planned_knobs(setup, strategy_, ep_given, "--strategy", layer);
-  layer.layers = layers_;
-  const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
-  if (netmoe && routing_ == "uniform") {
-    throw Error("--routing",
-                "placement=netmoe moves samples by their routing: use --routing "
-                "synthetic (the default for netmoe), not uniform");
-  }
-  std::optional<RoutedDispatch> routed;
-  if (routing_ == "synthetic" || (routing_ == "auto" && netmoe)) {
-    place::SyntheticRoutingSpec spec;
-    spec.locality = locality_;
-    spec.layer_correlation = 0.9;
-    ModelSetup packed = setup;  // Lina's packing may have moved the EP size
-    packed.parallel = layer.parallel;
-    routed = routed_dispatch(packed, spec, netmoe, "flow");
-    layer.a2a_pair_bytes = routed->matrices;
-  }
+  plan::StepRequest request;
+  request.setup = core::resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
+  request.strategy = strategy_;
+  request.ep_given = core::parse_parallel_spec(parallel_, "--parallel").ep.has_value();
+  request.layers = layers_;
+  request.routing = plan::parse_step_routing(routing_, "--routing");
+  request.locality = locality_;
+  plan::PreparedStep prepared = plan::prepare_step(request);
   if (!ranks_.empty() && trace_.empty() && svg_.empty())
     throw Error("--ranks", "selects the ranks that --svg and --trace show: give one of them");
   // Before the step is built and simulated, which can take seconds: a bad selection fails
   // at once.
   const std::vector<int> ranks =
-      ranks_.empty() ? std::vector<int>{}
-                     : sim::parse_rank_selection(ranks_, layer.parallel.world(), "--ranks");
-  const auto start = std::chrono::steady_clock::now();
-  const sched::Schedule schedule = sched::build_training_step(layer);
-  const core::Topology topology(setup.cluster);
-  sim::SimOptions options;
-  if (compute_efficiency_ > 0) options.compute_efficiency = compute_efficiency_;
-  options.completion_tolerance = completion_tolerance_;
-  if (!fairness_.empty()) options.fairness = core::parse_fairness(fairness_, "--fairness");
-  const sim::SimResult result = sim::simulate(schedule, topology, options);
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ranks_.empty()
+          ? std::vector<int>{}
+          : sim::parse_rank_selection(ranks_, prepared.layer.parallel.world(), "--ranks");
+  const plan::SimulatedStep step = plan::simulate_step(
+      std::move(prepared),
+      plan::step_sim_options(compute_efficiency_, completion_tolerance_, fairness_));
+  const sched::Schedule& schedule = step.schedule;
+  const sim::SimResult& result = step.result;
+  const sim::SimReport& report = step.report;
+  const sched::LayerSetup& layer = step.prepared.layer;
+  const std::vector<std::string>& notes = step.prepared.notes;
+  const auto& routed = step.prepared.routed;
   if (!trace_.empty()) {
     sim::write_chrome_trace(schedule, result, trace_, {.ranks = ranks});
     err << "wrote Chrome trace " << trace_ << "\n";
@@ -142,47 +123,34 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     const auto& p = layer.parallel;
     sim::SvgOptions svg;
     svg.ranks = ranks;
-    svg.title = layer.strategy.name + ": " + setup.model.name + " on " + setup.cluster.name +
+    svg.title = layer.strategy.name + ": " + layer.model.name + " on " + layer.cluster.name +
                 ", dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) +
                 " ep=" + std::to_string(p.ep) + " esp=" + std::to_string(p.esp) +
                 " pp=" + std::to_string(p.pp) + ", " + std::to_string(layers_) + " MoE layer(s)";
     sim::write_svg_timeline(schedule, result, svg_, svg);
     err << "wrote SVG timeline " << svg_ << "\n";
   }
-  const sim::SimReport report = sim::make_report(schedule, result);
-  nlohmann::json j = sim::report_to_json(report, result);
+  const nlohmann::json j = plan::step_json(step);
   if (json_) {
-    j["strategy"] = sched::to_string(layer.strategy);
-    j["strategy_notes"] = notes;
-    j["model"] = setup.model.name;
-    j["cluster"] = setup.cluster.name;
-    j["ranks"] = schedule.world_size();
-    j["schedule_ops"] = schedule.num_ops();
-    j["wall_s"] = wall_s;
-    if (routed) {
-      j["routing"] = {{"source", "synthetic"},
-                      {"locality", locality_},
-                      {"placement", std::string(sched::to_string(layer.strategy.placement))},
-                      {"dispatch_inter_node_MB", routed->inter_node_bytes / 1e6},
-                      {"placement_solve_us", routed->placement_solve_us}};
-    }
     out << dump_json(j) << "\n";
     return 0;
   }
   const auto& p = layer.parallel;
   char line[256];
   out << "strategy " << layer.strategy.name << " (" << sched::to_string(layer.strategy) << ")\n"
-      << "model " << setup.model.name << " on " << setup.cluster.name << " ("
+      << "model " << layer.model.name << " on " << layer.cluster.name << " ("
       << schedule.world_size() << " ranks), dp=" << p.dp << " tp=" << p.tp << " ep=" << p.ep
       << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layers_
       << " MoE layer(s)\n";
   for (const auto& n : notes) out << "  planned: " << n << "\n";
   if (routed) {
-    std::snprintf(line, sizeof line,
-                  "routing: synthetic (locality %.2g), samples %s: one dispatch sends %.1f MB "
-                  "across nodes\n",
-                  locality_, netmoe ? "placed by NetMoE" : "at home",
-                  routed->inter_node_bytes / 1e6);
+    std::snprintf(
+        line, sizeof line,
+        "routing: synthetic (locality %.2g), samples %s: one dispatch sends %.1f MB "
+        "across nodes\n",
+        locality_,
+        layer.strategy.placement == sched::Placement::kNetMoe ? "placed by NetMoE" : "at home",
+        routed->inter_node_bytes / 1e6);
     out << line;
   } else {
     out << "routing: uniform\n";
@@ -191,7 +159,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
                 "iteration %.3f ms: forward %.3f ms, backward %.3f ms (simulated %d ops, %lld "
                 "flows in %.2f s)\n",
                 report.iteration_s * 1e3, report.forward_s * 1e3, report.backward_s * 1e3,
-                schedule.num_ops(), static_cast<long long>(result.flows), wall_s);
+                schedule.num_ops(), static_cast<long long>(result.flows), step.wall_s);
   out << line;
   // Counts, flops and bytes add up every rank's ops; the busy time is one rank's (the mean).
   std::snprintf(line, sizeof line, "%-16s %16s %18s %16s %24s\n", "op kind", "ops (all ranks)",

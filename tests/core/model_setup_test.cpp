@@ -1,7 +1,7 @@
 // The model file's parallel sizes follow the cluster's shape, not its name: a copy of the
 // model's testbed preset that keeps the "name" but changes the shape gets derived sizes, and
 // errors blame the file and key at fault.
-#include "cli/model_setup.h"
+#include "core/model_setup.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "core/presets.h"
 #include "support/expect_error.h"
 
-namespace moecomm::cli {
+namespace moecomm::core {
 namespace {
 
 using nlohmann::json;
@@ -73,4 +73,4 @@ TEST(ModelSetup, AModelNamingNoClusterBlamesItsClusterKey) {
 }
 
 }  // namespace
-}  // namespace moecomm::cli
+}  // namespace moecomm::core

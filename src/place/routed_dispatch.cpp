@@ -1,4 +1,4 @@
-#include "cli/routed_dispatch.h"
+#include "place/routed_dispatch.h"
 
 #include <algorithm>
 #include <map>
@@ -7,14 +7,14 @@
 #include "core/rank_groups.h"
 #include "place/sample_placer.h"
 
-namespace moecomm::cli {
+namespace moecomm::place {
 
 namespace {
 
 // The group's members as a grid of nodes x members per node: grid device d is members
 // [order[d]] of the group.
 struct GroupGrid {
-  place::DeviceGrid grid;
+  DeviceGrid grid;
   std::vector<int> order;
 };
 
@@ -35,7 +35,7 @@ GroupGrid group_grid(const core::RankGroup& group, int devices_per_node) {
 
 }  // namespace
 
-RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingSpec spec,
+RoutedDispatch routed_dispatch(const core::ModelSetup& setup, SyntheticRoutingSpec spec,
                                bool netmoe_placement, const std::string& solver) {
   const core::RankGroups groups = core::build_rank_groups(setup.parallel);
   const int per_node = setup.cluster.levels.back().count;
@@ -44,7 +44,7 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
   const double token_bytes = static_cast<double>(setup.model.hidden) * setup.model.dtype_bytes *
                              setup.model.capacity_factor.value_or(1.0);
   RoutedDispatch out;
-  place::SamplePlacer placer(solver);
+  SamplePlacer placer(solver);
   for (size_t k = 0; k < groups.ep.size(); ++k) {
     const core::RankGroup& group = groups.ep[k];
     const int n = static_cast<int>(group.size());
@@ -53,11 +53,11 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
     const double samples = double(n) * double(setup.model.micro_batch);
     const double ids =
         2.0 * samples * double(setup.model.seq_len / setup.parallel.cp) * double(setup.model.top_k);
-    if (ids > double(place::kMaxTraceIds))
+    if (ids > double(kMaxTraceIds))
       throw Error("synthetic routing",
                   "an EP group's routing of two layers would hold " + std::to_string(int64_t(ids)) +
                       " expert ids (EP size x micro_batch x seq_len / cp x top_k x 2), more than " +
-                      std::to_string(place::kMaxTraceIds) +
+                      std::to_string(kMaxTraceIds) +
                       ": reduce micro_batch or seq_len, or use uniform routing");
     spec.samples = static_cast<int>(samples);
     spec.tokens = static_cast<int>(setup.model.seq_len / setup.parallel.cp);
@@ -65,21 +65,19 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
     spec.top_k = static_cast<int>(setup.model.top_k);
     spec.layers = 2;
     spec.iterations = 1;
-    const place::RoutingTrace trace = place::generate_routing_trace(spec);
+    const RoutingTrace trace = generate_routing_trace(spec);
     ++spec.seed;  // each EP group its own batch
-    const place::RoutingCounts gather = place::count_routing(trace.iterations[0][0], spec.experts);
-    const place::RoutingCounts scatter = place::count_routing(trace.iterations[0][1], spec.experts);
+    const RoutingCounts gather = count_routing(trace.iterations[0][0], spec.experts);
+    const RoutingCounts scatter = count_routing(trace.iterations[0][1], spec.experts);
     // Experts in contiguous blocks over the members, samples at home on their own member
     // (the builder's convention); the placer works on grid devices.
     std::vector<int> grid_of(n);
     for (int d = 0; d < n; ++d) grid_of[gg.order[d]] = d;
-    std::vector<int> expert_member = place::expert_blocks(spec.experts, n),
-                     expert_grid(spec.experts);
+    std::vector<int> expert_member = expert_blocks(spec.experts, n), expert_grid(spec.experts);
     for (int e = 0; e < spec.experts; ++e) expert_grid[e] = grid_of[expert_member[e]];
-    std::vector<int> sample_member = place::home_placement(spec.samples, n);
+    std::vector<int> sample_member = home_placement(spec.samples, n);
     if (netmoe_placement) {
-      const place::SamplePlacement p =
-          placer.place(place::add_counts(gather, scatter), expert_grid, gg.grid);
+      const SamplePlacement p = placer.place(add_counts(gather, scatter), expert_grid, gg.grid);
       for (int s = 0; s < spec.samples; ++s) sample_member[s] = gg.order[p.sample_device[s]];
       out.placement_solve_us += p.solve_us;
     }
@@ -99,4 +97,4 @@ RoutedDispatch routed_dispatch(const ModelSetup& setup, place::SyntheticRoutingS
   return out;
 }
 
-}  // namespace moecomm::cli
+}  // namespace moecomm::place

@@ -1,6 +1,7 @@
 #pragma once
-// The model, cluster and parallel configuration a command runs on, from its --model,
-// --cluster and --parallel flags (shared by `plan` and `sim`).
+// The model, cluster and parallel configuration a run is for, from the user's model, cluster
+// and parallel arguments (`moecomm plan` and `moecomm sim`'s flags, the Python package's
+// arguments): one set of rules for every caller.
 #include <optional>
 #include <string>
 
@@ -8,7 +9,7 @@
 #include "core/model_config.h"
 #include "core/parallel_config.h"
 
-namespace moecomm::cli {
+namespace moecomm::core {
 
 struct ModelSetup {
   core::ModelConfig model;
@@ -32,4 +33,4 @@ ModelSetup resolve_model_setup(core::ModelConfig model, core::Cluster cluster,
                                const std::optional<core::ParallelSpec>& parallel,
                                const std::string& flag);
 
-}  // namespace moecomm::cli
+}  // namespace moecomm::core

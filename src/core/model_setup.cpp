@@ -1,11 +1,11 @@
-#include "cli/model_setup.h"
+#include "core/model_setup.h"
 
 #include <utility>
 
 #include "core/error.h"
 #include "core/presets.h"
 
-namespace moecomm::cli {
+namespace moecomm::core {
 
 namespace {
 
@@ -69,4 +69,4 @@ ModelSetup resolve_model_setup(core::ModelConfig model, core::Cluster cluster,
   return s;
 }
 
-}  // namespace moecomm::cli
+}  // namespace moecomm::core

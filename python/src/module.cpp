@@ -22,4 +22,5 @@ PYBIND11_MODULE(_moecomm, m) {
   moecomm::python::bind_infer(m);
   moecomm::python::bind_sched(m);
   moecomm::python::bind_codec(m);
+  moecomm::python::bind_hybrid(m);
 }

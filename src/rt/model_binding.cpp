@@ -9,6 +9,7 @@
 #include "nn/bf16.h"
 #include "nn/exchange_chunks.h"
 #include "nn/exchange_permute.h"
+#include "sched/hybrid_routing.h"
 
 namespace moecomm::rt {
 namespace {
@@ -660,19 +661,14 @@ void ModelBinding::from_wire(OpBuffer& buf, size_t header) const {
 
 // --- HybridEP
 
-// Exchange rank j (the domain j member at this rank's offset, Algorithm 1) is the A2A's
-// member order[j S + offset]; nothing without expert transfer.
+// Exchange rank j (where sched::HybridRouting sends this member's rows for domain j) is that
+// A2A member; nothing without expert transfer.
 void ModelBinding::map_members(const sched::Collective& a2a, int member) {
   a2a_size_ = a2a.size();
   a2a_group_ = a2a.group;
   if (!hybrid_.codec) return;
-  std::vector<int> order = hybrid_.order;
-  if (order.empty())
-    for (int p = 0; p < a2a_size_; ++p) order.push_back(p);
-  const int position = int(std::find(order.begin(), order.end(), member) - order.begin());
-  const int domain = hybrid_.domain, offset = position % domain;
-  for (int j = 0; j < a2a_size_ / domain; ++j)
-    member_of_.push_back(order[size_t(j * domain + offset)]);
+  member_of_ = sched::HybridRouting(a2a_size_, hybrid_.domain, hybrid_.order, "hybrid_domain")
+                   .destinations(member);
 }
 
 namespace {

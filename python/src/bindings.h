@@ -1,6 +1,7 @@
 #pragma once
 // The extension module `moecomm._moecomm`, one binding file per library layer it exposes
-// (plan, sim, place, infer). The pure-Python package `moecomm` wraps these with type hints.
+// (plan, sim, place, infer, sched), and the kernels moecomm.torch shares with the runtime
+// (codec, hybrid). The pure-Python package `moecomm` wraps these with type hints.
 #include <pybind11/pybind11.h>
 
 namespace moecomm::python {
@@ -12,5 +13,6 @@ void bind_infer(pybind11::module_& m);
 void bind_sched(pybind11::module_& m);
 void bind_codec(pybind11::module_& m);
 void bind_routing(pybind11::module_& m);
+void bind_hybrid(pybind11::module_& m);
 
 }  // namespace moecomm::python

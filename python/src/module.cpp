@@ -23,4 +23,5 @@ PYBIND11_MODULE(_moecomm, m) {
   moecomm::python::bind_sched(m);
   moecomm::python::bind_codec(m);
   moecomm::python::bind_routing(m);
+  moecomm::python::bind_hybrid(m);
 }

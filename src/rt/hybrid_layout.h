@@ -14,9 +14,10 @@ namespace moecomm::rt {
 
 // This rank's place in the partition of its EP group `ep` (global ranks) into domains of
 // `domain_size` consecutive positions of `order` (position -> EP member index, from
-// sched::hybrid_member_order; empty: the identity). The rank at position p owns experts
-// [p L, (p + 1) L). Throws moecomm::Error naming `where` unless domain_size divides the EP
-// size and order is a permutation of it.
+// sched::hybrid_member_order; empty: the identity), in global ranks: sched::HybridRouting's
+// answer for member `ep_index`. The rank at position p owns experts [p L, (p + 1) L). Throws
+// moecomm::Error naming `where` unless domain_size divides the EP size and order is a
+// permutation of it.
 struct HybridLayout {
   int domain_size = 1;
   int offset = 0;          // this rank's index in its domain

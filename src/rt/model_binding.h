@@ -12,12 +12,12 @@
 //   attn   forward: the embedding (block 0) or the previous MoE layer's I-Order and residual;
 //          then this rank's attention heads. backward: the heads' backward.
 //   gate   forward: LN2, Gate and Order, packed into the dispatch chunks. backward: Order's
-//          and Gate's backward from the combined chunks, then LN2's.
+//          and Gate's backward from the combined chunks, then LN2's (the MoE path's).
 //   moe.expert  the chunk's experts (label chunk -1 with several chunks: every chunk's rows
 //          at once, MoNTA's experts that wait for the whole dispatch).
 //   moe.dispatch.esp_allgather.copy, moe.combine.tp_allgather.copy  MoNTA's reordering
 //          copies (Fig. 8): a gathered chunk into the experts' layout, a combined chunk into
-//          the send layout (without these ops the consumer reorders).
+//          the send layout (without these ops the consumer reorders; token_path_binding.h).
 //   head   forward: the last MoE layer's I-Order, final norm, LM head and loss. backward: the
 //          head's, then the last MoE layer's I-Order backward, packed.
 // Collectives and what runs right after each on its stream (its epilogue):
@@ -26,20 +26,23 @@
 //   moe.dispatch.a2a, moe.dispatch.esp_allgather, moe.combine.esp_reducescatter /
 //          esp_allreduce, moe.combine.a2a, moe.combine.tp_allgather  a chunk's rows. Under
 //          MoNTA's drop, TP member u sends part u of each chunk (nn::chunk_layout split in tp
-//          parts).
-//   grad.dense.allreduce, grad.expert.allreduce  a partition of a block's gradients.
+//          parts; token_path_binding.h, or netmoe_binding.h under placement=netmoe).
+//   grad.dense.allreduce, grad.expert.allreduce  a partition of a block's gradients
+//          (grad_binding.h).
 //   moe.hybrid.expert_allgather, moe.hybrid.grad_reducescatter, moe.hybrid.shared_allreduce
 //          HybridEP's experts (HybridBinding's codec): encoded when the AllGather starts and
-//          decoded into the copies after it; the copies' gradients home; the shared expert.
+//          decoded into the copies after it; the copies' gradients home; the shared expert
+//          (expert_transfer_binding.h).
 // Under HybridEP the MoE layers exchange tokens with the members at their offset of every
 // domain (Algorithm 1), which sit at other positions of the schedule's EP-wide A2A: blocks are
-// moved between the layers' order and the A2A's.
+// moved between the layers' order and the A2A's (hybrid_remap.h).
 // A forward dispatch chunk carries, ahead of each destination's rows, the sender's full row
 // counts for that destination's L experts (L int32), so the experts learn the layout with the
 // rows; every other transfer's counts follow from that layout.
 #include <array>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,8 +51,12 @@
 
 #include "nn/moe_transformer.h"
 #include "rt/executor.h"
+#include "rt/expert_transfer_binding.h"
+#include "rt/grad_binding.h"
 #include "rt/hybrid_codec.h"
+#include "rt/moe_path_binding.h"
 #include "rt/netmoe_binding.h"
+#include "rt/token_path_binding.h"
 #include "sched/schedule.h"
 
 namespace moecomm::rt {
@@ -72,6 +79,10 @@ struct BindingOptions {
   bool bf16_rows = false;
 };
 
+// The registry: the dense kernels (attention, head) and the attention's TP AllReduce here; the
+// MoE layers' kernels and collectives in their path (TokenPathBinding, or NetMoeBinding under
+// placement=netmoe); the gradient partitions in GradBinding; HybridEP's expert transfers in
+// ExpertTransferBinding.
 class ModelBinding {
  public:
   // Throws moecomm::Error naming the op when this rank's part of the schedule has an op that no
@@ -87,119 +98,55 @@ class ModelBinding {
   // Before each run: the batch the forward reads.
   void start_step(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   float loss() const { return loss_; }  // the last run's loss, as forward() returns it
-  int64_t grad_bytes() const { return grad_bytes_; }  // AllReduced by the last run, this rank
+  int64_t grad_bytes() const { return grads_.bytes(); }  // AllReduced by the last run, this rank
   // Since construction: the rows this rank's forward dispatches sent to each EP member (before
-  // MoNTA's drop), and how many dispatches (layers x runs) they add up.
-  const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  // MoNTA's drop), and how many dispatches (layers x runs) they add up; none under NetMoE
+  // (its scatter_rows()).
+  const std::vector<int64_t>& dispatch_rows() const;
+  int64_t dispatches() const { return token_path_ ? token_path_->dispatches() : 0; }
   // The last run's metadata riding with the token rows (the layout's counts ahead of them,
   // NetMoE's metadata columns), in bytes per destination world rank, counted apart from them.
-  std::vector<int64_t> meta_bytes() const;
+  std::vector<int64_t> meta_bytes() const { return moe_->meta_bytes(); }
   // placement=netmoe: its part of the binding (nullptr without it).
   const NetMoeBinding* netmoe() const { return netmoe_.get(); }
-  int64_t dispatches() const { return dispatches_; }
 
  private:
-  static bool hybrid_role(sched::OpRole r) {
-    return sched::family(r) == sched::OpFamily::kExpertTransfer;
-  }
   struct Slot {
     sched::OpRole role;
     int layer, phase, chunk, parts;  // phase: 0 forward, 1 backward; parts: AllReduce pieces
   };
-  // One chunk of one MoE layer in one phase, from the sender's rows back to them.
-  struct Chunk {
-    OpBuffer dispatch, gather;            // the A2A (forward: with headers), the ESP AllGather-v
-    std::vector<nn::Tensor> parts;        // per TP part, the rows received, source-major
-    nn::Tensor expert_in;                 // local-expert-major in the chunk's layout
-    OpBuffer reduce, combine, tp_gather;  // ESP ReduceScatter-v / AllReduce, A2A, TP AllGather-v
-    std::vector<nn::Tensor> back;         // per TP part, the combined rows, in its send layout
-    bool placed = false;
-  };
-  // Which of the token path's ops the schedule has for a layer and phase (per rank).
-  struct MoeOps {
-    bool dispatch = false, gather = false, gather_copy = false, reduce = false, combine = false,
-         tp_gather = false, combine_copy = false;
-  };
-  struct MoeState {
-    int chunks = 1;
-    MoeOps ops;
-    bool has_layout = false;
-    nn::Tensor send;      // forward: the Order's rows; backward: I-Order's gradient
-    nn::Tensor combined;  // what came back, in the send layout
-    std::vector<Chunk> chunk;
-  };
-  using Kernel = std::function<void(const sched::Label&)>;
+  using Kernel = MoePathBinding::Kernel;
 
+  TokenPathWiring scan_ops(const HybridBinding& hybrid, bool& has_netmoe, int& a2a_member);
+  void bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_member,
+                 const BindingOptions& options);
   void register_kernels();
-  void scan_ops();
-  void bind_netmoe(int ranks_per_node);
-  std::optional<NetMoeBinding::Op> netmoe_op(const Slot& slot) const;
-  void scan_moe_op(const sched::Label& label);
-  MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
-  nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
-  // Chunk i of n of `layout` and its TP part u (of parts_).
-  nn::ExchangeLayout part_layout(const nn::ExchangeLayout& layout, int i, int n, int u) const;
+  void check_ops() const;
 
   void attn(const sched::Label& label);
-  void gate(const sched::Label& label);
-  void expert(const sched::Label& label);
   void head(const sched::Label& label);
   void attn_done(int layer, int phase, const nn::Tensor& summed);
-
-  void pack(int layer, int phase);
-  void finish_forward(int layer);
-  void on_dispatched(int layer, int phase, int chunk);
-  void on_gathered(int layer, int phase, int chunk);
-  void place(int layer, int phase, int chunk);  // parts -> expert_in (MoNTA's copy)
-  void expert_output(int layer, int phase, int chunk, const nn::Tensor& rows);
-  void on_reduced(int layer, int phase, int chunk);
-  void on_combined(int layer, int phase, int chunk);
-  void on_tp_gathered(int layer, int phase, int chunk);
-  void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
-  void after(sched::OpId op);
-  void map_members(const sched::Collective& a2a, int member);
-  OpBuffer* to_members(OpBuffer& buf) const;  // exchange-rank blocks -> the A2A's members
-  void from_members(OpBuffer& buf) const;     // and back
-  void count_dispatch(const std::vector<int>& send_counts);
-  OpBuffer* hybrid_buffer(const Slot& slot, OpBuffer& buf);
-  size_t block_header(const Slot& slot);  // bytes ahead of each block of a token A2A
-  OpBuffer* to_wire(OpBuffer* buf, size_t header) const;  // bf16_rows: fp32 rows -> bf16
-  void from_wire(OpBuffer& buf, size_t header) const;     // and back
-  bool moe_ops_beside_a2a() const;
-  void hybrid_after(const Slot& slot, const OpBuffer& buf);
   OpBuffer* buffer(sched::OpId op);
-  void pack_grads(const Slot& slot, OpBuffer& buf);
-  void unpack_grads(const Slot& slot, const OpBuffer& buf);
+  void after(sched::OpId op);
 
   const sched::Schedule& s_;
   int rank_;
   nn::MoeTransformer& model_;
-  std::vector<nn::MoeLayer*> layers_;
-  int64_t cols_;   // hidden: floats per token row
-  int parts_ = 1;  // TP members that split each chunk (MoNTA's drop); 1: none
-  int part_ = 0;   // this rank's part
-  HybridBinding hybrid_;
-  bool bf16_rows_ = false;
-  // HybridEP: the A2A's member of each exchange rank, and the A2A's size (empty: the same).
-  std::vector<int> member_of_;
-  int a2a_size_ = 0;
-  core::RankGroup a2a_group_;  // the EP-wide A2A's members (world ranks)
-  int a2a_member_ = 0;         // this rank's member there
-  bool has_netmoe_ = false;    // the schedule has NetMoE's ops
+  int layers_;    // MoE layers
+  int64_t cols_;  // hidden: floats per token row
+  GradBinding grads_;
+  std::optional<ExpertTransferBinding> transfer_;  // HybridEP with expert transfer
+  std::unique_ptr<TokenPathBinding> token_path_;   // or
   std::unique_ptr<NetMoeBinding> netmoe_;
-  std::vector<int64_t> header_bytes_;
+  MoePathBinding* moe_ = nullptr;                          // the one of them
   std::map<sched::OpRole, Kernel> kernels_;                // compute and copy ops, by role
   std::unordered_map<sched::OpId, Slot> slots_;            // this rank's collectives
-  std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums
-  std::vector<std::array<MoeState, 2>> moe_;
+  std::unordered_map<sched::OpId, OpBuffer> own_buffers_;  // gradients, attention sums, experts
   // Per layer and phase: the TP AllReduce of the attention's output (kNone: none).
   std::vector<std::array<sched::OpId, 2>> attn_tp_;
   std::vector<int> tokens_, targets_;
   int seq_len_ = 0;
   float loss_ = 0;
-  std::atomic<int64_t> grad_bytes_ = 0;
-  std::vector<int64_t> dispatch_rows_;
-  int64_t dispatches_ = 0;
 };
 
 }  // namespace moecomm::rt

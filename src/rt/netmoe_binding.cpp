@@ -5,14 +5,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "rt/row_bytes.h"
 
 namespace moecomm::rt {
 namespace {
-
-void append(std::vector<std::byte>& out, const void* data, size_t bytes) {
-  const auto* p = static_cast<const std::byte*>(data);
-  out.insert(out.end(), p, p + bytes);
-}
 
 std::vector<std::byte> bytes_of(const std::vector<int>& v) {
   std::vector<std::byte> out;
@@ -64,6 +60,18 @@ void NetMoeBinding::count_meta(int member, int64_t bytes) {
 }
 
 // --- kernels
+
+void NetMoeBinding::add_kernels(std::map<sched::OpRole, Kernel>& kernels) {
+  using R = sched::OpRole;
+  kernels[R::kGate] = [this](const sched::Label& l) {
+    if (l.phase == sched::Phase::kForward) return gate_forward(l.layer);
+    gate_backward(l.layer);
+  };
+  kernels[R::kExpert] = [this](const sched::Label& l) {
+    expert(l.layer, phase_index(l.phase), l.chunk);
+  };
+  kernels[R::kPlacementSolve] = [this](const sched::Label& l) { solve(l.layer); };
+}
 
 // NetMoE Alg. 1 line 9: the gate, and what the counts and aux AllGathers send.
 void NetMoeBinding::gate_forward(int l) {
@@ -118,6 +126,33 @@ void NetMoeBinding::backward_begin(int l) {
 
 // --- collectives
 
+// NetMoE's part of a collective, if it has one.
+std::optional<NetMoeBinding::Op> NetMoeBinding::op_of(sched::OpRole role) {
+  switch (role) {
+    case sched::OpRole::kDispatchA2A:
+      return Op::kDispatch;
+    case sched::OpRole::kCombineA2A:
+      return Op::kCombine;
+    case sched::OpRole::kPlacementCountsAllGather:
+      return Op::kCounts;
+    case sched::OpRole::kPlacementAuxAllGather:
+      return Op::kAux;
+    case sched::OpRole::kPlacementTargetsAllGather:
+      return Op::kTargets;
+    default:
+      return std::nullopt;
+  }
+}
+
+OpBuffer* NetMoeBinding::buffer(sched::OpRole role, int l, int phase, int chunk) {
+  const auto op = op_of(role);
+  return op ? op_buffer(*op, l, phase, chunk) : nullptr;
+}
+
+void NetMoeBinding::after(sched::OpRole role, int l, int phase, int chunk) {
+  if (const auto op = op_of(role)) op_after(*op, l, phase, chunk);
+}
+
 // `rows` into `buf` by member; the forward scatter puts the sender's counts for the
 // destination's L experts ahead of its rows (the receiver learns the layout from them).
 void NetMoeBinding::fill(OpBuffer& buf, const nn::SampleMovingMoe::Rows& rows,
@@ -142,7 +177,7 @@ void NetMoeBinding::fill(OpBuffer& buf, const nn::SampleMovingMoe::Rows& rows,
   for (int r : rows.recv) buf.recv_counts.push_back(int64_t(r) * width * int64_t(sizeof(float)));
 }
 
-OpBuffer* NetMoeBinding::buffer(Op op, int l, int phase, int chunk) {
+OpBuffer* NetMoeBinding::op_buffer(Op op, int l, int phase, int chunk) {
   const int i = std::max(chunk, 0);
   Layer& s = layer(l);
   nn::SampleMovingMoe& m = model_.moving(l);
@@ -201,7 +236,7 @@ nn::Tensor NetMoeBinding::received(int l, OpBuffer& buf, int meta_cols, bool hea
   return t;
 }
 
-void NetMoeBinding::after(Op op, int l, int phase, int chunk) {
+void NetMoeBinding::op_after(Op op, int l, int phase, int chunk) {
   const int i = std::max(chunk, 0);
   Layer& s = layer(l);
   nn::SampleMovingMoe& m = model_.moving(l);

@@ -1,9 +1,9 @@
 #pragma once
 // placement=netmoe on the schedule runtime (DESIGN.md "One schedule, three executors"): the
 // kernels and buffers of NetMoE's ops in the training step's schedule (sched/build_dispatch.cpp),
-// each running one stage of the layer's nn::SampleMovingMoe (NetMoE Alg. 1). ModelBinding
-// hands these ops here; how many chunks each phase has and in which order the ops run come
-// from the schedule.
+// each running one stage of the layer's nn::SampleMovingMoe (NetMoE Alg. 1): ModelBinding's
+// MoE path (moe_path_binding.h) when the schedule has NetMoE's ops. How many chunks each phase
+// has and in which order the ops run come from the schedule.
 //   gate (forward)      the gate, the order and the per-sample counts (line 9).
 //   moe.netmoe.counts_allgather  the group's sample ids and counts; moe.netmoe.solve (on its
 //                       own stream) builds and solves the placement problem from them
@@ -20,11 +20,13 @@
 // input gradients (and each slot's weight gradient) back; gate ends the layer's backward.
 #include <array>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "nn/moe_transformer.h"
 #include "place/sample_placer.h"
 #include "rt/executor.h"
+#include "rt/moe_path_binding.h"
 #include "rt/netmoe_planner.h"
 
 namespace moecomm::rt {
@@ -35,7 +37,7 @@ struct NetMoeStats {
   int solves = 0;
 };
 
-class NetMoeBinding {
+class NetMoeBinding final : public MoePathBinding {
  public:
   // world: the schedule's world size; a2a_group: the EP group's world ranks (the A2As'
   // members); member: this rank's index there; chunks[l]: layer l's forward and backward
@@ -43,22 +45,25 @@ class NetMoeBinding {
   NetMoeBinding(nn::MoeTransformer& model, int world, const core::RankGroup& a2a_group, int member,
                 int ranks_per_node, std::vector<std::array<int, 2>> chunks);
 
-  void start_step(const std::vector<int>& targets, int seq_len);
+  // The gate (forward: gate_forward, backward: gate_backward), experts and solve.
+  void add_kernels(std::map<sched::OpRole, Kernel>& kernels) override;
+  // The A2As and NetMoE's AllGathers: the op's buffer, and its epilogue (the data received).
+  bool has_buffer(sched::OpRole role) const override { return op_of(role).has_value(); }
+  OpBuffer* buffer(sched::OpRole role, int layer, int phase, int chunk) override;
+  void after(sched::OpRole role, int layer, int phase, int chunk) override;
+
+  void start_step(const std::vector<int>& targets, int seq_len) override;
   // Kernels.
   void gate_forward(int layer);
   void gate_backward(int layer);
   void expert(int layer, int phase, int chunk);  // chunk -1: every chunk
   void solve(int layer);
-  void forward_done(int layer);    // the layer's output becomes the residual stream
-  void backward_begin(int layer);  // the residual stream's gradient enters the layer
-  // Collectives: the op's buffer, and its epilogue (the data received).
-  enum class Op { kDispatch, kCombine, kCounts, kAux, kTargets };
-  OpBuffer* buffer(Op op, int layer, int phase, int chunk);
-  void after(Op op, int layer, int phase, int chunk);
+  void forward_done(int layer) override;    // the layer's output becomes the residual stream
+  void backward_begin(int layer) override;  // the residual stream's gradient enters the layer
 
   // Metadata bytes this step sent to each world rank (headers, metadata columns), counted
   // apart from the token rows.
-  const std::vector<int64_t>& meta_bytes() const { return meta_bytes_; }
+  const std::vector<int64_t>& meta_bytes() const override { return meta_bytes_; }
   // Since construction, forward rows this rank sent to each EP member: scatters (to the
   // experts) and gathers (to the samples' new ranks), and how many scatters (layers x runs).
   const std::vector<int64_t>& scatter_rows() const { return scatter_rows_; }
@@ -67,6 +72,10 @@ class NetMoeBinding {
   const NetMoeStats& stats() const { return stats_; }  // this step's
 
  private:
+  enum class Op { kDispatch, kCombine, kCounts, kAux, kTargets };
+  static std::optional<Op> op_of(sched::OpRole role);
+  OpBuffer* op_buffer(Op op, int layer, int phase, int chunk);
+  void op_after(Op op, int layer, int phase, int chunk);
   using Clock = std::chrono::steady_clock;
   struct Layer {
     OpBuffer counts, aux;

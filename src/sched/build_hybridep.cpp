@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "sched/hybrid_routing.h"
 
 namespace moecomm::sched {
 
@@ -90,17 +91,12 @@ std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int 
 }
 
 std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain,
-                                 const std::vector<int>& order_in) {
-  const std::vector<int> order = order_in.empty() ? identity(n) : order_in;
-  std::vector<int> pos(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) pos[size_t(order[p])] = p;
+                                 const std::vector<int>& order) {
+  const HybridRouting routing(n, domain, order, "strategy: hybrid_domain");
   std::vector<double> out(pairs.size(), 0.0);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) {
-      // Same domain: computed on i with the gathered experts. Other domain: to the member
-      // of j's domain at i's offset.
-      const int pi = pos[size_t(i)], pj = pos[size_t(j)];
-      const int to = pi / domain == pj / domain ? i : order[(pj / domain) * domain + pi % domain];
+      const int to = routing.destination(i, routing.position(j) / domain);
       out[size_t(i) * n + to] += pairs[size_t(i) * n + j];
     }
   return out;

@@ -31,10 +31,9 @@ std::vector<core::RankGroup> hybrid_domains(const core::RankGroups& groups, int 
                                             const std::vector<std::vector<int>>& orders);
 
 // HybridEP Definition 1 on a dispatch matrix of n members with domains of `domain`
-// consecutive positions of `order` (empty: the identity): what a member sends into its own
-// domain stays (its experts are gathered: the diagonal); what it sends to another domain
-// goes, summed, to the member of that domain at its own offset (Algorithm 1: A2A between
-// equal offsets). Uniform D gives (G - S) / G of D by A2A.
+// consecutive positions of `order` (empty: the identity): each member's bytes for member j go,
+// summed, where HybridRouting sends a row for j's experts (its own domain: the diagonal; another
+// domain: that domain's member at its offset). Uniform D gives (G - S) / G of D by A2A.
 std::vector<double> hybrid_pairs(const std::vector<double>& pairs, int n, int domain,
                                  const std::vector<int>& order = {});
 

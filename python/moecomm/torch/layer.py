@@ -136,12 +136,17 @@ class MoELayer(torch.nn.Module):
         HybridEP the member at position p of the group's order owns [p L, (p + 1) L); domains
         are ``domain`` consecutive positions; a token for an expert of this rank's domain
         stays (its copy runs here), one for another domain goes to that domain's member at
-        this rank's offset (Algorithm 1), which runs it with its copy."""
+        this rank's offset (Algorithm 1), which runs it with its copy: the runtime's rule,
+        asked of moecomm's core once per layout."""
         _, order = self.schedule.ep_order(self.rank)
         self.order = list(order)
         self.position = self.order.index(self.member)
         self.domain = self.schedule.hybrid_domain
         self.exchange_local = self.domain * self.local  # experts a destination runs
+        # Per expert domain, the EP member this rank's rows for its experts go to.
+        self._destinations = torch.tensor(
+            _moecomm.hybrid_destinations(len(self.order), self.domain, self.order, self.member),
+            dtype=torch.int64)
         gather = next((o for o in ops if o.role == R.hybrid_expert_allgather), None)
         self.domain_group = self.schedule.collective(gather.collective).group if gather else None
         if gather is not None and self.esp > 1:
@@ -150,13 +155,11 @@ class MoELayer(torch.nn.Module):
 
     def _exchange_keys(self, expert: torch.Tensor) -> torch.Tensor:
         """Each slot's destination j and expert there l' as j * domain L + l'."""
-        d, span = self.domain, self.domain * self.local
+        span = self.domain * self.local
         owner_domain = expert // span
-        offset = self.position % d
-        order = torch.tensor(self.order, dtype=torch.int64, device=expert.device)
-        peer = order[owner_domain * d + offset]
-        dest = torch.where(owner_domain == self.position // d, order[self.position], peer)
-        return dest * span + expert - owner_domain * span
+        if self._destinations.device != expert.device:
+            self._destinations = self._destinations.to(expert.device)
+        return self._destinations[owner_domain] * span + expert - owner_domain * span
 
     def load_experts(self, full: Mapping[str, torch.Tensor]) -> None:
         """Sets this rank's experts from every expert's weights, stacked over the experts in

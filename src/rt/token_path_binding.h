@@ -1,0 +1,104 @@
+#pragma once
+// The MoE token path on the schedule runtime (ModelBinding's layers without NetMoE): each
+// layer's rows, chunk by chunk, from the Order through the dispatch A2A (forward: behind the
+// sender's row counts for each destination's L experts, L int32, so the experts learn the
+// layout with the rows), MoNTA's ESP AllGather and reordering copy, the experts, the ESP
+// ReduceScatter / AllReduce, the combine A2A and the TP AllGather back to the I-Order. Which of
+// these ops exist, how many chunks and the TP parts come from the schedule (MoeOps). Under
+// MoNTA's drop, TP member u sends part u of each chunk (nn::chunk_layout split in tp parts).
+// Adapters on the A2As: HybridEP's peers (HybridRemap) and bf16 rows (bf16_wire.h).
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/rank_groups.h"
+#include "nn/exchange_chunks.h"
+#include "nn/moe_transformer.h"
+#include "rt/hybrid_remap.h"
+#include "rt/moe_path_binding.h"
+
+namespace moecomm::rt {
+
+// How this rank's token path meets the schedule's collectives.
+struct TokenPathWiring {
+  MoeLayerOps ops;            // per layer and phase, from the schedule
+  int parts = 1, part = 0;    // TP members that split each chunk (MoNTA's drop), this rank's
+  core::RankGroup a2a_group;  // the EP-wide A2A's members (world ranks); empty: none
+  HybridRemap remap;          // HybridEP: exchange ranks -> the A2A's members
+  std::vector<int> order;     // HybridEP: position -> EP member that owns its experts
+  bool bf16_rows = false;     // the A2As carry their rows as bf16
+  int world = 1;              // the schedule's world size
+};
+
+class TokenPathBinding final : public MoePathBinding {
+ public:
+  TokenPathBinding(nn::MoeTransformer& model, TokenPathWiring wiring);
+
+  void add_kernels(std::map<sched::OpRole, Kernel>& kernels) override;
+  bool has_buffer(sched::OpRole role) const override;
+  OpBuffer* buffer(sched::OpRole role, int layer, int phase, int chunk) override;
+  void after(sched::OpRole role, int layer, int phase, int chunk) override;
+  void start_step(const std::vector<int>& targets, int seq_len) override;
+  void forward_done(int layer) override;
+  void backward_begin(int layer) override { pack(layer, 1); }
+  const std::vector<int64_t>& meta_bytes() const override { return header_bytes_; }
+
+  // Since construction: the rows this rank's forward dispatches sent to each EP member (before
+  // MoNTA's drop), and how many dispatches (layers x runs) they add up.
+  const std::vector<int64_t>& dispatch_rows() const { return dispatch_rows_; }
+  int64_t dispatches() const { return dispatches_; }
+
+ private:
+  // One chunk of one MoE layer in one phase, from the sender's rows back to them.
+  struct Chunk {
+    OpBuffer dispatch, gather;            // the A2A (forward: with headers), the ESP AllGather-v
+    std::vector<nn::Tensor> parts;        // per TP part, the rows received, source-major
+    nn::Tensor expert_in;                 // local-expert-major in the chunk's layout
+    OpBuffer reduce, combine, tp_gather;  // ESP ReduceScatter-v / AllReduce, A2A, TP AllGather-v
+    std::vector<nn::Tensor> back;         // per TP part, the combined rows, in its send layout
+    bool placed = false;
+  };
+  struct MoeState {
+    MoeOps ops;
+    bool has_layout = false;
+    nn::Tensor send;      // forward: the Order's rows; backward: I-Order's gradient
+    nn::Tensor combined;  // what came back, in the send layout
+    std::vector<Chunk> chunk;
+  };
+  MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
+  nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
+  // Chunk i of n of `layout` and its TP part u (of parts_).
+  nn::ExchangeLayout part_layout(const nn::ExchangeLayout& layout, int i, int n, int u) const;
+
+  void gate(const sched::Label& label);
+  void expert(const sched::Label& label);
+  void pack(int layer, int phase);
+  void on_dispatched(int layer, int phase, int chunk);
+  void on_gathered(int layer, int phase, int chunk);
+  void place(int layer, int phase, int chunk);  // parts -> expert_in (MoNTA's copy)
+  void expert_output(int layer, int phase, int chunk, const nn::Tensor& rows);
+  void on_reduced(int layer, int phase, int chunk);
+  void on_combined(int layer, int phase, int chunk);
+  void on_tp_gathered(int layer, int phase, int chunk);
+  void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
+  void count_dispatch(const std::vector<int>& send_counts);
+  size_t block_header(int layer, int phase);  // bytes ahead of each block of a token A2A
+  OpBuffer* to_wire(OpBuffer* buf, size_t header) const;
+  void from_wire(OpBuffer& buf, size_t header) const;
+
+  nn::MoeTransformer& model_;
+  std::vector<nn::MoeLayer*> layers_;
+  int64_t cols_;  // hidden: floats per token row
+  int parts_, part_;
+  core::RankGroup a2a_group_;
+  HybridRemap remap_;
+  std::vector<int> order_;
+  bool bf16_rows_;
+  int world_;
+  std::vector<std::array<MoeState, 2>> moe_;
+  std::vector<int64_t> header_bytes_;
+  std::vector<int64_t> dispatch_rows_;
+  int64_t dispatches_ = 0;
+};
+
+}  // namespace moecomm::rt

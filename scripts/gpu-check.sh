@@ -32,7 +32,7 @@ OUT=${OUT:-$root/build-gpu-check/out}
 mkdir -p "$OUT"
 build=${MOECOMM_GPU_BUILD:-$root/build-gpu-check/cmake}
 exec > >(tee "$OUT/gpu-check.log") 2>&1
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 py=${PYTHON:-$(command -v python3)}  # PYTHON: another interpreter (Debian's /usr/bin/python3)
 start=$SECONDS
 failed=()

@@ -8,6 +8,8 @@ backend: gloo with CUDA tensors, and NCCL (which may refuse several ranks on one
 records what it says). Every output and gradient is compared with the same layer's on CPU with
 gloo (same weights, inputs and world) to TOLERANCE, relative to the CPU value's magnitude.
 MoELayer refuses ep = 1, so a world of one rank cannot run a case: WORLD ranks share the GPU.
+A third run, "nccl-path", takes collectives.py's NCCL-only branch (a direct ReduceScatter of
+the ESP cases) over gloo on CUDA, since NCCL may not run at all on a shared GPU.
 
 Each device run also audits the collectives: a call of torch.distributed whose tensors are not
 on the layer's device (NCCL takes CUDA tensors only) is recorded with the moecomm line that
@@ -67,6 +69,8 @@ def _tensors(v: Any) -> List[torch.Tensor]:
 def install_audit(device: torch.device, found: Dict[str, Dict[str, Any]]) -> None:
     """Wraps torch.distributed's collectives: each call with a tensor off ``device`` is
     recorded in ``found`` under the moecomm line that made it."""
+    import moecomm
+    package = str(Path(moecomm.__file__).parent)
     for name in COLLECTIVES:
         real = getattr(dist, name, None)
         if real is None:
@@ -76,10 +80,12 @@ def install_audit(device: torch.device, found: Dict[str, Dict[str, Any]]) -> Non
             off = [t for t in _tensors(list(args) + list(kwargs.values()))
                    if t.device.type != device.type]
             if off:
-                frames = [f for f in traceback.extract_stack()[:-1] if "moecomm" in f.filename
-                          and "gpu_smoke" not in f.filename]
-                where = (f"{Path(frames[-1].filename).name}:{frames[-1].lineno} "
-                         f"({frames[-1].line})" if frames else "outside moecomm")
+                frames = [f for f in traceback.extract_stack()[:-1]
+                          if f.filename.startswith(package)]
+                # The innermost moecomm line and the two that called it.
+                where = " <- ".join(f"{Path(f.filename).parent.name}/{Path(f.filename).name}:"
+                                    f"{f.lineno}" for f in frames[::-1][:3])
+                where = f"{where} ({frames[-1].line})" if frames else "outside moecomm"
                 key = f"{_name} at {where}"
                 entry = found.setdefault(key, {"calls": 0, "devices": sorted(
                     {f"{t.device}:{t.dtype}" for t in off})})
@@ -163,9 +169,12 @@ def run_netmoe_case(case: tuple, rank: int, world: int, device: torch.device) ->
     return result
 
 
-def cases() -> List[tuple]:
-    return ([("moe", c[0], c) for c in torch_cases.CASES] +
-            [("netmoe", "netmoe:" + c[0], c) for c in torch_netmoe_cases.CASES])
+def cases(variant: str = "") -> List[tuple]:
+    """(kind, name, case) of every case; of the variant "nccl-path", the cases with an ESP
+    ReduceScatter only."""
+    out = ([("moe", c[0], c) for c in torch_cases.CASES] +
+           [("netmoe", "netmoe:" + c[0], c) for c in torch_netmoe_cases.CASES])
+    return [c for c in out if variant != "nccl-path" or "esp" in c[2][2]]
 
 
 # --- timing
@@ -224,7 +233,7 @@ def sizes(device: torch.device) -> List[Dict[str, int]]:
     if device.type == "cuda":
         return [dict(hidden=512, ffn=2048, experts=8, tokens=2048),
                 dict(hidden=1024, ffn=4096, experts=16, tokens=4096),
-                dict(hidden=2048, ffn=8192, experts=16, tokens=4096)]
+                dict(hidden=2048, ffn=8192, experts=8, tokens=4096)]
     return [dict(hidden=32, ffn=64, experts=8, tokens=128),
             dict(hidden=64, ffn=128, experts=8, tokens=256)]
 
@@ -253,11 +262,16 @@ def time_plain(size: Dict[str, int], tokens: int, device: torch.device, repeats:
 
 # --- one world of processes
 def _worker(rank: int, world: int, backend: str, device_name: str, store: str, outdir: str,
-            timing: bool, repeats: int) -> None:
+            timing: bool, repeats: int, variant: str) -> None:
     torch.set_num_threads(1)
+    if variant == "nccl-path":  # collectives.py's NCCL-only branches, run over gloo
+        import moecomm.torch.collectives as col
+        col.backend_of = lambda group: "nccl"
     device = torch.device(device_name)
     if device.type == "cuda":
-        torch.cuda.set_device(0)
+        device = torch.device("cuda", 0)  # every rank on the one GPU
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products, as on CPU
     result: Dict[str, Any] = {"cases": {}, "errors": {}, "audit": {}, "timing": []}
     path = os.path.join(outdir, f"rank{rank}.pt")
     try:
@@ -271,12 +285,12 @@ def _worker(rank: int, world: int, backend: str, device_name: str, store: str, o
             torch.cuda.synchronize()
         if device.type != "cpu":
             install_audit(device, result["audit"])
-        for kind, name, case in cases():
+        for kind, name, case in cases(variant):
             try:
                 run = run_moe_case if kind == "moe" else run_netmoe_case
                 result["cases"][name] = run(case, rank, world, device)
             except Exception:  # recorded per case: one failing leaves the others running
-                result["errors"][name] = traceback.format_exc(limit=6)
+                result["errors"][name] = traceback.format_exc(limit=-8)
             if device.type == "cuda":
                 torch.cuda.synchronize()
         if timing:
@@ -287,39 +301,48 @@ def _worker(rank: int, world: int, backend: str, device_name: str, store: str, o
                         result["timing"].append({**size, "strategy": strategy, "ms": ms})
                     except Exception:
                         result["timing"].append({**size, "strategy": strategy,
-                                                 "error": traceback.format_exc(limit=6)})
+                                                 "error": traceback.format_exc(limit=-8)})
         dist.destroy_process_group()
     except Exception:
-        result["fatal"] = traceback.format_exc(limit=8)
-    torch.save(result, path)
+        result["fatal"] = traceback.format_exc(limit=-10)
+    torch.save(result, path + ".part")
+    os.replace(path + ".part", path)  # whole, once it is there
 
 
 def run_world(backend: str, device: str, world: int, timing: bool, repeats: int,
-              tmp: str) -> Dict[str, Any]:
+              tmp: str, variant: str = "") -> Dict[str, Any]:
     """The cases on ``world`` processes; by rank, what _worker saved, or why there is none."""
     outdir = tempfile.mkdtemp(prefix=f"{backend}-{device}-", dir=tmp)
     store = os.path.join(outdir, "store")
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(r, world, backend, device, store, outdir, timing,
-                                               repeats)) for r in range(world)]
+                                               repeats, variant)) for r in range(world)]
     start = time.time()
-    deadline = DEADLINE[f"{backend}-{device}"]
+    deadline = DEADLINE[f"{backend}-{device}"] // (2 if variant else 1)
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(max(1.0, deadline - (time.time() - start)))
+    paths = [os.path.join(outdir, f"rank{r}.pt") for r in range(world)]
+    saved_at = None  # a rank that saved its results gets 15 s to exit (NCCL may hang there)
+    while any(p.is_alive() for p in procs) and time.time() - start < deadline:
+        if saved_at is None and all(os.path.exists(q) for q in paths):
+            saved_at = time.time()
+        if saved_at is not None and time.time() - saved_at > 15:
+            break
+        time.sleep(0.5)
     ranks = []
     for r, p in enumerate(procs):
-        if p.is_alive():
+        alive = p.is_alive()
+        if alive:
             p.kill()
             p.join()
-            ranks.append({"fatal": f"rank {r} still running after {deadline} s: killed"})
-            continue
-        path = os.path.join(outdir, f"rank{r}.pt")
-        if os.path.exists(path):
-            ranks.append(torch.load(path, weights_only=False))
-        else:
-            ranks.append({"fatal": f"rank {r} exited with {p.exitcode} and saved nothing"})
+        if os.path.exists(paths[r]):
+            try:
+                ranks.append(torch.load(paths[r], weights_only=False))
+                continue
+            except Exception:  # killed while saving
+                pass
+        ranks.append({"fatal": f"rank {r} still running after {deadline} s: killed" if alive
+                      else f"rank {r} exited with {p.exitcode} and saved nothing"})
     log(f"  {backend} on {device}: {time.time() - start:.1f} s")
     return {"ranks": ranks, "seconds": time.time() - start}
 
@@ -347,12 +370,20 @@ def compare(got: Dict[str, Any], want: Dict[str, Any]) -> Dict[str, Any]:
             "worst": where}
 
 
-def summarize(name: str, run: Dict[str, Any], ref: Dict[str, Any]) -> Dict[str, Any]:
+def _where(tb: str) -> str:
+    """A traceback's last line and the innermost file:line it names."""
+    lines = tb.strip().splitlines()
+    files = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
+    return lines[-1] + (f"  [{files[-1]}]" if files else "")
+
+
+def summarize(name: str, run: Dict[str, Any], ref: Dict[str, Any],
+              variant: str = "") -> Dict[str, Any]:
     out: Dict[str, Any] = {"seconds": round(run["seconds"], 1), "cases": {}, "audit": {}}
     fatal = [f"rank {r}: {x['fatal']}" for r, x in enumerate(run["ranks"]) if "fatal" in x]
     if fatal:
         out["fatal"] = fatal
-    for _, case, _ in cases():
+    for _, case, _ in cases(variant):
         per_rank = []
         for r, (x, w) in enumerate(zip(run["ranks"], ref["ranks"])):
             if "fatal" in x:
@@ -370,7 +401,7 @@ def summarize(name: str, run: Dict[str, Any], ref: Dict[str, Any]) -> Dict[str, 
         diffs = [p["max_diff"] for p in per_rank if "max_diff" in p]
         if diffs:
             entry["max_diff"] = max(diffs)
-        errors = {p["error"].strip().splitlines()[-1] for p in per_rank if "error" in p}
+        errors = {_where(p["error"]) for p in per_rank if "error" in p}
         if errors:
             entry["errors"] = sorted(errors)
             entry["traceback"] = next(p["error"] for p in per_rank if "error" in p)
@@ -406,7 +437,7 @@ def timing_table(run: Dict[str, Any], world: int, device: torch.device,
                 plain[key] = time_plain(size, world * size["tokens"], device, repeats)
             except Exception:
                 plain[key] = float("nan")
-                row["plain_error"] = traceback.format_exc(limit=4)
+                row["plain_error"] = traceback.format_exc(limit=-6)
         row["plain_ms"] = plain[key]
         if "layer_ms" in row:
             row["ratio"] = row["layer_ms"] / plain[key]
@@ -435,13 +466,17 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="gpu-smoke-")
     log("running the reference, gloo on CPU")
     ref = run_world("gloo", "cpu", WORLD, False, args.repeats, tmp)
-    runs = {"gloo-cpu-again": ("gloo", "cpu")} if device.type == "cpu" else {
-        "gloo-cuda": ("gloo", "cuda"), "nccl-cuda": ("nccl", "cuda")}
-    for name, (backend, dev) in runs.items():
+    # name: (backend, device, variant); "nccl-path" runs collectives.py's NCCL-only
+    # ReduceScatter over gloo, in case NCCL refuses ranks that share the GPU.
+    # (Debian's torch 1.13 has no gloo ReduceScatter: no "nccl-path" run on CPU.)
+    runs = {"gloo-cpu-again": ("gloo", "cpu", "")} if device.type == "cpu" else {
+        "gloo-cuda": ("gloo", "cuda", ""), "gloo-cuda-nccl-path": ("gloo", "cuda", "nccl-path"),
+        "nccl-cuda": ("nccl", "cuda", "")}
+    for name, (backend, dev, variant) in runs.items():
         log(f"running {name}")
-        run = run_world(backend, dev, WORLD, True, args.repeats, tmp)
-        s = summarize(name, run, ref)
-        if not s.get("fatal"):
+        run = run_world(backend, dev, WORLD, not variant, args.repeats, tmp, variant)
+        s = summarize(name, run, ref, variant)
+        if not s.get("fatal") and not variant:
             s["timing"] = timing_table(run, WORLD, device, args.repeats)
         summary["runs"][name] = s
         Path(args.json).write_text(json.dumps(summary, indent=1))

@@ -50,7 +50,9 @@ copy_so() {
   real=$(readlink -f "$1")
   soname=$(objdump -p "$real" | awk '/SONAME/ {print $2}')
   cp -f "$real" "$lib/"
-  [[ -n $soname && $soname != "$(basename "$real")" ]] && ln -sf "$(basename "$real")" "$lib/$soname"
+  if [[ -n $soname && $soname != "$(basename "$real")" ]]; then
+    ln -sf "$(basename "$real")" "$lib/$soname"
+  fi
   if [[ -n ${2:-} && $2 != "$(basename "$real")" ]]; then ln -sf "$(basename "$real")" "$lib/$2"; fi
   return 0
 }
@@ -72,13 +74,17 @@ trap 'rm -rf "$tmp"' EXIT
 copy_so "$(ls "$tmp"/x/usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3.*)" liblapack.so
 
 # The dependency closure, resolved against .gpu first.
-skip='^(linux-vdso|ld-linux|libc|libm|libpthread|librt|libdl|libutil|libresolv|libstdc\+\+|libgcc_s)\.so'
+skip='^(linux-vdso|ld-linux|libc|libm|libpthread|librt|libdl|libutil|libresolv'
+skip+='|libstdc\+\+|libgcc_s)\.so'
 while :; do
   added=0
   for f in "$lib"/*.so* "$dest/bin/pkg-config"; do
     while read -r name path; do
       [[ $name =~ $skip || -e $lib/$name ]] && continue
-      [[ -z $path || $path == "not" ]] && { echo "gpu-carry: $f needs $name, not found" >&2; exit 1; }
+      if [[ -z $path || $path == "not" ]]; then
+        echo "gpu-carry: $f needs $name, which ldd does not find" >&2
+        exit 1
+      fi
       copy_so "$path" ""
       added=1
     done < <(LD_LIBRARY_PATH="$lib" ldd "$f" | awk '$2 == "=>" {print $1, $3}')

@@ -95,7 +95,8 @@ echo "build step: $((SECONDS - start))s since start"
 step "3. smoke check of moecomm.torch on $device"
 if ((built)); then
   PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} MOECOMM_DATA_DIR=$root/data \
-    timeout 400 $py "$root/python/tests/gpu_smoke.py" --device "$device" --json "$OUT/gpu-smoke.json" ||
+    timeout 400 $py "$root/python/tests/gpu_smoke.py" --device "$device" \
+      --json "$OUT/gpu-smoke.json" ||
     failed+=("smoke (exit $?)")
 else
   echo "skipped: the extension did not build"

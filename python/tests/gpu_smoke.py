@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import os
 import sys
@@ -34,7 +35,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import torch
 import torch.distributed as dist
@@ -275,7 +276,9 @@ def _worker(rank: int, world: int, backend: str, device_name: str, store: str, o
     result: Dict[str, Any] = {"cases": {}, "errors": {}, "audit": {}, "timing": []}
     path = os.path.join(outdir, f"rank{rank}.pt")
     try:
-        kwargs = {"device_id": device} if backend == "nccl" else {}
+        # NCCL: set up at once on this device (torch >= 2.3), not at the first collective.
+        eager = "device_id" in inspect.signature(dist.init_process_group).parameters
+        kwargs = {"device_id": device} if backend == "nccl" and eager else {}
         dist.init_process_group(backend, init_method="file://" + store, rank=rank,
                                 world_size=world, timeout=datetime.timedelta(seconds=60),
                                 **kwargs)
@@ -293,6 +296,7 @@ def _worker(rank: int, world: int, backend: str, device_name: str, store: str, o
                 result["errors"][name] = traceback.format_exc(limit=-8)
             if device.type == "cuda":
                 torch.cuda.synchronize()
+        _save(result, path + ".cases")  # what the parent keeps if the timing runs too long
         if timing:
             for size in sizes(device):
                 for strategy in ("baseline", "fsmoe"):
@@ -305,6 +309,10 @@ def _worker(rank: int, world: int, backend: str, device_name: str, store: str, o
         dist.destroy_process_group()
     except Exception:
         result["fatal"] = traceback.format_exc(limit=-10)
+    _save(result, path)
+
+
+def _save(result: Dict[str, Any], path: str) -> None:
     torch.save(result, path + ".part")
     os.replace(path + ".part", path)  # whole, once it is there
 
@@ -335,12 +343,12 @@ def run_world(backend: str, device: str, world: int, timing: bool, repeats: int,
         if alive:
             p.kill()
             p.join()
-        if os.path.exists(paths[r]):
-            try:
-                ranks.append(torch.load(paths[r], weights_only=False))
-                continue
-            except Exception:  # killed while saving
-                pass
+        saved = [q for q in (paths[r], paths[r] + ".cases") if os.path.exists(q)]
+        if saved:
+            ranks.append(torch.load(saved[0], weights_only=False))
+            if alive and saved[0] != paths[r]:
+                ranks[-1]["killed"] = f"rank {r} killed after {deadline} s, in the timing"
+            continue
         ranks.append({"fatal": f"rank {r} still running after {deadline} s: killed" if alive
                       else f"rank {r} exited with {p.exitcode} and saved nothing"})
     log(f"  {backend} on {device}: {time.time() - start:.1f} s")
@@ -383,6 +391,9 @@ def summarize(name: str, run: Dict[str, Any], ref: Dict[str, Any],
     fatal = [f"rank {r}: {x['fatal']}" for r, x in enumerate(run["ranks"]) if "fatal" in x]
     if fatal:
         out["fatal"] = fatal
+    killed = [x["killed"] for x in run["ranks"] if "killed" in x]
+    if killed:
+        out["killed"] = killed
     for _, case, _ in cases(variant):
         per_rank = []
         for r, (x, w) in enumerate(zip(run["ranks"], ref["ranks"])):
@@ -466,6 +477,13 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="gpu-smoke-")
     log("running the reference, gloo on CPU")
     ref = run_world("gloo", "cpu", WORLD, False, args.repeats, tmp)
+    summary["reference_errors"] = sorted({f"{c}: {_where(e)}" for x in ref["ranks"]
+                                          for c, e in x.get("errors", {}).items()} |
+                                         {_where(x["fatal"]) for x in ref["ranks"]
+                                          if "fatal" in x})
+    for e in summary["reference_errors"]:
+        log(f"REFERENCE (gloo, CPU) ERROR {e}")
+    ok = not summary["reference_errors"]
     # name: (backend, device, variant); "nccl-path" runs collectives.py's NCCL-only
     # ReduceScatter over gloo, in case NCCL refuses ranks that share the GPU.
     # (Debian's torch 1.13 has no gloo ReduceScatter: no "nccl-path" run on CPU.)
@@ -480,46 +498,42 @@ def main() -> int:
             s["timing"] = timing_table(run, WORLD, device, args.repeats)
         summary["runs"][name] = s
         Path(args.json).write_text(json.dumps(summary, indent=1))
-    summary["reference_errors"] = sorted({f"{c}: {e.strip().splitlines()[-1]}"
-                                          for x in ref["ranks"]
-                                          for c, e in x.get("errors", {}).items()} |
-                                         {x["fatal"] for x in ref["ranks"] if "fatal" in x})
-    Path(args.json).write_text(json.dumps(summary, indent=1))
-    ok = report(summary)
+        ok &= report(name, s, WORLD)
+    log(f"\nsmoke check: {'everything passed' if ok else 'FAILURES above'}")
     return 0 if ok else 1
 
 
-def report(summary: Dict[str, Any]) -> bool:
-    ok = not summary["reference_errors"]
-    for e in summary["reference_errors"]:
-        log(f"REFERENCE (gloo, CPU) ERROR {e}")
-    for name, s in summary["runs"].items():
-        log(f"\n== {name} ({s['seconds']} s)")
-        for f in s.get("fatal", []):
-            log(f"  FATAL {f.strip().splitlines()[-1]}")
-        counts: Dict[str, int] = {}
-        for case, e in s["cases"].items():
-            counts[e["status"]] = counts.get(e["status"], 0) + 1
-            diff = f" max diff {e['max_diff']:.2g}" if "max_diff" in e else ""
-            log(f"  {e['status']:<9} {case}{diff}")
-            for err in e.get("errors", []):
-                log(f"      {err}")
-            for m in e.get("mismatch", []):
-                log(f"      {m}")
-        log(f"  totals: {counts}")
-        ok &= set(counts) == {"pass"} and not s.get("fatal")
-        for k, v in s["audit"].items():
-            log(f"  AUDIT off-device tensors ({', '.join(v['devices'])}) in {k}: "
-                f"{v['calls']} calls")
-        ok &= not s["audit"]
-        for t in s.get("timing", []):
-            if "layer_ms" in t:
-                log(f"  time h={t['hidden']} f={t['ffn']} E={t['experts']} T={t['tokens']}/rank "
-                    f"{t['strategy']}: layer {t['layer_ms']:.2f} ms, plain MoE on "
-                    f"{summary['world']}x the tokens {t['plain_ms']:.2f} ms, ratio "
-                    f"{t['ratio']:.2f}")
-            else:
-                log(f"  time {t}")
+def report(name: str, s: Dict[str, Any], world: int) -> bool:
+    """Prints one run's summary; whether everything in it passed."""
+    ok = True
+    log(f"\n== {name} ({s['seconds']} s)")
+    for f in s.get("fatal", []):
+        log(f"  FATAL {_where(f)}")
+    for k in s.get("killed", []):
+        log(f"  KILLED {k}")
+    counts: Dict[str, int] = {}
+    for case, e in s["cases"].items():
+        counts[e["status"]] = counts.get(e["status"], 0) + 1
+        diff = f" max diff {e['max_diff']:.2g}" if "max_diff" in e else ""
+        log(f"  {e['status']:<9} {case}{diff}")
+        for err in e.get("errors", []):
+            log(f"      {err}")
+        for m in e.get("mismatch", []):
+            log(f"      {m}")
+    log(f"  totals: {counts}")
+    ok &= set(counts) == {"pass"} and not s.get("fatal") and not s.get("killed")
+    for k, v in s["audit"].items():
+        log(f"  AUDIT off-device tensors ({', '.join(v['devices'])}) in {k}: "
+            f"{v['calls']} calls")
+    ok &= not s["audit"]
+    for t in s.get("timing", []):
+        if "layer_ms" in t:
+            log(f"  time h={t['hidden']} f={t['ffn']} E={t['experts']} T={t['tokens']}/rank "
+                f"{t['strategy']}: layer {t['layer_ms']:.2f} ms, plain MoE on "
+                f"{world}x the tokens {t['plain_ms']:.2f} ms, ratio "
+                f"{t['ratio']:.2f}")
+        else:
+            log(f"  time {t}")
     return ok
 
 

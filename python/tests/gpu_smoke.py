@@ -7,7 +7,9 @@ run forward, backward and GradSync.step() on WORLD processes that share one GPU,
 backend: gloo with CUDA tensors, and NCCL (which may refuse several ranks on one GPU: the run
 records what it says). Every output and gradient is compared with the same layer's on CPU with
 gloo (same weights, inputs and world) to TOLERANCE, relative to the CPU value's magnitude.
-MoELayer refuses ep = 1, so a world of one rank cannot run a case: WORLD ranks share the GPU.
+MoELayer refuses ep = 1, so a world of one rank cannot run a case: WORLD ranks share the GPU
+(a first NCCL run of one rank records whether a collective runs and what the layers say at
+ep = 1).
 A third run, "nccl-path", takes collectives.py's NCCL-only branch (a direct ReduceScatter of
 the ESP cases) over gloo on CUDA, since NCCL may not run at all on a shared GPU.
 
@@ -317,6 +319,48 @@ def _save(result: Dict[str, Any], path: str) -> None:
     os.replace(path + ".part", path)  # whole, once it is there
 
 
+def _one_rank(store: str, path: str, backend: str, device_name: str) -> None:
+    """One rank (NCCL on the GPU): whether a collective runs, and what the layers say at
+    ep = 1."""
+    out: Dict[str, str] = {}
+    try:
+        device = torch.device(device_name)
+        if device.type == "cuda":
+            device = torch.device("cuda", 0)
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend, init_method="file://" + store, rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=60))
+        t = torch.ones(4, device=device)
+        dist.all_reduce(t)
+        out["all_reduce"] = "ok" if t.tolist() == [1.0] * 4 else f"wrong: {t.tolist()}"
+        import moecomm.torch as mt
+        for name, make in (("MoELayer", lambda: mt.MoELayer(16, 32, 8, 2, parallel="ep=1")),
+                           ("SampleMovingMoE", lambda: mt.SampleMovingMoE(
+                               16, 32, 8, 2, parallel="ep=1", samples=2, seq_len=4))):
+            try:
+                make()
+                out[name] = "built at ep = 1"
+            except Exception as e:  # the refusal is what this records
+                out[name] = f"{type(e).__name__}: {e}"
+        dist.destroy_process_group()
+    except Exception:
+        out["fatal"] = _where(traceback.format_exc(limit=-8))
+    Path(path).write_text(json.dumps(out))
+
+
+def one_rank(tmp: str, backend: str = "nccl", device: str = "cuda") -> Dict[str, str]:
+    path = os.path.join(tmp, "one-rank.json")
+    p = mp.get_context("spawn").Process(target=_one_rank, args=(
+        os.path.join(tmp, "store1"), path, backend, device))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        p.join()
+    return json.loads(Path(path).read_text()) if os.path.exists(path) else {
+        "fatal": f"exited with {p.exitcode}, saving nothing"}
+
+
 def run_world(backend: str, device: str, world: int, timing: bool, repeats: int,
               tmp: str, variant: str = "") -> Dict[str, Any]:
     """The cases on ``world`` processes; by rank, what _worker saved, or why there is none."""
@@ -475,6 +519,9 @@ def main() -> int:
         summary["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     log(f"{len(cases())} cases on {WORLD} ranks; reference: gloo on CPU")
     tmp = tempfile.mkdtemp(prefix="gpu-smoke-")
+    if device.type == "cuda":
+        summary["nccl_one_rank"] = one_rank(tmp)
+        log(f"NCCL with one rank: {summary['nccl_one_rank']}")
     log("running the reference, gloo on CPU")
     ref = run_world("gloo", "cpu", WORLD, False, args.repeats, tmp)
     summary["reference_errors"] = sorted({f"{c}: {_where(e)}" for x in ref["ranks"]

@@ -32,6 +32,7 @@ OUT=${OUT:-$root/build-gpu-check/out}
 mkdir -p "$OUT"
 build=${MOECOMM_GPU_BUILD:-$root/build-gpu-check/cmake}
 exec > >(tee "$OUT/gpu-check.log") 2>&1
+tee_pid=$!
 export PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 py=${PYTHON:-$(command -v python3)}  # PYTHON: another interpreter (Debian's /usr/bin/python3)
 start=$SECONDS
@@ -51,7 +52,8 @@ import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
                     "available", torch.cuda.is_available(),
                     torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 import torch.distributed as dist
-print("nccl", dist.is_nccl_available(), "gloo", dist.is_gloo_available())
+print("nccl", dist.is_nccl_available(), "gloo", dist.is_gloo_available(),
+      torch.cuda.nccl.version() if torch.cuda.is_available() else "")
 try:
     import pybind11; print("pybind11", pybind11.__version__, pybind11.get_cmake_dir())
 except ImportError as e:
@@ -103,4 +105,7 @@ else
 fi
 
 step "done in $((SECONDS - start))s; failed steps: ${failed[*]:-none}"
-((${#failed[@]} == 0))
+status=$((${#failed[@]} > 0))
+exec >&- 2>&-  # tee sees the end of its input and writes the log out
+wait "$tee_pid" 2>/dev/null
+exit "$status"

@@ -95,9 +95,13 @@ fi
 echo "build step: $((SECONDS - start))s since start"
 
 step "3. smoke check of moecomm.torch on $device"
+# At most 400 s, and the whole script within GPU_CHECK_SECONDS (570: a 600 s run limit).
+limit=$((${GPU_CHECK_SECONDS:-570} - (SECONDS - start)))
+limit=$((limit > 400 ? 400 : limit < 60 ? 60 : limit))
 if ((built)); then
+  echo "time limit ${limit}s"
   PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} MOECOMM_DATA_DIR=$root/data \
-    timeout 400 $py "$root/python/tests/gpu_smoke.py" --device "$device" \
+    timeout "$limit" $py "$root/python/tests/gpu_smoke.py" --device "$device" \
       --json "$OUT/gpu-smoke.json" ||
     failed+=("smoke (exit $?)")
 else

@@ -6,6 +6,9 @@ CMake builds in build-pip/cmake, kept between installs so a second install only 
 Environment:
   MOECOMM_CMAKE_BUILD_DIR  another build tree to reuse (e.g. `build`, after `make build`)
   MOECOMM_BUILD_JOBS       parallel build jobs (default 2)
+  MOECOMM_PYTHON_ONLY      1: configure only the extension and the layers it links
+                           (-DMOECOMM_PYTHON_ONLY=ON: no CLI, MPI, OpenBLAS, GTest or CLI11
+                           needed); 0: the whole project; unset: as the build tree was
   MOECOMM_EXTENSION        an extension already built for this Python (build/python/moecomm/
                            _moecomm*.so): packaged as it is, CMake is not run (the ctest
                            python_pip_install checks the packaging this way, in seconds)
@@ -60,6 +63,9 @@ class CMakeBuild(build_ext):
         build_dir = build_dir if build_dir.is_absolute() else ROOT / build_dir
         jobs = os.environ.get("MOECOMM_BUILD_JOBS", "2")
         configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DMOECOMM_PYTHON=ON"]
+        python_only = os.environ.get("MOECOMM_PYTHON_ONLY")
+        if python_only is not None:
+            configure.append(f"-DMOECOMM_PYTHON_ONLY={'ON' if python_only == '1' else 'OFF'}")
         if cached_python(build_dir) != os.path.realpath(sys.executable):
             configure.append(f"-DPython3_EXECUTABLE={sys.executable}")
         subprocess.run(configure, check=True)

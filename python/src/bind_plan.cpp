@@ -134,9 +134,10 @@ void bind_plan(py::module_& m) {
           "row",
           [](const PlanResult& p, const py::handle& name) {
             if (!py::isinstance<py::str>(name))
-              throw Error("name",
-                          "must be a str, got a " +
-                              py::str(name.get_type().attr("__name__")).cast<std::string>());
+              throw Error(
+                  "name",
+                  "must be a str, got a " +
+                      py::str(py::type::handle_of(name).attr("__name__")).cast<std::string>());
             return p.plan.row(name.cast<std::string>());
           },
           py::arg("name"), "the row named `name`; raises moecomm.Error when absent")

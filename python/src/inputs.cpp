@@ -15,7 +15,7 @@ namespace moecomm::python {
 namespace {
 
 std::string type_name(const py::handle& obj) {
-  return py::str(obj.get_type().attr("__name__")).cast<std::string>();
+  return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>();
 }
 
 // A str or os.PathLike names a preset or a file; a dict is the file's content.

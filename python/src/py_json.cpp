@@ -73,7 +73,7 @@ nlohmann::json convert(const py::handle& obj, const std::string& where,
     const py::object item = obj.attr("item")();
     if (!py::hasattr(item, "item")) return convert(item, where, path);
   }
-  throw Error(where, "a " + py::str(obj.get_type().attr("__name__")).cast<std::string>() +
+  throw Error(where, "a " + py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>() +
                          " is not a JSON value (use dict, list, str, int, float, bool or None)");
 }
 

@@ -10,9 +10,9 @@ backend in use; the faster ones are marked "NCCL only" and are not run by the CP
 - ReduceScatter-v: ``reduce_scatter`` of padded blocks on NCCL (NCCL only); elsewhere an A2A of
   the blocks and a sum, which moves the same bytes as a direct ReduceScatter.
 - Routed A2A (1DH, 2DH, pairwise, any algorithm whose plan is not one direct step): the
-  steps of its routing plan (sched/a2a_routing.h, through ``_moecomm.a2a_routing``), each a
-  batch of point-to-point messages (``batch_isend_irecv``), as the MPI runtime runs them and
-  the simulator prices them.
+  steps of its routing plan (sched/a2a_routing.h, through ``_moecomm.a2a_routing``), each an
+  A2A-v over the collective's group carrying that step's messages, the same messages the MPI
+  runtime sends and the simulator prices.
 """
 from __future__ import annotations
 
@@ -126,47 +126,36 @@ def member_routing(algorithm: str, group: Tuple[int, ...], ranks_per_node: int, 
 
 def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: int,
                       steps: list, group: Sequence[int],
-                      process_group: Optional[dist.ProcessGroup], tag: int) -> Pending:
-    """A2A-v as a routing plan's steps say, with point-to-point messages. ``counts[i][j]``:
-    rows member i sends member j (every member knows the whole matrix, so both ends of every
-    message know its size); ``rows``: this member's blocks by destination; ``steps``:
-    ``member_routing``'s; ``group``: the members' world ranks; ``tag``: distinct per
-    collective of the schedule (messages of two A2As in flight never match). Returns the
-    rows received, source-major. The steps run one after another: only the first is in
-    flight when this returns; ``wait()`` runs the rest."""
+                      process_group: Optional[dist.ProcessGroup]) -> Pending:
+    """A2A-v as a routing plan's steps say. ``counts[i][j]``: rows member i sends member j
+    (every member knows the whole matrix, so both ends of every message know its size);
+    ``rows``: this member's blocks by destination; ``steps``: ``member_routing``'s;
+    ``group``: the members' world ranks. Each step is one ``all_to_all_single`` over the
+    group carrying that step's messages (zero rows to the members this one does not message
+    in it): it runs on every backend (gloo's point-to-point sends take no CUDA tensors) and
+    every member joins every step. Returns the rows received, source-major. The steps run
+    one after another: only the first is in flight when this returns; ``wait()`` runs the
+    rest."""
     n = len(counts)
     blocks: Dict[Key, torch.Tensor] = dict(
         zip([(me, j) for j in range(n)], torch.split(rows, [int(counts[me][j]) for j in range(n)])))
-    size = lambda keys: sum(int(counts[s][d]) for s, d in keys)
+    # The process group ranks its members by world rank: member order may differ.
+    by_rank = sorted(range(n), key=lambda m: int(group[m]))
+    rows_of = lambda keys: sum(int(counts[s][d]) for s, d in keys)
 
     def run(index: int) -> Pending:
-        step = steps[index]
-        ops, incoming = [], []
-        for to, keys in step.sends:
-            if size(keys):
-                payload = torch.cat([blocks.pop(tuple(k)) for k in keys]).contiguous()
-                ops.append(dist.P2POp(dist.isend, payload, int(group[to]), process_group,
-                                      tag + index % _TAGS_PER_COLLECTIVE))
-            else:
-                for k in keys:
-                    blocks.pop(tuple(k))
-        for frm, keys in step.recvs:
-            keys = [tuple(k) for k in keys]
-            if size(keys):
-                buf = rows.new_empty((size(keys), *rows.shape[1:]))
-                ops.append(dist.P2POp(dist.irecv, buf, int(group[frm]), process_group,
-                                      tag + index % _TAGS_PER_COLLECTIVE))
-                incoming.append((keys, buf))
-            else:
-                blocks.update((k, rows[:0]) for k in keys)
-        works = dist.batch_isend_irecv(ops) if ops else []
+        sends = {int(to): [tuple(k) for k in keys] for to, keys in steps[index].sends}
+        recvs = {int(frm): [tuple(k) for k in keys] for frm, keys in steps[index].recvs}
+        out = [blocks.pop(k) for m in by_rank for k in sends.get(m, [])]
+        payload = torch.cat(out) if out else rows[:0]
+        got = all_to_all_v(payload, [rows_of(sends.get(m, [])) for m in by_rank],
+                           [rows_of(recvs.get(m, [])) for m in by_rank], process_group)
 
         def finish() -> torch.Tensor:
-            for w in works:
-                w.wait()
-            for keys, buf in incoming:
-                blocks.update(zip(keys, torch.split(buf, [int(counts[s][d]) for s, d in keys])))
-            return rows[:0]
+            keys = [k for m in by_rank for k in recvs.get(m, [])]
+            received = got.wait()
+            blocks.update(zip(keys, torch.split(received, [int(counts[s][d]) for s, d in keys])))
+            return received
 
         return Pending(None, finish)
 
@@ -192,11 +181,4 @@ def a2a_by_algorithm(payload: torch.Tensor, matrix: Sequence[Sequence[int]], me:
     if direct:
         return all_to_all_v(payload, [matrix[me][j] for j in range(n)],
                             [matrix[i][me] for i in range(n)], groups.get(group))
-    return routed_all_to_all(payload, matrix, me, steps, group, groups.get(group),
-                             tag=collective.id % _COLLECTIVE_TAGS * _TAGS_PER_COLLECTIVE)
-
-
-# Tags of a routed A2A: collective id x this + step (gloo matches point-to-point messages by
-# source and tag; NCCL ignores tags and runs them in issue order).
-_TAGS_PER_COLLECTIVE = 1 << 12
-_COLLECTIVE_TAGS = 1 << 18
+    return routed_all_to_all(payload, matrix, me, steps, group, groups.get(group))

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "plan/step_service.h"
 #include "routing_args.h"
 #include "sched/build_hybridep.h"
+#include "sched/executor_caps.h"
 #include "sched/layer_builder.h"
 #include "sched/policy.h"
 #include "sim/simulator.h"
@@ -34,6 +36,7 @@ struct BuiltSchedule {
   core::ModelConfig model;
   core::ParallelConfig parallel;
   std::string strategy;
+  sched::Strategy knobs;  // the strategy as built, for the executors' refusals
   std::vector<std::string> strategy_notes;
   bool hybrid = false;     // expert_transfer=hybrid
   int hybrid_domain = 1;   // HybridEP S_ED
@@ -162,8 +165,14 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
   out->model = step.layer.model;
   out->parallel = step.layer.parallel;
   out->strategy = sched::to_string(step.layer.strategy);
+  out->knobs = step.layer.strategy;
   set_ep_orders(step.layer, *out);
   return out;
+}
+
+sched::Executor executor_arg(const std::string& name) {
+  if (const auto e = sched::executor_from_string(name)) return *e;
+  throw Error("executor", "'" + name + "' is not rt, torch_layer or torch_sample_moving");
 }
 
 // The simulator's start and end of every op, seconds, indexed by op id.
@@ -327,6 +336,40 @@ void bind_sched(py::module_& m) {
             return collective_of(b.schedule, id);
           },
           py::arg("id"))
+      .def(
+          "refusal",
+          [](const BuiltSchedule& b, const std::string& executor, float capacity_factor,
+             bool token_choice_gate) -> std::optional<std::pair<std::string, std::string>> {
+            sched::RunFacts facts;
+            facts.tp = b.parallel.tp;
+            facts.capacity_factor = capacity_factor;
+            facts.token_choice_gate = token_choice_gate;
+            const auto r = sched::refusal(b.schedule, b.knobs, facts, executor_arg(executor));
+            if (!r) return std::nullopt;
+            return std::make_pair(r->where, r->why);
+          },
+          py::arg("executor"), py::arg("capacity_factor") = 0.0f,
+          py::arg("token_choice_gate") = true,
+          "None where the executor ('rt', 'torch_layer', 'torch_sample_moving') runs this "
+          "schedule, else (where, why): the first semantic rule it breaks or the MoE ops it "
+          "cannot bind (sched/executor_caps.h, the one table `moecomm train` consults); "
+          "capacity_factor 0: dropless")
+      .def(
+          "unbound_ops",
+          [](const BuiltSchedule& b, const std::string& executor) {
+            std::vector<py::dict> out;
+            for (const sched::Label& l : sched::unbound_ops(b.schedule, executor_arg(executor))) {
+              py::dict d;
+              d["role"] = l.role;
+              d["layer"] = l.layer;
+              d["phase"] = std::string(sched::to_string(l.phase));
+              d["knob"] = l.knob;
+              out.push_back(d);
+            }
+            return out;
+          },
+          py::arg("executor"),
+          "the MoE ops the executor cannot bind, one per (role, phase, knob) at its first layer")
       .def("simulated_times", &simulated_times, py::arg("compute_efficiency") = 0.0,
            "the simulator's (start_s, end_s) of every op, indexed by op id, on the cluster the "
            "schedule was built for");

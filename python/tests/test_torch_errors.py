@@ -10,8 +10,16 @@ require("torch")
 import torch_errors  # noqa: E402
 
 EXPECTED = {
-    "hybrid-esp": "expert_transfer=hybrid runs without ESP here (esp = 1)",
-    "netmoe": "placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE",
+    # Refusals from sched/executor_caps.h: the ops the layer cannot bind, by role and knob.
+    "hybrid-esp": "MoELayer: strategy: moecomm.torch.MoELayer cannot bind "
+                  "moe.combine.esp_allreduce [layer 0, forward, knob esp], "
+                  "moe.combine.esp_allreduce [layer 0, backward, knob esp] "
+                  "(expert_transfer=hybrid runs without ESP here (esp = 1))",
+    "netmoe": "MoELayer: strategy: moecomm.torch.MoELayer cannot bind "
+              "moe.netmoe.counts_allgather [layer 0, forward, knob netmoe], "
+              "moe.netmoe.aux_allgather [layer 0, forward, knob netmoe], moe.netmoe.solve "
+              "[layer 0, forward, knob netmoe] (placement=netmoe moves samples: use "
+              "moecomm.torch.SampleMovingMoE)",
     "unknown-gate": "gate must be one of gshard, sigmoid, xmoe, expert-choice, got 'topk'",
     "gate-spelling": "got 'expert_choice'; did you mean 'expert-choice'?",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",

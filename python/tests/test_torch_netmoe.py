@@ -63,10 +63,19 @@ def test_cases_cover_the_knobs():
 
 
 EXPECTED = {
-    "not-netmoe": "has no placement=netmoe (moecomm.torch.MoELayer runs",
-    "expert-choice": "needs a token-choice gate, not expert choice",
-    "tp": "runs with tp=1 only (as `moecomm train`), got tp=2",
-    "hybrid": "does not run: moe.hybrid.expert_allgather",
+    # Refusals from sched/executor_caps.h, the table `moecomm train` consults too.
+    "not-netmoe": "SampleMovingMoE: strategy: placement: has no placement=netmoe, so "
+                  "moecomm.torch.SampleMovingMoE binds none of its MoE ops "
+                  "(moecomm.torch.MoELayer runs the strategies that keep samples home)",
+    "expert-choice": "SampleMovingMoE: strategy: placement: placement=netmoe needs a "
+                     "token-choice gate, not expert choice (expert choice drops tokens; the "
+                     "residual rides on each token's first slot)",
+    "tp": "SampleMovingMoE: strategy: tp: placement=netmoe runs with tp=1 only, got tp=2",
+    "hybrid": "SampleMovingMoE: strategy: moecomm.torch.SampleMovingMoE cannot bind "
+              "moe.hybrid.expert_allgather [layer 0, forward, knob hybrid], "
+              "moe.hybrid.grad_reducescatter [layer 0, backward, knob hybrid] "
+              "(placement=netmoe moves whole samples over the EP group: no ESP split, no TP "
+              "gather, no expert transfer)",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",
     "samples": "samples must be a positive integer, got 0",
     "rank-2": "h must be this rank's samples [B, S, hidden], got (24, 16)",

@@ -111,11 +111,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "monta-o3, fsmoe, lina, hybridep, netmoe) or knobs as in `moecomm sim` "
                    "(base=NAME,chunks=4,...); "
                    "knobs not given come from the planner (`moecomm plan`) for --cluster. "
-                   "netmoe runs with tp=1, the flat A2A, pipelined chunks only and the dropless "
-                   "layout; hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL, "
-                   "sr_feedback=BOOL) with "
-                   "tp=1: experts travel inside domains of S consecutive EP ranks, tokens "
-                   "across them")
+                   "netmoe runs with tp=1, a token-choice gate and the dropless layout; "
+                   "hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL, "
+                   "sr_feedback=BOOL) with tp=1 and pipelined chunks: experts travel inside "
+                   "domains of S consecutive EP ranks, tokens across them")
       ->capture_default_str();
   sub_->add_option("--cluster", cluster_,
                    "the machine the ranks run on (a cluster preset or JSON file with as many "

@@ -18,6 +18,7 @@
 #include "rt/mpi_base.h"
 #include "rt/train_groups.h"
 #include "rt/train_report.h"
+#include "sched/executor_caps.h"
 #include "sched/reported_phase.h"
 
 namespace moecomm::rt {
@@ -237,28 +238,6 @@ void sum_over_ranks(const LinkBytes& mine, LinkBytes& total) {
 
 }  // namespace
 
-namespace {
-
-// NetMoE moves whole samples with their residual inlined (nn/sample_moving_moe.h).
-void check_netmoe(const TrainConfig& c) {
-  auto refuse = [](const std::string& what, const std::string& why) {
-    throw Error(what, "placement=netmoe " + why);
-  };
-  if (c.tp != 1) refuse("strategy: tp", "runs with tp=1 only, got tp=" + std::to_string(c.tp));
-  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid)
-    refuse("strategy: expert_transfer", "moves samples, not experts");
-  if (c.model.moe.capacity_factor > 0.0f)
-    refuse("strategy: placement",
-           "inlines the expert residual, which needs the dropless layout (capacity_factor 0, "
-           "got " +
-               std::to_string(c.model.moe.capacity_factor) + ")");
-  if (c.model.moe.gate == nn::GateKind::kExpertChoice)
-    refuse("strategy: placement", "needs a token-choice gate, not expert choice");
-  if (c.record_routing) refuse("--record-routing", "does not record routing yet");
-}
-
-}  // namespace
-
 core::ModelConfig schedule_model(const TrainConfig& c) {
   core::ModelConfig m;
   m.hidden = c.model.hidden;
@@ -277,7 +256,6 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
 }
 
 void check_scheduled(const TrainConfig& c) {
-  if (c.strategy.placement == sched::Placement::kNetMoe) check_netmoe(c);
   if (c.bf16_a2a && (c.tp > 1 || c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid ||
                      c.strategy.placement == sched::Placement::kNetMoe))
     throw Error("--bf16-a2a",
@@ -286,6 +264,14 @@ void check_scheduled(const TrainConfig& c) {
 }
 
 namespace {
+
+// The step's schedule, refused with the MoE ops the runtime has no kernel or buffer for
+// (sched/executor_caps.h) before any binding or collective is set up.
+std::shared_ptr<const sched::Schedule> bindable(sched::Schedule schedule) {
+  if (const auto r = sched::op_refusal(schedule, sched::Executor::kRuntime))
+    throw Error(r->where, r->why);
+  return std::make_shared<const sched::Schedule>(std::move(schedule));
+}
 
 // One training run on the schedule runtime: the groups, the model, its step's schedule, the
 // executor that runs it and the binding of the model's kernels, built once; then per step:
@@ -332,8 +318,7 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
       model_(model_config(c, g_, hybrid_), exchange_),
       codec_(hybrid_codec(c, g_, hybrid_, model_)),
-      schedule_(std::make_shared<const sched::Schedule>(
-          sched::build_training_step(setup_of(c, g_, model_)))),
+      schedule_(bindable(sched::build_training_step(setup_of(c, g_, model_)))),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
       binding_(*schedule_, me_, model_,
                {{c.hybrid_order, hybrid_.domain_size, codec_.get()}, c.ranks_per_node, c.bf16_a2a}),

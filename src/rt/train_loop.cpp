@@ -8,31 +8,29 @@
 #include "rt/scheduled_train.h"
 #include "rt/train_groups.h"
 #include "rt/train_report.h"
+#include "sched/executor_caps.h"
 
 namespace moecomm::rt {
 
 namespace {
 
-// HybridEP runs on the plain EP token path: the knobs that would change it are refused by
-// name, so no run silently differs from what was asked.
-void check_hybrid(const TrainConfig& c) {
-  const sched::Strategy& s = c.strategy;
-  auto refuse = [](const std::string& knob, const std::string& why) {
-    throw Error("strategy: " + knob, "expert_transfer=hybrid " + why);
-  };
-  if (c.tp != 1) refuse("tp", "runs with tp=1 only for now, got tp=" + std::to_string(c.tp));
-  if (s.placement != sched::Placement::kNone) refuse("placement", "does not move samples");
-  if (s.tp_dispatch != sched::TpDispatch::kReplicate)
-    refuse("tp_dispatch", "runs without tensor parallelism only");
-  if (!s.pipeline_experts && (s.chunks_fwd != 1 || s.chunks_bwd != 1))
-    refuse("chunks", "pipelines its chunks through the experts only (pipeline_experts=true)");
-  if (!s.hybrid_levels.empty() && c.hybrid_order.empty())
-    refuse("hybrid_levels", "needs the cluster (--cluster) to place its per-level domains");
+// What the run adds to its strategy for the executors' shared semantic rules
+// (sched/executor_caps.h); the ops the runtime cannot bind are refused once the schedule is
+// built (scheduled_train.cpp).
+sched::RunFacts run_facts(const TrainConfig& c) {
+  sched::RunFacts f;
+  f.tp = c.tp;
+  f.capacity_factor = c.model.moe.capacity_factor;
+  f.token_choice_gate = c.model.moe.gate != nn::GateKind::kExpertChoice;
+  f.cluster_given = !c.hybrid_order.empty();  // the cluster's levels order HybridEP's members
+  f.records_routing = c.record_routing;
+  return f;
 }
 
 void check_strategy(const TrainConfig& c) {
   sched::validate(c.strategy, "strategy");
-  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) check_hybrid(c);
+  if (const auto r = sched::semantic_refusal(c.strategy, run_facts(c), sched::Executor::kRuntime))
+    throw Error(r->where, r->why);
 }
 
 void check(const TrainConfig& c) {

@@ -103,13 +103,21 @@ TEST(NetMoe, RefusesWhatItCannotRun) {
   EXPECT_ERROR_HAS(train(c), "placement=netmoe", "dropless");
   c = tiny("netmoe");
   c.tp = 2;
-  EXPECT_ERROR_HAS(train(c), "strategy: tp", "tp=1");
+  EXPECT_ERROR_HAS(train(c), "strategy: tp: placement=netmoe runs with tp=1 only, got tp=2");
   c = tiny("netmoe");
   c.model.moe.gate = nn::GateKind::kExpertChoice;
   EXPECT_ERROR_HAS(train(c), "token-choice");
   c = tiny("netmoe");
   c.record_routing = true;
-  EXPECT_ERROR_HAS(train(c), "--record-routing");
+  EXPECT_ERROR_HAS(train(c), "--record-routing: placement=netmoe does not record routing yet");
+  // Every op of this schedule has a role the runtime knows, but NetMoeBinding moves samples,
+  // not experts: the ops are refused by role, layer, phase and knob (sched/executor_caps.h).
+  c = tiny("base=netmoe,expert_transfer=hybrid");
+  EXPECT_ERROR_HAS(train(c),
+                   "strategy: the schedule runtime cannot bind moe.hybrid.expert_allgather "
+                   "[layer 0, forward, knob hybrid], moe.hybrid.grad_reducescatter [layer 0, "
+                   "backward, knob hybrid] (placement=netmoe moves whole samples over the EP "
+                   "group: no ESP split, no TP gather, no expert transfer)");
 }
 
 }  // namespace

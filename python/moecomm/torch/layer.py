@@ -27,7 +27,7 @@ TOKEN_OPS = frozenset((R.dispatch_a2a, R.dispatch_esp_allgather, R.dispatch_esp_
                        R.combine_a2a, R.combine_tp_allgather, R.combine_tp_allgather_copy,
                        R.hybrid_expert_allgather, R.hybrid_grad_reducescatter,
                        R.hybrid_shared_allreduce))
-# The MoE layer's families: an op of these the layer cannot run refuses the strategy.
+# The MoE layer's families (which of their ops each executor binds: sched/executor_caps.h).
 MOE_FAMILIES = frozenset((F.token_path, F.placement, F.expert_transfer))
 
 
@@ -102,12 +102,11 @@ class MoELayer(torch.nn.Module):
     def _bind_ops(self) -> None:
         self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
         ops = [o for o in self._by_id.values() if o.layer == 0]
-        unrun = [o for o in ops if o.role.family in MOE_FAMILIES and o.role not in TOKEN_OPS]
-        if unrun:
-            hint = (" (placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE)"
-                    if any(o.role.family == F.placement for o in unrun) else "")
-            raise Error(f"MoELayer: strategy '{self.schedule.strategy}' has ops the layer "
-                        f"does not run: {', '.join(sorted({o.name for o in unrun}))}{hint}")
+        # The ops this layer cannot bind, from the table `moecomm train` consults too.
+        refused = self.schedule.refusal("torch_layer", self.capacity_factor or 0.0,
+                                        self.gate != "expert-choice")
+        if refused is not None:
+            raise Error(f"MoELayer: {refused[0]}: {refused[1]}")
         self.ops = {phase: [o for o in ops if o.phase == phase and o.role in TOKEN_OPS]
                     for phase in ("forward", "backward")}
         self.gate_ops = {o.phase: o for o in ops if o.role == R.gate}
@@ -149,8 +148,6 @@ class MoELayer(torch.nn.Module):
             dtype=torch.int64)
         gather = next((o for o in ops if o.role == R.hybrid_expert_allgather), None)
         self.domain_group = self.schedule.collective(gather.collective).group if gather else None
-        if gather is not None and self.esp > 1:
-            raise Error("MoELayer: expert_transfer=hybrid runs without ESP here (esp = 1)")
         self._codec: Optional[SharedResidual] = None
 
     def _exchange_keys(self, expert: torch.Tensor) -> torch.Tensor:

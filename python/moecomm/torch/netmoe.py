@@ -132,10 +132,6 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: torch.distributed is not initialized (call "
                         f"init_process_group first)")
         rt.check_gate(gate)
-        if gate == "expert-choice":
-            raise Error(f"{NAME}: placement=netmoe needs a token-choice gate, not expert choice "
-                        f"(expert choice drops tokens; the residual rides on each token's "
-                        f"first slot)")
         rt.check_temperature(temperature, NAME)
         check_layer_args(NAME, {"hidden": hidden, "ffn_hidden": ffn_hidden, "experts": experts,
                                 "top_k": top_k, "xmoe_dim": xmoe_dim}, seed)
@@ -162,9 +158,11 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")
         self.strategy = self.schedule.strategy
-        if self.schedule.parallel["tp"] != 1:
-            raise Error(f"{NAME}: placement=netmoe runs with tp=1 only (as `moecomm train`), "
-                        f"got tp={self.schedule.parallel['tp']}")
+        # One table with `moecomm train`: the semantic rules (tp, gate), then the ops this
+        # layer cannot bind (sched/executor_caps.h).
+        refused = self.schedule.refusal("torch_sample_moving", 0.0, gate != "expert-choice")
+        if refused is not None:
+            raise Error(f"{NAME}: {refused[0]}: {refused[1]}")
         self._bind_ops()
         self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
         self.placer = _place.AsyncSamplePlacer(_expert_blocks(experts, self.members),
@@ -180,14 +178,6 @@ class SampleMovingMoE(torch.nn.Module):
     def _bind_ops(self) -> None:
         self._by_id = {o.id: o for o in self.schedule.ops(self.rank)}
         ops = [o for o in self._by_id.values() if o.role.family in MOE_FAMILIES]
-        if not any(o.role.family == _moecomm.OpFamily.placement for o in ops):
-            raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has no placement=netmoe "
-                        f"(moecomm.torch.MoELayer runs the strategies that keep samples home)")
-        unrun = sorted({o.name for o in ops if o.role not in FORWARD_OPS | BACKWARD_OPS})
-        if unrun:
-            raise Error(f"{NAME}: strategy '{self.schedule.strategy}' has ops the sample-moving "
-                        f"layer does not run: {', '.join(unrun)} (placement=netmoe moves whole "
-                        f"samples over the EP group: no ESP split, no expert transfer)")
         self.ops = {"forward": [o for o in ops if o.phase == "forward" and o.role in FORWARD_OPS],
                     "backward": [o for o in ops if o.phase == "backward"
                                  and o.role in BACKWARD_OPS]}

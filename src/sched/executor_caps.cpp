@@ -1,0 +1,249 @@
+#include "sched/executor_caps.h"
+
+#include <array>
+#include <initializer_list>
+#include <map>
+#include <tuple>
+
+namespace moecomm::sched {
+namespace {
+
+using R = OpRole;
+
+constexpr std::array<std::string_view, kNumExecutors> kNames = {"rt", "torch_layer",
+                                                                "torch_sample_moving"};
+
+bool in(OpRole role, std::initializer_list<OpRole> roles) {
+  for (OpRole r : roles)
+    if (r == role) return true;
+  return false;
+}
+
+bool is_moe_family(OpFamily f) {
+  return f == OpFamily::kTokenPath || f == OpFamily::kPlacement || f == OpFamily::kExpertTransfer;
+}
+
+// The A2A path every MoE executor runs: Dispatch, the experts, Combine.
+bool plain_ep(OpRole r) {
+  return in(r, {R::kDispatchA2A, R::kExpert, R::kCombineA2A});
+}
+bool esp(OpRole r) {
+  return in(r, {R::kDispatchEspAllGather, R::kDispatchEspAllGatherCopy, R::kCombineEspReduceScatter,
+                R::kCombineEspAllReduce});
+}
+bool token_path(OpRole r) {
+  return family(r) == OpFamily::kTokenPath;
+}
+bool expert_transfer(OpRole r) {
+  return family(r) == OpFamily::kExpertTransfer;
+}
+bool placement(OpRole r) {
+  return family(r) == OpFamily::kPlacement;
+}
+
+// Why a path's unbound ops cannot run there: what the executor's kernels for it assume.
+std::string_view reason(Executor e, MoePath path) {
+  if (path == MoePath::kSamples) {
+    if (e == Executor::kTorchLayer)
+      return "placement=netmoe moves samples: use moecomm.torch.SampleMovingMoE";
+    return "placement=netmoe moves whole samples over the EP group: no ESP split, no TP "
+           "gather, no expert transfer";
+  }
+  if (e == Executor::kRuntime)
+    return "expert_transfer=hybrid runs on the plain EP token path: no ESP or TP collectives";
+  return "expert_transfer=hybrid runs without ESP here (esp = 1)";
+}
+
+std::string_view executor_name(Executor e) {
+  switch (e) {
+    case Executor::kRuntime:
+      return "the schedule runtime";
+    case Executor::kTorchLayer:
+      return "moecomm.torch.MoELayer";
+    case Executor::kTorchSampleMoving:
+      return "moecomm.torch.SampleMovingMoE";
+  }
+  return "?";
+}
+
+constexpr uint8_t bit(Executor e) {
+  return uint8_t(1u << int(e));
+}
+constexpr uint8_t kRt = bit(Executor::kRuntime);
+constexpr uint8_t kSamplesMoved = bit(Executor::kRuntime) | bit(Executor::kTorchSampleMoving);
+constexpr uint8_t kAll = kRt | bit(Executor::kTorchLayer) | bit(Executor::kTorchSampleMoving);
+
+bool netmoe(const Strategy& s) {
+  return s.placement == Placement::kNetMoe;
+}
+bool hybrid(const Strategy& s) {
+  return s.expert_transfer == ExpertTransfer::kHybrid;
+}
+
+// The semantic rules, each once: the executors it binds, when it applies, what to change.
+struct Rule {
+  uint8_t executors;
+  bool (*applies)(const Strategy&, const RunFacts&);
+  const char* where;
+  std::string (*why)(const Strategy&, const RunFacts&);
+};
+
+const Rule kRules[] = {
+    // NetMoE inlines the expert residual into the moved samples (nn/sample_moving_moe.h).
+    {kSamplesMoved, [](const Strategy& s, const RunFacts& f) { return netmoe(s) && f.tp != 1; },
+     "strategy: tp",
+     [](const Strategy&, const RunFacts& f) {
+       return "placement=netmoe runs with tp=1 only, got tp=" + std::to_string(f.tp);
+     }},
+    {kSamplesMoved,
+     [](const Strategy& s, const RunFacts& f) { return netmoe(s) && f.capacity_factor > 0; },
+     "strategy: placement",
+     [](const Strategy&, const RunFacts& f) {
+       return "placement=netmoe inlines the expert residual, which needs the dropless layout "
+              "(capacity_factor 0, got " +
+              std::to_string(f.capacity_factor) + ")";
+     }},
+    {kSamplesMoved,
+     [](const Strategy& s, const RunFacts& f) { return netmoe(s) && !f.token_choice_gate; },
+     "strategy: placement",
+     [](const Strategy&, const RunFacts&) {
+       return std::string(
+           "placement=netmoe needs a token-choice gate, not expert choice (expert choice "
+           "drops tokens; the residual rides on each token's first slot)");
+     }},
+    {kSamplesMoved,
+     [](const Strategy& s, const RunFacts& f) { return netmoe(s) && f.records_routing; },
+     "--record-routing",
+     [](const Strategy&, const RunFacts&) {
+       return std::string("placement=netmoe does not record routing yet");
+     }},
+    // The runtime's HybridRemap and expert codec address EP members of a tp=1 layout, and its
+    // expert copies arrive once per step, before the first pipelined chunk.
+    {kRt, [](const Strategy& s, const RunFacts& f) { return hybrid(s) && f.tp != 1; },
+     "strategy: tp",
+     [](const Strategy&, const RunFacts& f) {
+       return "expert_transfer=hybrid runs with tp=1 only for now, got tp=" + std::to_string(f.tp);
+     }},
+    {kRt,
+     [](const Strategy& s, const RunFacts&) {
+       return hybrid(s) && !s.pipeline_experts && (s.chunks_fwd != 1 || s.chunks_bwd != 1);
+     },
+     "strategy: chunks",
+     [](const Strategy&, const RunFacts&) {
+       return std::string(
+           "expert_transfer=hybrid pipelines its chunks through the experts only "
+           "(pipeline_experts=true)");
+     }},
+    // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
+    {kAll,
+     [](const Strategy& s, const RunFacts& f) {
+       return hybrid(s) && !s.hybrid_levels.empty() && !f.cluster_given;
+     },
+     "strategy: hybrid_levels",
+     [](const Strategy&, const RunFacts&) {
+       return std::string(
+           "expert_transfer=hybrid needs the cluster (--cluster) to place its per-level "
+           "domains");
+     }},
+};
+
+}  // namespace
+
+std::string_view to_string(Executor executor) {
+  return kNames[size_t(executor)];
+}
+
+std::optional<Executor> executor_from_string(std::string_view name) {
+  for (int i = 0; i < kNumExecutors; ++i)
+    if (kNames[size_t(i)] == name) return Executor(i);
+  return std::nullopt;
+}
+
+std::string_view to_string(MoePath path) {
+  switch (path) {
+    case MoePath::kTokens:
+      return "tokens";
+    case MoePath::kExpertTransfer:
+      return "expert_transfer";
+    case MoePath::kSamples:
+      return "samples";
+  }
+  return "?";
+}
+
+MoePath moe_path(const Schedule& schedule) {
+  bool experts = false;
+  for (const Label& l : schedule.labels()) {
+    if (placement(l.role)) return MoePath::kSamples;
+    experts |= expert_transfer(l.role);
+  }
+  return experts ? MoePath::kExpertTransfer : MoePath::kTokens;
+}
+
+bool binds(Executor executor, MoePath path, OpRole role) {
+  if (!is_moe_family(family(role))) return true;
+  switch (executor) {
+    case Executor::kRuntime:
+      // TokenPathBinding runs every token-path op; ExpertTransferBinding's domains and
+      // NetMoeBinding's moved samples sit on the plain EP A2As.
+      if (path == MoePath::kTokens) return token_path(role);
+      if (path == MoePath::kExpertTransfer) return plain_ep(role) || expert_transfer(role);
+      return plain_ep(role) || placement(role);
+    case Executor::kTorchLayer:
+      if (path == MoePath::kExpertTransfer)
+        return (token_path(role) && !esp(role)) || expert_transfer(role);
+      return token_path(role);  // placement: SampleMovingMoE's
+    case Executor::kTorchSampleMoving:
+      return path == MoePath::kSamples && (plain_ep(role) || placement(role));
+  }
+  return false;
+}
+
+std::vector<Label> unbound_ops(const Schedule& schedule, Executor executor) {
+  const MoePath path = moe_path(schedule);
+  std::vector<Label> out;
+  // Per (role, phase, knob), its place in `out`, which keeps the lowest layer (the backward
+  // pass builds its layers last to first).
+  std::map<std::tuple<OpRole, Phase, std::string>, size_t> at;
+  for (const Label& l : schedule.labels()) {
+    if (binds(executor, path, l.role)) continue;
+    const auto [it, fresh] = at.try_emplace({l.role, l.phase, l.knob}, out.size());
+    if (fresh) {
+      out.push_back(l);
+      out.back().chunk = -1;
+    } else if (l.layer < out[it->second].layer) {
+      out[it->second].layer = l.layer;
+    }
+  }
+  return out;
+}
+
+std::optional<Refusal> semantic_refusal(const Strategy& strategy, const RunFacts& facts,
+                                        Executor executor) {
+  for (const Rule& rule : kRules)
+    if ((rule.executors & bit(executor)) && rule.applies(strategy, facts))
+      return Refusal{rule.where, rule.why(strategy, facts)};
+  return std::nullopt;
+}
+
+std::optional<Refusal> op_refusal(const Schedule& schedule, Executor executor) {
+  const std::vector<Label> unbound = unbound_ops(schedule, executor);
+  if (unbound.empty()) return std::nullopt;
+  if (executor == Executor::kTorchSampleMoving && moe_path(schedule) != MoePath::kSamples)
+    return Refusal{"strategy: placement",
+                   "has no placement=netmoe, so moecomm.torch.SampleMovingMoE binds none of "
+                   "its MoE ops (moecomm.torch.MoELayer runs the strategies that keep samples "
+                   "home)"};
+  std::string why = std::string(executor_name(executor)) + " cannot bind ";
+  for (size_t i = 0; i < unbound.size(); ++i) why += (i ? ", " : "") + to_string(unbound[i]);
+  why += " (" + std::string(reason(executor, moe_path(schedule))) + ")";
+  return Refusal{"strategy", why};
+}
+
+std::optional<Refusal> refusal(const Schedule& schedule, const Strategy& strategy,
+                               const RunFacts& facts, Executor executor) {
+  if (auto r = semantic_refusal(strategy, facts, executor)) return r;
+  return op_refusal(schedule, executor);
+}
+
+}  // namespace moecomm::sched

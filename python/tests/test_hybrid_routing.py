@@ -42,13 +42,13 @@ def codecs(strategy: str, role) -> list:
 
 def test_expert_allgather_carries_the_sr_codec_the_executors_run():
     R = _moecomm.OpRole
-    [sr] = codecs("base=hybridep,hybrid_levels=2,compression=0.02", R.hybrid_expert_allgather)
+    [sr] = codecs("base=hybridep,hybrid_domain=2,compression=0.02", R.hybrid_expert_allgather)
     assert (sr.dtype, sr.compression, sr.shared_reference, sr.error_feedback) == \
         ("fp32", 0.02, True, False)
-    [fb] = codecs("base=hybridep,hybrid_levels=2,compression=0.3,sr_feedback=true,"
+    [fb] = codecs("base=hybridep,hybrid_domain=2,compression=0.3,sr_feedback=true,"
                   "shared_expert=false", R.hybrid_expert_allgather)
     assert (fb.compression, fb.shared_reference, fb.error_feedback) == (0.3, False, True)
-    [dense] = codecs("base=hybridep,hybrid_levels=2,compression=1,sr_feedback=true",
+    [dense] = codecs("base=hybridep,hybrid_domain=2,compression=1,sr_feedback=true",
                      R.hybrid_expert_allgather)
     assert (dense.compression, dense.shared_reference, dense.error_feedback) == (1, False, False)
     for a2a in codecs("baseline", R.dispatch_a2a):

@@ -43,7 +43,7 @@ TEST(ExpertCodecConfig, RefusesWhatOneCodecCannotRun) {
   sched::Schedule mixed(2);
   mixed.add_collective(gather(0, {core::Dtype::kFp32, 0.3, true, false}), 1);
   mixed.add_collective(gather(1, {core::Dtype::kFp32, 0.5, true, false}), 1);
-  EXPECT_ERROR_HAS(expert_codec_config(mixed, 0, 8), "op 1 (rank 0, stream 1",
+  EXPECT_ERROR_HAS(expert_codec_config(mixed, 0, 8), "op 2 (rank 0, stream 1",
                    "\"moe.hybrid.expert_allgather\"", "carries another codec than op 0");
   sched::Schedule half(2);
   half.add_collective(gather(0, {core::Dtype::kBf16, 0.3, true, false}), 1);

@@ -153,6 +153,12 @@ class ScheduleOp:
     prev: int
     deps: list[int]
 
+class WireCodec:
+    dtype: str
+    compression: float
+    shared_reference: bool
+    error_feedback: bool
+
 class ScheduleCollective:
     id: int
     kind: str
@@ -164,6 +170,7 @@ class ScheduleCollective:
     pair_bytes: list[float]
     root: int
     priority: int
+    codec: WireCodec
 
 class Schedule:
     world_size: int
@@ -174,9 +181,6 @@ class Schedule:
     parallel: dict[str, int]
     hybrid: bool
     hybrid_domain: int
-    compression: float
-    shared_expert: bool
-    sr_feedback: bool
     def ops(self, rank: int) -> list[ScheduleOp]: ...
     def collective(self, id: int) -> ScheduleCollective: ...
     def ep_order(self, rank: int) -> tuple[list[int], list[int]]: ...

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/rank_groups.h"
 #include "core/topology.h"
@@ -38,10 +40,8 @@ struct BuiltSchedule {
   std::string strategy;
   sched::Strategy knobs;  // the strategy as built, for the executors' refusals
   std::vector<std::string> strategy_notes;
-  bool hybrid = false;     // expert_transfer=hybrid
-  int hybrid_domain = 1;   // HybridEP S_ED
-  double compression = 1;  // HybridEP SR as the schedule pays it
-  bool shared_expert = true, sr_feedback = false;
+  bool hybrid = false;                     // expert_transfer=hybrid
+  int hybrid_domain = 1;                   // HybridEP S_ED
   std::vector<core::RankGroup> ep_groups;  // world ranks of every EP group
   // Per EP group: position -> EP member index (HybridEP's location renumbering; identity
   // without it). Domains are hybrid_domain consecutive positions.
@@ -53,9 +53,6 @@ void set_ep_orders(const sched::LayerSetup& layer, BuiltSchedule& out) {
   out.ep_groups = groups.ep;
   out.hybrid = layer.strategy.expert_transfer == sched::ExpertTransfer::kHybrid;
   out.hybrid_domain = out.hybrid ? layer.strategy.hybrid_domain : 1;
-  out.compression = sched::effective_compression(layer.strategy);
-  out.shared_expert = layer.strategy.shared_expert;
-  out.sr_feedback = layer.strategy.sr_feedback;
   const std::vector<std::vector<int>> orders =
       out.hybrid ? sched::hybrid_orders(layer, groups) : std::vector<std::vector<int>>{};
   for (size_t k = 0; k < groups.ep.size(); ++k) {
@@ -85,6 +82,7 @@ struct PyCollective {
   std::vector<int> group;
   double bytes = 0;
   std::vector<double> pair_bytes;
+  sched::WireCodec codec;
 };
 
 PyOp op_of(const sched::Schedule& s, sched::OpId id) {
@@ -129,6 +127,7 @@ PyCollective collective_of(const sched::Schedule& s, sched::CollectiveId id) {
   p.group.assign(c.group.begin(), c.group.end());
   p.bytes = c.bytes;
   p.pair_bytes = c.pair_bytes;
+  p.codec = c.codec;
   return p;
 }
 
@@ -248,6 +247,25 @@ void bind_op(py::module_& m) {
                o.phase + ", chunk " + std::to_string(o.chunk) + ", stream " +
                std::to_string(o.stream) + ")";
       });
+  py::class_<sched::WireCodec>(m, "WireCodec",
+                               "how a collective's payload travels (sched::WireCodec); its bytes "
+                               "are already the encoded bytes")
+      .def_property_readonly(
+          "dtype", [](const sched::WireCodec& c) { return std::string(core::to_string(c.dtype)); },
+          "element type on the wire, e.g. fp32 or bf16")
+      .def_readonly("compression", &sched::WireCodec::compression,
+                    "HybridEP SR's encoded bytes per dense byte (1: sent as it is)")
+      .def_readonly("shared_reference", &sched::WireCodec::shared_reference,
+                    "SR residuals against the shared expert (else against zero)")
+      .def_readonly("error_feedback", &sched::WireCodec::error_feedback,
+                    "SR error feedback: receivers keep the residual received so far")
+      .def("__repr__", [](const sched::WireCodec& c) {
+        std::ostringstream os;
+        os << "WireCodec(" << core::to_string(c.dtype) << ", compression " << c.compression
+           << (c.shared_reference ? ", shared reference" : "")
+           << (c.error_feedback ? ", error feedback" : "") << ")";
+        return os.str();
+      });
   py::class_<PyCollective>(m, "ScheduleCollective", "a collective of a schedule")
       .def_readonly("id", &PyCollective::id)
       .def_readonly("kind", &PyCollective::kind)
@@ -258,7 +276,8 @@ void bind_op(py::module_& m) {
       .def_readonly("bytes", &PyCollective::bytes)
       .def_readonly("pair_bytes", &PyCollective::pair_bytes, "A2A: n x n bytes, row-major")
       .def_readonly("root", &PyCollective::root)
-      .def_readonly("priority", &PyCollective::priority);
+      .def_readonly("priority", &PyCollective::priority)
+      .def_readonly("codec", &PyCollective::codec, "how its payload travels (WireCodec)");
 }
 
 }  // namespace
@@ -307,12 +326,6 @@ void bind_sched(py::module_& m) {
       .def_readonly("hybrid", &BuiltSchedule::hybrid, "whether experts travel (HybridEP)")
       .def_readonly("hybrid_domain", &BuiltSchedule::hybrid_domain,
                     "HybridEP's domain size S_ED (1 without expert transfer)")
-      .def_readonly("compression", &BuiltSchedule::compression,
-                    "HybridEP SR's bytes per parameter byte (1: experts travel as they are)")
-      .def_readonly("shared_expert", &BuiltSchedule::shared_expert,
-                    "SR residuals against the shared expert (else against zero)")
-      .def_readonly("sr_feedback", &BuiltSchedule::sr_feedback,
-                    "SR error feedback: copies keep the residual received so far")
       .def(
           "ep_order",
           [](const BuiltSchedule& b, int rank) {

@@ -1,10 +1,37 @@
 #include "rt/expert_transfer_binding.h"
 
 #include <cstring>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace moecomm::rt {
+
+HybridCodecConfig expert_codec_config(const sched::Schedule& schedule, int rank, int experts) {
+  std::optional<sched::WireCodec> codec;
+  std::string first;
+  for (sched::OpId id : schedule.ops_of(rank)) {
+    if (schedule.label(id).role != sched::OpRole::kExpertTransferAllGather) continue;
+    const sched::WireCodec& c = schedule.collective(schedule.op(id).collective).codec;
+    if (!codec) {
+      codec = c;
+      first = schedule.describe(id);
+    } else if (!(c == *codec)) {
+      throw Error(schedule.describe(id), "carries another codec than " + first +
+                                             "; HybridEP's codec keeps one for every layer");
+    }
+  }
+  if (!codec)
+    throw Error("rank " + std::to_string(rank) + "'s schedule",
+                "has no expert AllGather to take HybridEP's codec from");
+  if (codec->dtype != core::Dtype::kFp32)
+    throw Error(first, "codec dtype " + std::string(core::to_string(codec->dtype)) +
+                           ": the runtime's experts travel as fp32");
+  return {codec->compression, codec->shared_reference, experts, codec->error_feedback};
+}
 
 void ExpertTransferBinding::start_step() {
   for (int l = 0; l < codec_.layers(); ++l) codec_.refresh_shared(l);

@@ -6,8 +6,15 @@
 #include "rt/executor.h"
 #include "rt/hybrid_codec.h"
 #include "sched/op_role.h"
+#include "sched/schedule.h"
 
 namespace moecomm::rt {
+
+// The codec the schedule's expert AllGathers carry (sched::WireCodec, set by the HybridEP
+// builder) on `rank`, as the config of its HybridCodec over layers of `experts` experts (E).
+// Throws moecomm::Error when the rank joins no expert AllGather, when they disagree (the codec
+// keeps one config for every layer) or when their dtype is not fp32 (the experts' own).
+HybridCodecConfig expert_codec_config(const sched::Schedule& schedule, int rank, int experts);
 
 class ExpertTransferBinding {
  public:

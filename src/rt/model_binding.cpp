@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "rt/row_bytes.h"
 
@@ -71,6 +72,23 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
   check_ops();
 }
 
+// The token A2A `id`'s rows travel as its codec's dtype: fp32 as computed, or bf16
+// (nn/bf16.h); every token A2A of the rank alike (`first`: the first seen, kNone before).
+void ModelBinding::wire_rows(OpId id, OpId& first, bool& bf16) const {
+  const core::Dtype dtype = s_.collective(s_.op(id).collective).codec.dtype;
+  if (dtype != core::Dtype::kFp32 && dtype != core::Dtype::kBf16)
+    throw Error("schedule runtime", s_.describe(id) + ": token rows travel as fp32 or bf16, not " +
+                                        std::string(core::to_string(dtype)));
+  if (first == sched::kNone) {
+    first = id;
+    bf16 = dtype == core::Dtype::kBf16;
+  } else if (bf16 != (dtype == core::Dtype::kBf16)) {
+    throw Error("schedule runtime", s_.describe(id) + ": its rows travel as " +
+                                        std::string(core::to_string(dtype)) + ", those of " +
+                                        s_.describe(first) + " do not");
+  }
+}
+
 // Collectives get their slots; chunk and partition counts, the TP parts, the A2A's group and
 // which of the token path's ops exist are read off the schedule.
 TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_netmoe,
@@ -80,6 +98,7 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
   w.ops.resize(size_t(layers_));
   std::map<std::pair<R, int>, int> parts;
   bool has_a2a = false;
+  OpId a2a_dtype = sched::kNone;  // the first token A2A: the dtype its rows travel as
   for (OpId id : s_.ops_of(rank_)) {
     const sched::Op& op = s_.op(id);
     const sched::Label& label = s_.label(id);
@@ -98,6 +117,8 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
         w.parts = s_.collective(op.collective).size();
         w.part = op.member;
       }
+      if (label.role == R::kDispatchA2A || label.role == R::kCombineA2A)
+        wire_rows(id, a2a_dtype, w.bf16_rows);
       if (label.role == R::kDispatchA2A && !has_a2a) {
         const sched::Collective& a2a = s_.collective(op.collective);
         has_a2a = true;
@@ -140,12 +161,11 @@ void ModelBinding::bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_me
   bool beside_a2a = false;
   for (const auto& phases : wiring.ops)
     for (const MoeOps& o : phases) beside_a2a |= o.beside_a2a();
-  if (options.bf16_rows && (wiring.parts > 1 || options.hybrid.codec || has_netmoe || beside_a2a))
+  if (wiring.bf16_rows && (wiring.parts > 1 || options.hybrid.codec || has_netmoe || beside_a2a))
     throw Error("--bf16-a2a",
                 "bf16 token rows run on the plain EP A2A only (no ESP/TP "
                 "collectives, HybridEP or NetMoE)");
   if (netmoe_) return;
-  wiring.bf16_rows = options.bf16_rows;
   token_path_ = std::make_unique<TokenPathBinding>(model_, std::move(wiring));
   moe_ = token_path_.get();
 }

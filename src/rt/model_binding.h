@@ -73,10 +73,6 @@ struct HybridBinding {
 struct BindingOptions {
   HybridBinding hybrid = {};
   int ranks_per_node = 1;  // NetMoE's placement places samples on nodes and their devices
-  // The MoE A2As carry their token rows as bfloat16 (nn/bf16.h: rounded to nearest even),
-  // the layout counts as int32; compute stays fp32. Plain EP only (no ESP/TP collectives,
-  // HybridEP or NetMoE).
-  bool bf16_rows = false;
 };
 
 // The registry: the dense kernels (attention, head) and the attention's TP AllReduce here; the
@@ -85,9 +81,12 @@ struct BindingOptions {
 // ExpertTransferBinding.
 class ModelBinding {
  public:
-  // Throws moecomm::Error naming the op when this rank's part of the schedule has an op that no
-  // kernel or buffer is registered for, or a layer the model does not have, or bf16 rows
-  // beside collectives that sum or move other data.
+  // The token A2As carry their rows as their codec's dtype (sched::WireCodec): fp32, or bf16
+  // (nn/bf16.h: rounded to nearest even; the layout counts stay int32, compute fp32), which runs
+  // on the plain EP A2A only. Throws moecomm::Error naming the op when this rank's part of the
+  // schedule has an op that no kernel or buffer is registered for, or a layer the model does
+  // not have, or bf16 rows beside collectives that sum or move other data, or token A2As of
+  // another dtype or of different dtypes.
   ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
                BindingOptions options = {});
   ModelBinding(const ModelBinding&) = delete;
@@ -118,6 +117,7 @@ class ModelBinding {
   using Kernel = MoePathBinding::Kernel;
 
   TokenPathWiring scan_ops(const HybridBinding& hybrid, bool& has_netmoe, int& a2a_member);
+  void wire_rows(sched::OpId id, sched::OpId& first, bool& bf16) const;
   void bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_member,
                  const BindingOptions& options);
   void register_kernels();

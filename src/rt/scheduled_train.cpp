@@ -12,6 +12,7 @@
 #include "rt/collectives.h"
 #include "rt/comm_pool.h"
 #include "rt/executor.h"
+#include "rt/expert_transfer_binding.h"
 #include "rt/hybrid_codec.h"
 #include "rt/hybrid_layout.h"
 #include "rt/model_binding.h"
@@ -171,16 +172,17 @@ nn::MoeTransformerConfig model_config(const TrainConfig& c, const TrainGroups& g
   return m;
 }
 
-// HybridEP's codec when experts travel, with the shared expert initialised as the average of
-// the layer's experts (HybridEP Sec. IV-B) by an AllReduce over the EP group.
+// HybridEP's codec when experts travel, as the schedule's expert AllGathers carry it, with the
+// shared expert initialised as the average of the layer's experts (HybridEP Sec. IV-B) by an
+// AllReduce over the EP group.
 std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroups& g,
-                                          const HybridLayout& h, nn::MoeTransformer& model) {
+                                          const HybridLayout& h, nn::MoeTransformer& model,
+                                          const sched::Schedule& schedule, int rank) {
   if (h.domain_size == 1) return nullptr;
   const nn::MoeTransformerConfig& m = model.config();
   auto codec = std::make_unique<HybridCodec>(
       model.moe_layers(), m.owned_first, m.owned_count, h.domain_size, h.offset,
-      HybridCodecConfig{sched::effective_compression(c.strategy), c.strategy.shared_expert,
-                        c.model.moe.experts, c.strategy.sr_feedback});
+      expert_codec_config(schedule, rank, c.model.moe.experts));
   if (!codec->shares()) return codec;
   std::vector<CommKey> keys;
   for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep)
@@ -249,6 +251,8 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
   m.seq_len = c.seq_len;
   m.micro_batch = c.batch;
   if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
+  // The bytes every op is priced at and the dtype on its collectives' codec: bf16 under
+  // --bf16-a2a, which is how the token path learns to send its rows as bf16 (model_binding.h).
   m.dtype_bytes = c.bf16_a2a ? 2 : 4;
   m.ffn_type = c.model.moe.ffn_type;
   m.vocab_size = c.model.vocab;
@@ -297,8 +301,8 @@ class ScheduledTraining {
   HybridLayout hybrid_;
   ScheduledExchange exchange_;
   nn::MoeTransformer model_;
-  std::unique_ptr<HybridCodec> codec_;
   std::shared_ptr<const sched::Schedule> schedule_;
+  std::unique_ptr<HybridCodec> codec_;  // after schedule_: its config is the ops' codec
   Executor executor_;
   ModelBinding binding_;
   nn::Adam adam_;
@@ -317,11 +321,11 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       hybrid_(hybrid_of(c, g_, me_)),
       exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
       model_(model_config(c, g_, hybrid_), exchange_),
-      codec_(hybrid_codec(c, g_, hybrid_, model_)),
       schedule_(bindable(sched::build_training_step(setup_of(c, g_, model_)))),
+      codec_(hybrid_codec(c, g_, hybrid_, model_, *schedule_, me_)),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
       binding_(*schedule_, me_, model_,
-               {{c.hybrid_order, hybrid_.domain_size, codec_.get()}, c.ranks_per_node, c.bf16_a2a}),
+               {{c.hybrid_order, hybrid_.domain_size, codec_.get()}, c.ranks_per_node}),
       adam_(model_.params(), nn::AdamConfig{.lr = c.lr}),
       text_(nn::SyntheticTextConfig{
           .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order}) {

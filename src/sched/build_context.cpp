@@ -54,14 +54,28 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
                     priority);
 }
 
+WireCodec plain_codec(const BuildContext& ctx) {
+  WireCodec codec;
+  codec.dtype = core::default_compute_dtype(ctx.setup.model.dtype_bytes);
+  return codec;
+}
+
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     const std::vector<double>& bytes, int stream, const Label& label,
-                    const Frontier& in, int priority) {
+                    const Frontier& in, int priority, const std::optional<WireCodec>& codec) {
   Frontier out = in;
   for (size_t k = 0; k < groups.size(); ++k) {
     const auto& g = groups[k];
     if (g.size() < 2) continue;
-    CollectiveSpec spec{kind, g, bytes.at(k), {}, Algorithm::kDefault, kNone, label, priority};
+    CollectiveSpec spec{.kind = kind,
+                        .group = g,
+                        .bytes = bytes.at(k),
+                        .pair_bytes = {},
+                        .algorithm = Algorithm::kDefault,
+                        .root = kNone,
+                        .label = label,
+                        .priority = priority,
+                        .codec = codec.value_or(plain_codec(ctx))};
     std::vector<std::vector<OpId>> deps;
     for (int r : g) deps.push_back(in[r]);
     const auto issued = ctx.schedule.add_collective(std::move(spec), stream, deps);
@@ -76,8 +90,8 @@ Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pai
   for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
     const auto& g = ctx.groups.ep[k];
     if (g.size() < 2) continue;
-    CollectiveSpec spec{OpKind::kAllToAll, g,     0,     pairs[k],
-                        ctx.strategy.a2a,  kNone, label, priority};
+    CollectiveSpec spec{OpKind::kAllToAll, g, 0, pairs[k], ctx.strategy.a2a, kNone, label, priority,
+                        plain_codec(ctx)};
     std::vector<std::vector<OpId>> deps;
     for (int r : g) deps.push_back(in[r]);
     const auto issued = ctx.schedule.add_collective(std::move(spec), kTokenStream, deps);

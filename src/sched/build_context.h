@@ -1,6 +1,7 @@
 #pragma once
 // Shared state of the per-knob builders (build_*.cpp) and the primitives they emit ops with.
 // Internal to the sched layer: users call build_training_step (layer_builder.h).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,14 +68,19 @@ Frontier compute_step(BuildContext& ctx, const std::vector<double>& flops, const
 Frontier compute_step(BuildContext& ctx, double flops, const Label& label, const Frontier& in);
 Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& label,
                    const Frontier& in);
+// The codec of the collectives a builder emits as they are: the model's dtype on the wire
+// (dtype_bytes, the bytes the workload counts), sent dense.
+WireCodec plain_codec(const BuildContext& ctx);
 // Same-sized collective over every group of `groups` (AllGather, ReduceScatter, AllReduce).
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     double bytes, int stream, const Label& label, const Frontier& in,
                     int priority = 0);
-// The same with bytes per group (bytes[k] for groups[k]).
+// The same with bytes per group (bytes[k] for groups[k]) and, when given, the codec the
+// payload travels with (else plain_codec; `bytes` are the encoded bytes either way).
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     const std::vector<double>& bytes, int stream, const Label& label,
-                    const Frontier& in, int priority = 0);
+                    const Frontier& in, int priority = 0,
+                    const std::optional<WireCodec>& codec = std::nullopt);
 // A2A over every EP group with per-group pair matrices (n x n).
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
                   const Label& label, const Frontier& in, int priority);

@@ -106,12 +106,19 @@ void build_hybrid_prefetch(BuildContext& ctx) {
   const int domain = ctx.strategy.hybrid_domain;
   // AllGather output: the domain's experts, each rank's shard compressed by SR (HybridEP
   // Sec. III-D: shared + top-k residual; the ratio is bytes sent per parameter byte).
-  const double bytes = domain * ctx.work.expert_param_bytes * effective_compression(ctx.strategy);
+  // The executors encode and decode by the op's codec, not the strategy.
+  WireCodec codec = plain_codec(ctx);
+  codec.compression = effective_compression(ctx.strategy);
+  codec.shared_reference = codec.compression < 1 && ctx.strategy.shared_expert;
+  codec.error_feedback = codec.compression < 1 && ctx.strategy.sr_feedback;
+  const double bytes = domain * ctx.work.expert_param_bytes * codec.compression;
+  const std::vector<core::RankGroup> domains =
+      hybrid_domains(ctx.groups, domain, ctx.hybrid_orders);
   // The asynchronous communicator (Fig. 10) queues every layer's AllGather at the step's
   // start; the copy stream runs them layer after layer, beside the pre-expert compute.
   const Frontier done = group_step(
-      ctx, hybrid_domains(ctx.groups, domain, ctx.hybrid_orders), OpKind::kAllGather, bytes,
-      kCopyStream, ctx.label(OpRole::kExpertTransferAllGather, "hybrid"), ctx.step_start);
+      ctx, domains, OpKind::kAllGather, std::vector<double>(domains.size(), bytes), kCopyStream,
+      ctx.label(OpRole::kExpertTransferAllGather, "hybrid"), ctx.step_start, 0, codec);
   for (int r = 0; r < ctx.world(); ++r)
     ctx.prefetch[r] = done[r] == ctx.step_start[r] ? kNone : done[r].front();
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/rank_groups.h"
 #include "sched/op_role.h"
 
@@ -84,6 +85,18 @@ struct Op {
   OpKind kind = OpKind::kCompute;
 };
 
+// How a collective's payload is encoded on the wire, set by the builder that emits it so every
+// executor encodes it alike; the collective's bytes are already the encoded bytes.
+struct WireCodec {
+  core::Dtype dtype = core::Dtype::kFp32;  // element type as it travels (model dtype_bytes)
+  // HybridEP SR (Sec. IV-B): encoded bytes per dense byte; 1 sends the payload as it is, below
+  // 1 the top-k residual against a reference (nn/sr_codec.h).
+  double compression = 1;
+  bool shared_reference = false;  // SR: residuals against the shared expert (w/ S), else zero
+  bool error_feedback = false;    // SR: receivers keep the residual sent so far (ours)
+  bool operator==(const WireCodec&) const = default;
+};
+
 // What a builder says about a collective. Every member runs the same one.
 struct CollectiveSpec {
   OpKind kind = OpKind::kAllReduce;
@@ -94,6 +107,7 @@ struct CollectiveSpec {
   int root = kNone;  // Broadcast: the global rank that holds the data
   Label label;
   int priority = 0;
+  WireCodec codec = {};
 };
 
 // A declared collective: its spec (label interned) and, per member, the op that joined.
@@ -106,6 +120,7 @@ struct Collective {
   int root = kNone;
   int32_t label = 0;
   int32_t priority = 0;
+  WireCodec codec;
   std::vector<OpId> ops;  // ops[i]: group[i]'s op, kNone until it joins
 
   int size() const { return static_cast<int>(group.size()); }

@@ -184,6 +184,7 @@ CollectiveId Schedule::declare_collective(CollectiveSpec spec) {
   c.root = spec.root;
   c.label = intern(spec.label);
   c.priority = spec.priority;
+  c.codec = spec.codec;
   c.ops.assign(c.group.size(), kNone);
   collectives_.push_back(std::move(c));
   return id;
@@ -321,6 +322,8 @@ void Schedule::check_collective(CollectiveId id) const {
       fail("pair bytes [" + str(int(k) / n) + "][" + str(int(k) % n) +
            "] = " + num(c.pair_bytes[k]) + ", must be >= 0");
   if (!is_size(c.bytes)) fail("bytes = " + num(c.bytes) + ", must be >= 0");
+  if (!(c.codec.compression > 0 && c.codec.compression <= 1))  // also rejects NaN
+    fail("codec compression = " + num(c.codec.compression) + ", must be in (0, 1]");
   if (c.kind == OpKind::kBroadcast &&
       std::find(c.group.begin(), c.group.end(), c.root) == c.group.end())
     fail("root " + str(c.root) + " is not in the group");

@@ -488,6 +488,46 @@ TEST(LayerBuilder, HybridEpSharedExpertAndSendQueue) {
   }
 }
 
+// The expert AllGather carries SR's codec (the executors encode by it, not by the strategy):
+// its compression, shared reference and feedback; every other collective travels dense in the
+// model's dtype.
+TEST(LayerBuilder, HybridEpAllGatherCarriesTheSrCodec) {
+  const Schedule sched = build_training_step(
+      setup("ep=8", "expert_transfer=hybrid,hybrid_domain=2,compression=0.02,sr_feedback=true"));
+  const auto gathers = collectives(sched, "moe.hybrid.expert_allgather");
+  ASSERT_EQ(gathers.size(), 8u);
+  for (const Collective* c : gathers)
+    EXPECT_EQ(c->codec, (WireCodec{core::Dtype::kBf16, 0.02, true, true}));
+  for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
+    const Collective& c = sched.collective(id);
+    if (label_of(sched, &c).role == OpRole::kExpertTransferAllGather) continue;
+    EXPECT_EQ(c.codec, WireCodec{core::Dtype::kBf16}) << label_of(sched, &c).name();
+  }
+  const Schedule plain = build_training_step(
+      setup("ep=8", "expert_transfer=hybrid,hybrid_domain=2,compression=0.5,shared_expert=false"));
+  for (const Collective* c : collectives(plain, "moe.hybrid.expert_allgather"))
+    EXPECT_EQ(c->codec, (WireCodec{core::Dtype::kBf16, 0.5, false, false}));
+  // Experts that travel uncompressed carry no SR settings, whatever the strategy says.
+  const Schedule dense = build_training_step(
+      setup("ep=8", "expert_transfer=hybrid,hybrid_domain=2,compression=1,sr_feedback=true"));
+  for (const Collective* c : collectives(dense, "moe.hybrid.expert_allgather"))
+    EXPECT_EQ(c->codec, WireCodec{core::Dtype::kBf16});
+}
+
+// The wire dtype is the model's: fp32 rows (dtype_bytes 4) on the token A2As and the rest.
+TEST(LayerBuilder, CollectivesCarryTheModelsWireDtype) {
+  LayerSetup s = setup("ep=8", "baseline");
+  s.model.dtype_bytes = 4;
+  const Schedule sched = build_training_step(s);
+  ASSERT_GT(sched.num_collectives(), 0);
+  for (CollectiveId id = 0; id < sched.num_collectives(); ++id)
+    EXPECT_EQ(sched.collective(id).codec.dtype, core::Dtype::kFp32);
+  EXPECT_EQ(collectives(build_training_step(setup("ep=8", "baseline")), "moe.dispatch.a2a")
+                .front()
+                ->codec.dtype,
+            core::Dtype::kBf16);
+}
+
 // Context parallelism (MoNTA Fig. 11): per layer, the forward AllGathers the sequence's K and
 // V over each CP group before its attention, the backward reduce-scatters their gradients.
 TEST(LayerBuilder, ContextParallelGathersKeysAndValuesOverTheCpGroup) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "support/expect_error.h"
 
 namespace moecomm::sched {
@@ -283,6 +285,24 @@ TEST(Schedule, StreamsAreNamedWhereNamed) {
   EXPECT_ERROR_HAS(s.name_stream(64, "x"), "stream 64 is outside [0, 64)");
   EXPECT_ERROR_HAS(s.name_stream(-1, "x"), "stream -1 is outside");
   EXPECT_ERROR_HAS(s.name_stream(2, ""), "stream 2 needs a non-empty name");
+}
+
+// A collective keeps the codec its builder gave it; SR's ratio must be in (0, 1].
+TEST(ScheduleErrors, CodecCompression) {
+  Schedule s(2);
+  CollectiveSpec spec = allreduce({0, 1}, 8, OpRole::kExpertTransferAllGather);
+  spec.kind = OpKind::kAllGather;
+  spec.codec = {core::Dtype::kFp32, 0.25, true, false};
+  const CollectiveId id = s.add_collective(spec, 0).id;
+  s.validate();
+  EXPECT_EQ(s.collective(id).codec, spec.codec);
+  for (double bad : {0.0, 1.5, std::nan("")}) {
+    Schedule t(2);
+    spec.codec.compression = bad;
+    t.add_collective(spec, 0);
+    EXPECT_ERROR_HAS(t.validate(), "\"moe.hybrid.expert_allgather\"",
+                     "codec compression = ", "must be in (0, 1]");
+  }
 }
 
 TEST(ScheduleErrors, PairMatricesAndSizes) {

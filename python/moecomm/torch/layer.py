@@ -147,7 +147,10 @@ class MoELayer(torch.nn.Module):
             _moecomm.hybrid_destinations(len(self.order), self.domain, self.order, self.member),
             dtype=torch.int64)
         gather = next((o for o in ops if o.role == R.hybrid_expert_allgather), None)
-        self.domain_group = self.schedule.collective(gather.collective).group if gather else None
+        gathered = self.schedule.collective(gather.collective) if gather else None
+        self.domain_group = gathered.group if gathered else None
+        # How the experts travel: the AllGather's codec, as the HybridEP builder set it.
+        self.expert_codec = gathered.codec if gathered else None
         self._codec: Optional[SharedResidual] = None
 
     def _exchange_keys(self, expert: torch.Tensor) -> torch.Tensor:
@@ -236,10 +239,10 @@ class MoELayer(torch.nn.Module):
     def _domain_experts(self) -> Optional[DomainExperts]:
         if self.domain_group is None:
             return None
-        s = self.schedule
-        if s.compression < 1 and self._codec is None:  # SR's state lives as long as the layer
+        c = self.expert_codec
+        if c.compression < 1 and self._codec is None:  # SR's state lives as long as the layer
             shapes = [p.shape[1:] for p in self.expert_params()]
-            self._codec = SharedResidual(s.compression, s.shared_expert, s.sr_feedback,
+            self._codec = SharedResidual(c.compression, c.shared_reference, c.error_feedback,
                                          self.experts, shapes, self.exchange_local)
         return DomainExperts(self.groups.get(self.domain_group), self.domain,
                              self.position % self.domain, self.local, self._codec)

@@ -13,29 +13,14 @@ namespace {
 using sched::OpId;
 using sched::OpKind;
 
-// The collectives this binding gives buffers to (through the MoE path for its families).
+// The collectives this binding gives buffers to: the attention's TP AllReduce, and every
+// collective of the MoE path (token path or NetMoE), the gradient sync and HybridEP's
+// transfers. Pipeline hand-offs and CP collectives have none.
 bool has_buffer(sched::OpRole role) {
-  using R = sched::OpRole;
-  switch (role) {
-    case R::kAttnTpAllReduce:
-    case R::kDispatchA2A:
-    case R::kDispatchEspAllGather:
-    case R::kCombineEspReduceScatter:
-    case R::kCombineEspAllReduce:
-    case R::kCombineA2A:
-    case R::kCombineTpAllGather:
-    case R::kGradDenseAllReduce:
-    case R::kGradExpertAllReduce:
-    case R::kExpertTransferAllGather:
-    case R::kExpertTransferGradReduceScatter:
-    case R::kExpertTransferSharedAllReduce:
-    case R::kPlacementCountsAllGather:
-    case R::kPlacementAuxAllGather:
-    case R::kPlacementTargetsAllGather:
-      return true;
-    default:
-      return false;
-  }
+  using F = sched::OpFamily;
+  const F f = sched::family(role);
+  return role == sched::OpRole::kAttnTpAllReduce || f == F::kTokenPath || f == F::kPlacement ||
+         f == F::kGradSync || f == F::kExpertTransfer;
 }
 
 bool grad_role(sched::OpRole r) {

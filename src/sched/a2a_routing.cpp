@@ -120,8 +120,8 @@ const A2ARoutingEntry* find(Algorithm algorithm) {
 
 void check_ranks_per_node(int ranks_per_node) {
   if (ranks_per_node < 1)
-    throw Error("a2a routing", "ranks per node must be at least 1, got " +
-                                   std::to_string(ranks_per_node));
+    throw Error("a2a routing",
+                "ranks per node must be at least 1, got " + std::to_string(ranks_per_node));
 }
 
 }  // namespace

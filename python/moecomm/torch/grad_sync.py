@@ -38,6 +38,9 @@ class GradSync:
         overlap: start each layer's gradient ops during the backward (one backward per
             step: call :meth:`step` between two backwards).
 
+    Parameters frozen (``requires_grad=False``) when GradSync is built are skipped: they have
+    no gradient to synchronize. Every rank must freeze the same ones.
+
     Call :meth:`step` after ``loss.backward()`` and before the optimizer's step.
     """
 
@@ -49,34 +52,52 @@ class GradSync:
         self.average = average
         self.extra = [p for p in dense if p.requires_grad]
         self.last_times: Dict[int, OpTimes] = {i: OpTimes() for i in range(len(self.layers))}
-        self._buckets: List[Bucket] = [(i, n) for i in reversed(range(len(self.layers)))
-                                       for n in GRAD_OPS if self._ops(i, n)]
+        # Frozen parameters (requires_grad=False when GradSync is built) have no gradient to
+        # synchronize: they are left out of their bucket, on every rank alike as long as
+        # every rank freezes the same ones. A bucket left empty runs no ops (nor does a step
+        # with no bucket).
+        self._synced: Dict[Bucket, List[torch.nn.Parameter]] = {}
+        for i in reversed(range(len(self.layers))):
+            for n in GRAD_OPS:
+                params = [p for p in self._layer_params(i, n) if p.requires_grad]
+                if self._ops(i, n) and params:
+                    self._synced[(i, n)] = params
+        self._buckets: List[Bucket] = list(self._synced)
         micro = any(o.yields_to_traffic for i, n in self._buckets for o in self._ops(i, n))
         self.gate = A2AFirstGate() if micro and overlap else None
         for layer in self.layers:
             layer.network_gate = self.gate
         self._fresh: Dict[int, torch.Tensor] = {}  # by id(param): this backward's gradient
         self._stepped = True  # the last step() ran: the next gradient starts a new step
+        # A gradient arrived since the last step() (built after a backward: the gradients
+        # already there are the first step's).
+        self._backward = any(p.grad is not None for ps in self._synced.values() for p in ps)
         self._started: Dict[Bucket, Tuple[torch.Tensor, List]] = {}
         self._hooks = []
-        if overlap:
-            for bucket in self._buckets:
-                for p in self._params(*bucket):
-                    self._hooks.append(p.register_hook(
-                        lambda g, p=p, bucket=bucket: self._on_grad(bucket, p, g)))
+        for bucket in self._buckets:
+            for p in self._params(*bucket):
+                self._hooks.append(p.register_hook(
+                    lambda g, p=p, bucket=bucket: self._on_grad(bucket, p, g, overlap)))
 
     def _ops(self, index: int, role: object) -> List:
         layer = self.layers[index]
         return [o for o in layer.schedule.ops(layer.rank) if o.role == role]
 
-    def _params(self, index: int, role: object) -> List[torch.nn.Parameter]:
+    def _layer_params(self, index: int, role: object) -> List[torch.nn.Parameter]:
         layer = self.layers[index]
         if role == R.grad_expert_allreduce:
             return layer.expert_params()
         return layer.dense_params() + (self.extra if index == 0 else [])
 
+    def _params(self, index: int, role: object) -> List[torch.nn.Parameter]:
+        return self._synced[(index, role)]
+
     # --- during the backward
-    def _on_grad(self, bucket: Bucket, p: torch.nn.Parameter, grad: torch.Tensor) -> None:
+    def _on_grad(self, bucket: Bucket, p: torch.nn.Parameter, grad: torch.Tensor,
+                 overlap: bool) -> None:
+        self._backward = True
+        if not overlap:
+            return
         if self._stepped:
             self._new_times()
         if id(p) in self._fresh:
@@ -110,7 +131,13 @@ class GradSync:
     # --- after it
     def step(self) -> None:
         """Finishes the started gradient ops, runs the others (output side first), and sets
-        every synchronized parameter's ``.grad``."""
+        every synchronized parameter's ``.grad``. One step() per backward (or, with
+        ``overlap=False``, per accumulated backwards): a second would sum the sums again."""
+        if self._buckets and not self._backward:
+            raise Error("GradSync.step(): no backward since the last step() (nor a gradient "
+                        "when GradSync was built); call step() once after each "
+                        "loss.backward(): a second step() would synchronize the synchronized "
+                        "gradients again")
         if self._stepped:
             self._new_times()
         if self.gate is not None:
@@ -128,6 +155,7 @@ class GradSync:
         self._fresh.clear()
         self._started.clear()
         self._stepped = True
+        self._backward = False
 
     def _new_times(self) -> None:
         self.last_times = {i: OpTimes() for i in range(len(self.layers))}

@@ -13,7 +13,7 @@ from .. import Error, _moecomm
 from . import routing as rt
 from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
                       set_param, strategy_text)
-from .groups import ScheduleGroups
+from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
 from .token_path import Layout, TokenPath, piece
@@ -59,6 +59,9 @@ class MoELayer(torch.nn.Module):
             holding every rank). Its levels say which ranks share a node (1DH/2DH A2As).
         tokens: tokens per rank the schedule is sized for (the planner's chunk counts).
         seed: initialises the weights (the same on every rank for the replicated gate).
+        timeout: how long a collective may wait for its peers before it fails (a
+            datetime.timedelta or seconds, positive and finite), given to every process group
+            the layer creates; default: the default group's (``init_process_group``'s).
     """
 
     def __init__(self, hidden: int, ffn_hidden: int, experts: int, top_k: int = 2, *,
@@ -66,11 +69,13 @@ class MoELayer(torch.nn.Module):
                  ffn_type: str = "gelu", strategy: Union[str, Any] = "baseline",
                  parallel: Union[str, Mapping[str, Any], None] = None,
                  cluster: Union[str, Mapping[str, Any], None] = None, tokens: int = 1024,
-                 xmoe_dim: int = 8, temperature: float = 0.07, seed: int = 0) -> None:
+                 xmoe_dim: int = 8, temperature: float = 0.07, seed: int = 0,
+                 timeout: Timeout = None) -> None:
         super().__init__()
         if not dist.is_initialized():
             raise Error("MoELayer: torch.distributed is not initialized (call "
                         "init_process_group first)")
+        timeout = check_timeout(timeout, "MoELayer")
         rt.check_gate(gate)
         rt.check_temperature(temperature, "MoELayer")
         check_layer_args("MoELayer", {"hidden": hidden, "ffn_hidden": ffn_hidden,
@@ -93,7 +98,7 @@ class MoELayer(torch.nn.Module):
                         f"torch.distributed's world has {world}")
         self.strategy = self.schedule.strategy
         self._bind_ops()
-        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
+        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node, timeout)
         init_weights(self, seed, xmoe_dim)
         self.last_times: Optional[OpTimes] = None
         self.network_gate = None  # Lina's A2A-first gate, set by a GradSync with micro-ops

@@ -56,7 +56,7 @@ from . import routing as rt
 from .collectives import Pending
 from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
                       set_param, strategy_text)
-from .groups import ScheduleGroups, nodes_of
+from .groups import ScheduleGroups, Timeout, check_timeout, nodes_of
 from .layer import MOE_FAMILIES, default_cluster
 from .runner import OpTimes, Runner
 from .token_path import Layout, piece
@@ -110,6 +110,9 @@ class SampleMovingMoE(torch.nn.Module):
             targets' AllGather, and forward moves ``targets`` with the samples.
         solver: the placement's assignment solver (``moecomm.place.solvers()``).
         seed: initialises the weights (the same on every rank for the replicated gate).
+        timeout: how long a collective may wait for its peers before it fails (a
+            datetime.timedelta or seconds, positive and finite), given to every process group
+            the layer creates; default: the default group's (``init_process_group``'s).
 
     Attributes: ``strategy``, ``schedule``, ``ep_group``, ``member``, ``local``, ``grid``
     (nodes x members per node of the EP group), ``ln2``, ``moves_targets`` (built with
@@ -126,11 +129,12 @@ class SampleMovingMoE(torch.nn.Module):
                  cluster: Union[str, Mapping[str, Any], None] = None, samples: int = 4,
                  seq_len: int = 256, vocab_size: Optional[int] = None, solver: str = "flow",
                  xmoe_dim: int = 8, temperature: float = 0.07, eps: float = 1e-5,
-                 seed: int = 0) -> None:
+                 seed: int = 0, timeout: Timeout = None) -> None:
         super().__init__()
         if not dist.is_initialized():
             raise Error(f"{NAME}: torch.distributed is not initialized (call "
                         f"init_process_group first)")
+        timeout = check_timeout(timeout, NAME)
         rt.check_gate(gate)
         rt.check_temperature(temperature, NAME)
         check_layer_args(NAME, {"hidden": hidden, "ffn_hidden": ffn_hidden, "experts": experts,
@@ -164,7 +168,7 @@ class SampleMovingMoE(torch.nn.Module):
         if refused is not None:
             raise Error(f"{NAME}: {refused[0]}: {refused[1]}")
         self._bind_ops()
-        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node)
+        self.groups = ScheduleGroups(self.schedule, self.ranks_per_node, timeout)
         self.placer = _place.AsyncSamplePlacer(_expert_blocks(experts, self.members),
                                                self.grid[1], devices=self.members, solver=solver)
         self.ln2 = torch.nn.LayerNorm(hidden, eps=eps)

@@ -96,3 +96,13 @@ def test_everything_frozen_syncs_nothing(ranks):
     for got in ranks:
         assert got["all-frozen"] is None
         assert all(got["all-frozen-grads"])
+
+
+def test_stalled_peer_fails_within_the_timeout(tmp_path):
+    # The bound is generous (2 s timeout, 8 s stall) yet well below the default group's 60 s,
+    # which the layer's collectives would wait without their own group.
+    got = torch_faults.run_stalled(str(tmp_path))
+    for rank in range(3):
+        assert got[rank]["error"] is not None, f"rank {rank}: the forward did not fail"
+        assert got[rank]["seconds"] < 30, f"rank {rank}: failed after {got[rank]['seconds']} s"
+    assert got[3]["error"] is not None, "rank 3: the forward did not fail"

@@ -116,3 +116,28 @@ def run_rank(rank: int) -> Dict[str, Any]:
 
 def run_all(outdir: str) -> List[Dict[str, Any]]:
     return run_on_ranks(run_rank, outdir)
+
+
+STALL_S = 8.0  # rank 3's sleep before its forward: past the layer's 2 s timeout
+
+
+def run_stall(rank: int) -> Dict[str, Any]:
+    """An ep=4 layer with a 2 s timeout (its A2As span the world, so they run on the group
+    made with it, not on the 60 s default group); rank 3 stalls before its forward: the
+    others' collectives raise after about 2 s, and rank 3's then find their peers gone."""
+    import time
+    import moecomm.torch as mt
+    layer = mt.MoELayer(16, 32, 8, parallel="ep=4", timeout=2)
+    if rank == 3:
+        time.sleep(STALL_S)
+    start = time.perf_counter()
+    try:
+        layer(torch.randn(8, 16))
+        error = None
+    except RuntimeError as e:  # gloo's timeout or closed connection
+        error = str(e)
+    return {"error": error, "seconds": time.perf_counter() - start}
+
+
+def run_stalled(outdir: str) -> List[Dict[str, Any]]:
+    return run_on_ranks(run_stall, outdir)

@@ -93,3 +93,18 @@ def expert_rows(ffn_type: str, l: int, x: torch.Tensor, params: Sequence[torch.T
         return y + b2[l] if output_bias else y
     w1, w3, w2 = params
     return (F.silu(x @ w1[l].t()) * (x @ w3[l].t())) @ w2[l].t()
+
+
+def one_expert(params: Sequence[torch.Tensor], l: int) -> list:
+    """Expert l's own rows ``[l:l+1]`` of the stacked parameters, as fresh leaves (expert 0
+    of their own stack): a backward differentiated against these makes one expert's gradient,
+    not a zero-filled one of the whole stack's size per expert (quadratic in local experts)."""
+    return [p[l:l + 1].detach().requires_grad_() for p in params]
+
+
+def add_expert_grads(acc: Sequence[torch.Tensor], l: int,
+                     got: Sequence[Optional[torch.Tensor]]) -> None:
+    """Adds :func:`one_expert`'s gradients into the stacked ones, at expert l's rows."""
+    for a, g in zip(acc, got):
+        if g is not None:
+            a.narrow(0, l, 1).add_(g)

@@ -11,8 +11,8 @@ import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
-                      set_param, strategy_text)
+from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
+                      expert_rows, init_weights, one_expert, set_param, strategy_text)
 from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
@@ -286,12 +286,10 @@ class _Exchange(torch.autograd.Function):
                            for c, (i, v, _) in keys])
             with torch.enable_grad():
                 x = x.detach().requires_grad_()
-                ps = [w.detach().requires_grad_() for w in weights]
-                y = layer._expert(l, x, ps)
+                ps = one_expert(weights, l)
+                y = layer._expert(0, x, ps)
                 got = torch.autograd.grad(y, [x, *ps], grad_rows, allow_unused=True)
-            for acc, g in zip(grads, got[1:]):
-                if g is not None:
-                    acc += g
+            add_expert_grads(grads, l, got[1:])
             return got[0]
 
         ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)

@@ -54,8 +54,8 @@ from .. import place as _place
 from . import collectives as col
 from . import routing as rt
 from .collectives import Pending
-from .experts import (check_ffn_type, check_layer_args, expert_names, expert_rows, init_weights,
-                      set_param, strategy_text)
+from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
+                      expert_rows, init_weights, one_expert, set_param, strategy_text)
 from .groups import ScheduleGroups, Timeout, check_timeout, nodes_of
 from .layer import MOE_FAMILIES, default_cluster
 from .runner import OpTimes, Runner
@@ -635,14 +635,16 @@ class _Step:
                 with torch.enable_grad():
                     h = rows[:, :m].detach().requires_grad_()
                     w = rows[:, m + 2].detach().requires_grad_()
-                    params = [p.detach().requires_grad_() for p in self.params]
-                    z = self._apply(l, torch.cat([h, rows[:, m:m + 2], w[:, None]], dim=1),
+                    ln = [p.detach().requires_grad_() for p in self.params[:2]]
+                    params = ln + one_expert(self.params[2:], l)
+                    z = self._apply(0, torch.cat([h, rows[:, m:m + 2], w[:, None]], dim=1),
                                     params)
                     dz = torch.cat([self.dz[j][k] for k in keys])
                     got = torch.autograd.grad(z, [h, w, *params], dz, allow_unused=True)
-                for acc, g in zip(self.grads, got[2:]):
+                for acc, g in zip(self.grads[:2], got[2:4]):
                     if g is not None:
                         acc += g
+                add_expert_grads(self.grads[2:], l, got[4:])
                 dh = torch.cat([got[0], got[1][:, None]], dim=1)
                 self.dh[j].update(zip(keys, torch.split(dh, sizes)))
             self.dz[j] = {}

@@ -47,8 +47,9 @@ CASES = [
 
 # Few tokens, none, and skewed routing: chunks with no rows on any member of a group (MoNTA's
 # ESP AllGather and ReduceScatter, the combine's TP AllGather) and empty batches. By case: the
-# tokens of each batch (TP members share one), and whether the gate sends every token to the
-# same two experts (SKEWED).
+# tokens of each batch (TP members share one), and whether the gate sends every token to
+# experts 3 and 2 (:func:`skew`), leaving the other EP members nothing. Without the collectives
+# skipping empty blocks the MoNTA and FSMoE cases died with SIGFPE in gloo's AllGather.
 EDGES = {
     "skewed-monta-o1": ((6, 1), True),
     "few-monta-o2": ((3, 2), False),

@@ -45,6 +45,46 @@ CASES = [
     ("hybridep-edp", "base=hybridep,hybrid_domain=2,compression=1", "ep=2", ONE_NODE, "gshard", None, "swiglu", 2),
 ]
 
+# Few tokens, none, and skewed routing: chunks with no rows on any member of a group (MoNTA's
+# ESP AllGather and ReduceScatter, the combine's TP AllGather) and empty batches. By case: the
+# tokens of each batch (TP members share one), and whether the gate sends every token to
+# experts 3 and 2 (:func:`skew`), leaving the other EP members nothing. Without the collectives
+# skipping empty blocks the MoNTA and FSMoE cases died with SIGFPE in gloo's AllGather.
+EDGES = {
+    "skewed-monta-o1": ((6, 1), True),
+    "few-monta-o2": ((3, 2), False),
+    "skewed-monta-o2": ((8, 5), True),
+    "empty-monta-o3": ((0, 6), True),
+    "empty-fsmoe-tp": ((0, 0), False),
+    "skewed-fsmoe-tp": ((4, 8), True),
+    "empty-baseline": ((0, 0, 0, 0), False),
+    "skewed-baseline": ((0, 8, 1, 3), True),
+}
+CASES += [
+    ("skewed-monta-o1", "monta-o1", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("few-monta-o2", "base=monta-o2,chunks=4", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("skewed-monta-o2", "base=monta-o2,chunks=4", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("empty-monta-o3", "monta-o3", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("empty-fsmoe-tp", "fsmoe", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("skewed-fsmoe-tp", "fsmoe", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
+    ("empty-baseline", "baseline", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("skewed-baseline", "base=baseline,chunks=2", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+]
+
+
+def skew(ref):
+    """The reference gate made to send every token of :func:`skewed_batch` to experts 3 and 2
+    (scores about 4.8 and 3.2 against about 0 for the rest)."""
+    with torch.no_grad():
+        ref.router.weight.mul_(0.01)
+        ref.router.weight[3] += 0.3
+        ref.router.weight[2] += 0.2
+
+
+def skewed_batch(tokens, gen):
+    return 0.1 * torch.randn(tokens, HIDDEN, generator=gen) + 1.0
+
+
 # Every A2A algorithm of sched's table (sched/a2a_routing.h) on two nodes, chunked: a new
 # algorithm is tested here by its table entry alone.
 CASES += [(f"a2a-{a}", f"base=fsmoe,a2a={a},chunks=2", "ep=4", TWO_NODES, "gshard", None,
@@ -61,6 +101,9 @@ def run_case(case, rank):
     from torch_reference import ReferenceMoE
     name, strategy, parallel, cluster, gate, cf, ffn, k = case
     ref = ReferenceMoE(HIDDEN, FFN, EXPERTS, k, gate, cf, ffn, seed=7)
+    sizes, skewed = EDGES.get(name, (None, False))
+    if skewed:
+        skew(ref)
     layer = mt.MoELayer(HIDDEN, FFN, EXPERTS, k, gate=gate, capacity_factor=cf, ffn_type=ffn,
                         strategy=strategy, parallel=parallel, cluster=cluster, tokens=TOKENS)
     with torch.no_grad():
@@ -70,9 +113,12 @@ def run_case(case, rank):
     layer.load_experts(ref.stacked_experts())
     tp = layer.schedule.parallel["tp"]
     batches = dist.get_world_size() // tp
+    sizes = sizes or (TOKENS,) * batches
+    assert len(sizes) == batches, f"{name}: {len(sizes)} batch sizes for {batches} batches"
     gen = torch.Generator().manual_seed(11)
-    xs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(batches)]
-    rs = [torch.randn(TOKENS, HIDDEN, generator=gen) for _ in range(batches)]
+    draw = skewed_batch if skewed else lambda t, g: torch.randn(t, HIDDEN, generator=g)
+    xs = [draw(t, gen) for t in sizes]
+    rs = [torch.randn(t, HIDDEN, generator=gen) for t in sizes]
     # The reference: every batch through one MoE, the loss summed over batches.
     ref_x = [x.clone().requires_grad_() for x in xs]
     ref_out = [ref(x) for x in ref_x]
@@ -89,10 +135,7 @@ def run_case(case, rank):
     pairs = {"output": [(out, ref_out[b])], "input_grad": [(x.grad, ref_x[b].grad)],
              "gate_grad": list(zip([p.grad for p in layer.dense_params()], dense_ref)),
              "expert_grad": [(getattr(layer, n).grad, w) for n, w in want.items()]}
-    # Largest difference over the reference's largest magnitude (at least 1): fp32 sums in
-    # another order differ by a few ulps of the magnitude.
-    diffs = {k: max((a - w).abs().max().item() / max(1.0, w.abs().max().item()) for a, w in v)
-             for k, v in pairs.items()}
+    diffs = {k: max(difference(a, w) for a, w in v) for k, v in pairs.items()}
     return {"diffs": diffs, "strategy": layer.strategy, "ops": len(layer.last_times.spans)}
 
 
@@ -128,8 +171,7 @@ def run_two_lina_layers(rank):
         pairs["gate_grad"].append((layer.gate_weight.grad, ref.router.weight.grad))
         want = ReferenceShard(layer, ref.stacked_grads())
         pairs["expert_grad"] += [(getattr(layer, n).grad, w) for n, w in want.items()]
-    diffs = {k: max((a - w).abs().max().item() / max(1.0, w.abs().max().item()) for a, w in v)
-             for k, v in pairs.items()}
+    diffs = {k: max(difference(a, w) for a, w in v) for k, v in pairs.items()}
     absolute = lambda times: [(times.origin + s, times.origin + e, i)
                               for i, (s, e) in times.spans.items()]
     a2a = [(s, e) for layer in layers for s, e, i in absolute(layer.last_times)
@@ -142,6 +184,17 @@ def run_two_lina_layers(rank):
     early = sum(1 for ms, me in micro if ms < input_backward_a2a_end)
     return {"diffs": diffs, "strategy": layers[0].strategy, "ops": len(micro),
             "micro_beside_a2a": beside, "micro_during_backward": early}
+
+
+def difference(got, want):
+    """Largest difference over the reference's largest magnitude (at least 1): fp32 sums in
+    another order differ by a few ulps of the magnitude. A gradient nothing reached (None)
+    is zero; an empty batch's tensors differ by nothing, once their shapes agree."""
+    got = torch.zeros_like(want) if got is None else got
+    assert got.shape == want.shape, f"shape {tuple(got.shape)}, reference's {tuple(want.shape)}"
+    if want.numel() == 0:
+        return 0.0
+    return (got - want).abs().max().item() / max(1.0, want.abs().max().item())
 
 
 def ReferenceShard(layer, grads):

@@ -80,6 +80,8 @@ class ReferenceMoE(torch.nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == 0:  # an empty batch: no output rows, still a function of the gate
+            return x * 0 + self.router(x).sum() * 0
         out = [torch.zeros(x.shape[1]) for _ in range(x.shape[0])]
         for t, ex, w in self.slots(x):
             out[t] = out[t] + w * self.experts[ex](x[t:t + 1])[0]
@@ -96,13 +98,15 @@ class ReferenceMoE(torch.nn.Module):
         return full
 
     def stacked_grads(self) -> dict:
+        """Every expert's gradients stacked (zero for an expert no token reached)."""
         full = {"w1": [], "w2": [], "b1": [], "b2": [], "w3": []}
+        grad = lambda p: torch.zeros_like(p) if p.grad is None else p.grad
         for ex in self.experts:
-            full["w1"].append(ex.fc1.weight.grad)
-            full["w2"].append(ex.fc2.weight.grad)
+            full["w1"].append(grad(ex.fc1.weight))
+            full["w2"].append(grad(ex.fc2.weight))
             if ex.ffn_type == "gelu":
-                full["b1"].append(ex.fc1.bias.grad)
-                full["b2"].append(ex.fc2.bias.grad)
+                full["b1"].append(grad(ex.fc1.bias))
+                full["b2"].append(grad(ex.fc2.bias))
             else:
-                full["w3"].append(ex.fc3.weight.grad)
+                full["w3"].append(grad(ex.fc3.weight))
         return {k: torch.stack(v) for k, v in full.items() if v}

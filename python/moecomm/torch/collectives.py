@@ -13,6 +13,11 @@ backend in use; the faster ones are marked "NCCL only" and are not run by the CP
   steps of its routing plan (sched/a2a_routing.h, through ``_moecomm.a2a_routing``), each an
   A2A-v over the collective's group carrying that step's messages, the same messages the MPI
   runtime sends and the simulator prices.
+
+A collective whose every block is empty (a chunk no member has rows in: few tokens, skewed
+routing, an empty batch) moves nothing: gloo's AllGather of empty blocks dies (SIGFPE), so
+such a collective is not issued. Every member knows every count, so all of them skip it
+together, and its :class:`Pending` gives an empty tensor of the rows' trailing shape.
 """
 from __future__ import annotations
 
@@ -48,6 +53,11 @@ def done(value: torch.Tensor) -> Pending:
     return Pending(None, lambda: value)
 
 
+def nothing(like: torch.Tensor) -> Pending:
+    """A collective whose every block is empty: no rows of ``like``'s trailing shape."""
+    return done(like.new_empty((0, *like.shape[1:])))
+
+
 def backend_of(group: Optional[dist.ProcessGroup]) -> str:
     return str(dist.get_backend(group)).lower()
 
@@ -55,7 +65,11 @@ def backend_of(group: Optional[dist.ProcessGroup]) -> str:
 def all_to_all_v(rows: torch.Tensor, send_counts: Sequence[int], recv_counts: Sequence[int],
                  group: Optional[dist.ProcessGroup]) -> Pending:
     """A2A-v of rows: block j (``send_counts[j]`` rows) goes to member j; returns the blocks
-    received, source-major (``recv_counts[i]`` rows from member i)."""
+    received, source-major (``recv_counts[i]`` rows from member i). A member's counts show
+    only its own blocks: callers that know every member's (``a2a_by_algorithm``,
+    ``routed_all_to_all``, ``reduce_scatter_v``) skip an A2A-v that moves nothing. One in which
+    only some members have nothing to send or receive is issued: every member joins it (gloo
+    takes empty blocks here, unlike in its AllGather)."""
     cols = rows.shape[1:]
     out = rows.new_empty((int(sum(recv_counts)), *cols))
     if dist.get_world_size(group) == 1:
@@ -78,6 +92,8 @@ def all_gather_v(block: torch.Tensor, counts: Sequence[int],
     if dist.get_world_size(group) == 1:
         return done(block.clone())
     most = max(int(c) for c in counts)
+    if most == 0:
+        return nothing(block)
     outs = [block.new_empty((most, *block.shape[1:])) for _ in counts]
     work = dist.all_gather(outs, _pad(block, most), group=group, async_op=True)
     return Pending(work, lambda: torch.cat([o[:int(c)] for o, c in zip(outs, counts)]))
@@ -90,6 +106,8 @@ def reduce_scatter_v(rows: torch.Tensor, counts: Sequence[int],
     n = dist.get_world_size(group)
     if n == 1:
         return done(rows.clone())
+    if not any(int(c) for c in counts):
+        return nothing(rows)
     me = dist.get_rank(group)
     if backend_of(group) == "nccl":  # NCCL only: a direct ReduceScatter of padded blocks
         most = max(int(c) for c in counts)
@@ -104,8 +122,9 @@ def reduce_scatter_v(rows: torch.Tensor, counts: Sequence[int],
 
 
 def all_reduce(t: torch.Tensor, group: Optional[dist.ProcessGroup]) -> Pending:
-    """Sum in place over the group."""
-    if dist.get_world_size(group) == 1:
+    """Sum in place over the group (every member's ``t`` has the same shape: an empty one is
+    empty on all of them, and all skip it)."""
+    if dist.get_world_size(group) == 1 or t.numel() == 0:
         return done(t)
     work = dist.all_reduce(t, group=group, async_op=True)
     return Pending(work, lambda: t)
@@ -135,8 +154,10 @@ def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: i
     in it): it runs on every backend (gloo's point-to-point sends take no CUDA tensors) and
     every member joins every step. Returns the rows received, source-major. The steps run
     one after another: only the first is in flight when this returns; ``wait()`` runs the
-    rest."""
+    rest. A matrix of zeros moves nothing and runs no step."""
     n = len(counts)
+    if not any(int(c) for row in counts for c in row):
+        return nothing(rows)
     blocks: Dict[Key, torch.Tensor] = dict(
         zip([(me, j) for j in range(n)], torch.split(rows, [int(counts[me][j]) for j in range(n)])))
     # The process group ranks its members by world rank: member order may differ.
@@ -178,6 +199,8 @@ def a2a_by_algorithm(payload: torch.Tensor, matrix: Sequence[Sequence[int]], me:
     group = tuple(int(r) for r in collective.group)
     direct, steps = member_routing(collective.algorithm, group, groups.ranks_per_node, me)
     n = len(matrix)
+    if not any(int(c) for row in matrix for c in row):
+        return nothing(payload)
     if direct:
         return all_to_all_v(payload, [matrix[me][j] for j in range(n)],
                             [matrix[i][me] for i in range(n)], groups.get(group))

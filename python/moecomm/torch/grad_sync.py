@@ -40,7 +40,9 @@ class GradSync:
             step: call :meth:`step` between two backwards).
 
     Parameters frozen (``requires_grad=False``) when GradSync is built are skipped: they have
-    no gradient to synchronize. Every rank must freeze the same ones.
+    no gradient to synchronize. Every rank must freeze the same ones: like the options and
+    the layers, what each bucket carries is compared across ranks when GradSync is built
+    (moecomm.torch.fingerprint), and a difference raises on every rank.
 
     Call :meth:`step` after ``loss.backward()`` and before the optimizer's step.
     """

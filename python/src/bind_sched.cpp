@@ -9,9 +9,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
+#include "core/cluster.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rank_groups.h"
@@ -300,6 +302,12 @@ void bind_sched(py::module_& m) {
           },
           "ranks that share a node (hierarchical A2As group them)")
       .def_readonly("strategy_notes", &BuiltSchedule::strategy_notes)
+      .def_property_readonly(
+          "cluster",
+          [](const BuiltSchedule& b) {
+            return std::make_pair(b.cluster.name, core::cluster_to_json(b.cluster).dump());
+          },
+          "the cluster the schedule was built for, as resolved: (name, its JSON text)")
       .def_property_readonly("parallel",
                              [](const BuiltSchedule& b) {
                                const core::ParallelConfig& p = b.parallel;
@@ -400,6 +408,13 @@ void bind_sched(py::module_& m) {
       "build one training step's schedule; routing and locality as moecomm.simulate (the "
       "A2A sizes it is priced with), lm_head: the whole model's step (the LM head, and under "
       "placement=netmoe the targets' AllGather)");
+  m.def(
+      "format_rank_ranges",
+      [](const std::vector<int>& ranks, const std::string& separator) {
+        return core::format_rank_ranges(ranks, separator);
+      },
+      py::arg("ranks"), py::arg("separator") = ", ",
+      "ascending ranks as runs: [0, 2, 3, 4] -> '0, 2-4' (the runtime's messages)");
 }
 
 }  // namespace moecomm::python

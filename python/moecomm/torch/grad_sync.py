@@ -19,6 +19,7 @@ import torch
 
 from .. import Error, _moecomm
 from . import collectives as col
+from .fingerprint import Setting, check_agreement, text
 from .layer import MoELayer
 from .runner import A2AFirstGate, OpTimes, Runner
 
@@ -39,7 +40,9 @@ class GradSync:
             step: call :meth:`step` between two backwards).
 
     Parameters frozen (``requires_grad=False``) when GradSync is built are skipped: they have
-    no gradient to synchronize. Every rank must freeze the same ones.
+    no gradient to synchronize. Every rank must freeze the same ones: like the options and
+    the layers, what each bucket carries is compared across ranks when GradSync is built
+    (moecomm.torch.fingerprint), and a difference raises on every rank.
 
     Call :meth:`step` after ``loss.backward()`` and before the optimizer's step.
     """
@@ -63,6 +66,8 @@ class GradSync:
                 if self._ops(i, n) and params:
                     self._synced[(i, n)] = params
         self._buckets: List[Bucket] = list(self._synced)
+        # Every rank's settings and buckets agree before the first gradient's collective.
+        check_agreement("GradSync", self._settings(overlap))
         micro = any(o.yields_to_traffic for i, n in self._buckets for o in self._ops(i, n))
         self.gate = A2AFirstGate() if micro and overlap else None
         for layer in self.layers:
@@ -78,6 +83,21 @@ class GradSync:
             for p in self._params(*bucket):
                 self._hooks.append(p.register_hook(
                     lambda g, p=p, bucket=bucket: self._on_grad(bucket, p, g, overlap)))
+
+    def _settings(self, overlap: bool) -> List[Setting]:
+        """What every rank must agree on: the options, the layers, and what each bucket
+        synchronizes (a parameter frozen on one rank only changes its bucket)."""
+        def size(params: Sequence[torch.nn.Parameter]) -> str:
+            return f"{len(params)} tensors, {sum(p.numel() for p in params)} values"
+
+        out = [("average", text(self.average)), ("overlap", text(overlap)),
+               ("layers", text(len(self.layers))), ("dense", size(self.extra))]
+        for i, layer in enumerate(self.layers):
+            out.append((f"layer {i}: strategy", layer.strategy))
+            for role, what in zip(GRAD_OPS, ("dense", "expert")):
+                out.append((f"layer {i}: {what} gradients", size(self._synced.get((i, role),
+                                                                                    []))))
+        return out
 
     def _ops(self, index: int, role: object) -> List:
         layer = self.layers[index]

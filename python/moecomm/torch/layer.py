@@ -13,6 +13,7 @@ from .. import Error, _moecomm
 from . import routing as rt
 from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
                       expert_rows, init_weights, one_expert, set_param, strategy_text)
+from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
@@ -91,8 +92,12 @@ class MoELayer(torch.nn.Module):
                  "experts": experts, "top_k": top_k, "layers": 1, "heads": hidden,
                  "seq_len": tokens, "micro_batch": 1, "capacity_factor": capacity_factor,
                  "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
-        self.schedule = _moecomm.build_schedule(model, cluster or default_cluster(world),
-                                                parallel, strategy_text(strategy, "MoELayer"))
+        text = strategy_text(strategy, "MoELayer")
+        # Every rank's settings agree before the first collective (or the groups' new_group).
+        self.schedule = check_built("MoELayer", layer_settings(
+            self, {"capacity_factor": capacity_factor, "xmoe_dim": xmoe_dim, "seed": seed,
+                   "timeout": timeout}), lambda: _moecomm.build_schedule(
+                       model, cluster or default_cluster(world), parallel, text))
         if self.schedule.world_size != world:
             raise Error(f"MoELayer: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")

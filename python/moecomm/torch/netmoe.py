@@ -56,6 +56,7 @@ from . import routing as rt
 from .collectives import Pending
 from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
                       expert_rows, init_weights, one_expert, set_param, strategy_text)
+from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout, nodes_of
 from .layer import MOE_FAMILIES, default_cluster
 from .runner import OpTimes, Runner
@@ -155,9 +156,13 @@ class SampleMovingMoE(torch.nn.Module):
                  "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
         if vocab_size is not None:
             model["vocab_size"] = vocab_size
-        self.schedule = _moecomm.build_schedule(
-            model, cluster or default_cluster(world), parallel, strategy_text(strategy, NAME),
-            routing="auto", lm_head=vocab_size is not None)
+        text = strategy_text(strategy, NAME)
+        # Every rank's settings agree before the first collective (or the groups' new_group).
+        self.schedule = check_built(NAME, layer_settings(
+            self, {"vocab_size": vocab_size, "solver": solver, "xmoe_dim": xmoe_dim,
+                   "eps": eps, "seed": seed, "timeout": timeout}), lambda: _moecomm.build_schedule(
+                       model, cluster or default_cluster(world), parallel, text,
+                       routing="auto", lm_head=vocab_size is not None))
         if self.schedule.world_size != world:
             raise Error(f"{NAME}: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")

@@ -12,7 +12,6 @@ collectives, never beside one. The others start at once. ``step()`` finishes the
 gradients; anything that did not start during the backward runs there."""
 from __future__ import annotations
 
-import time
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import torch
@@ -134,7 +133,7 @@ class GradSync:
         self._started[bucket] = (flat, started)
         for op in self._ops(*bucket):
             def issue(op=op):
-                start = time.perf_counter()
+                start = self.last_times[bucket[0]].now()
                 pending = self._kernel(bucket, flat)(op)
                 started.append((op, pending, start))
                 return lambda: self._finish(bucket[0], op, pending, start)
@@ -146,7 +145,7 @@ class GradSync:
     def _finish(self, index: int, op: object, pending: col.Pending, start: float) -> None:
         if op.id not in self.last_times[index].spans:
             pending.wait()
-            self.last_times[index].record(op.id, start, time.perf_counter())
+            self.last_times[index].record(op.id, start, self.last_times[index].now())
 
     # --- after it
     def step(self) -> None:

@@ -41,7 +41,6 @@ each rank the samples it holds after the layer sit in ascending global id.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -280,7 +279,7 @@ class SampleMovingMoE(torch.nn.Module):
         ids = self._check(h, sample_ids, targets)
         b, s, m = h.shape
         times = OpTimes()
-        start = time.perf_counter()
+        start = times.now()
         rows = h.reshape(b * s, m)
         a = F.layer_norm(rows, (m,), self.ln2.weight, self.ln2.bias, self.ln2.eps)
         token, expert, weight = rt.choose(self.gate, a, self.gate_weight, self.top_k, None,
@@ -288,7 +287,7 @@ class SampleMovingMoE(torch.nn.Module):
         routing = rt.order(token, expert, weight, self.experts, None)
         step = _Step(self, ids, s, routing, targets)
         if "forward" in self.gate_ops:
-            times.record(self.gate_ops["forward"].id, start, time.perf_counter())
+            times.record(self.gate_ops["forward"].id, start, times.now())
         y = _SampleExchange.apply(self, step, times, rows[routing.token], routing.weight,
                                   self.ln2.weight, self.ln2.bias, *self.expert_params())
         self.last_times = times

@@ -21,6 +21,10 @@ class OpTimes:
     origin: float = field(default_factory=time.perf_counter)
     spans: Dict[int, Tuple[float, float]] = field(default_factory=dict)
 
+    def now(self) -> float:
+        """A time stamp for :meth:`record`."""
+        return time.perf_counter()
+
     def record(self, op_id: int, start: float, end: float) -> None:
         self.spans[op_id] = (start - self.origin, end - self.origin)
 
@@ -87,10 +91,10 @@ class Runner:
                     self.finish(dep)
             if self.gate is not None and op.waits_for_micro_ops:
                 self.gate.before_traffic()
-            start = time.perf_counter()
+            start = self.times.now()
             pending = kernel(op)
             if pending is None:
-                self.times.record(op.id, start, time.perf_counter())
+                self.times.record(op.id, start, self.times.now())
             else:
                 self._inflight[op.id] = (op, pending, start)
         self.finish_all()
@@ -98,7 +102,7 @@ class Runner:
     def finish(self, op_id: int) -> None:
         op, pending, start = self._inflight.pop(op_id)
         pending.wait()
-        self.times.record(op_id, start, time.perf_counter())
+        self.times.record(op_id, start, self.times.now())
         if self.gate is not None and op.waits_for_micro_ops and not any(
                 o.waits_for_micro_ops for o, _, _ in self._inflight.values()):
             self.gate.gap()

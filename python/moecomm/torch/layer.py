@@ -3,20 +3,23 @@ for a strategy, with torch tensors and torch.distributed (DESIGN.md "One schedul
 executors")."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
-                      expert_rows, init_weights, one_expert, set_param, strategy_text)
+from .exchange_plan import ExchangeLayout, ExpertRows, PhasePlan
+from .expert_compute import ExpertBank, SavedActivations
+from .experts import (check_ffn_type, check_layer_args, expert_names, init_weights, set_param,
+                      strategy_text)
 from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
-from .token_path import Layout, TokenPath, piece
+from .token_path import Expert, TokenPath
 
 R = _moecomm.OpRole
 F = _moecomm.OpFamily
@@ -136,6 +139,8 @@ class MoELayer(torch.nn.Module):
                         f"{self.esp}")
         self.chunks = {p: max([o.chunk + 1 for o in self.ops[p]] + [1]) for p in self.ops}
         self.ranks_per_node = self.schedule.ranks_per_node
+        # Whether the backward recomputes the experts' forward (a memory knob of the schedule).
+        self.recompute_experts = bool(getattr(self.schedule, "recompute_experts", False))
         self._bind_domains(ops)
 
     def _bind_domains(self, ops: List[Any]) -> None:
@@ -193,28 +198,38 @@ class MoELayer(torch.nn.Module):
         return [p for p in (self.gate_weight, self.expert_embeddings) if p is not None]
 
     # --- compute
-    def _expert(self, l: int, x: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
-        # ESP shards' outputs are summed: shard 0 adds the output bias.
-        return expert_rows(self.ffn_type, l, x, params, output_bias=self.shard == 0)
-
-    def _route(self, x: torch.Tensor) -> rt.Routing:
+    def _route(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(token, weight) of the kept slots sorted by exchange key (destination member j,
+        local expert l there; slot order within), and this member's counts per key. Under a
+        capacity, each expert's first C slots in slot order are kept (routing.order's rule),
+        found by their place in the sorted order: no host sync, no data-dependent size."""
         token, expert, weight = rt.choose(self.gate, x, self.gate_weight, self.top_k,
                                           self.capacity_factor, self.experts,
                                           self.expert_embeddings, self.temperature)
         cap = rt.capacity_of(self.gate, self.capacity_factor, x.shape[0], self.top_k,
                              self.experts)
-        return rt.order(token, expert, weight, self.experts, cap)
+        keys = self._exchange_keys(expert)
+        dropped = len(self.ep_group) * self.exchange_local  # the key past every real one
+        by_key = torch.sort(keys, stable=True).indices
+        keys = keys[by_key]
+        if cap is not None:  # the key is one-to-one with the expert
+            starts = torch.cumsum(_count(keys, dropped + 1), 0) - _count(keys, dropped + 1)
+            place = torch.arange(keys.numel(), device=keys.device) - starts[keys]
+            keys = torch.where(place < cap, keys, torch.full_like(keys, dropped))
+            kept = torch.sort(keys, stable=True).indices
+            by_key, keys = by_key[kept], keys[kept]
+        return token[by_key], weight[by_key], _count(keys, dropped + 1)[:dropped]
 
-    def _layout(self, keys: torch.Tensor) -> Layout:
-        """Every EP member's counts (the order's layout rides with the rows in moecomm's
-        runtime; here one small AllGather within the gate op)."""
-        members = len(self.ep_group)
-        mine = torch.bincount(keys, minlength=members * self.exchange_local)
-        mine = mine.reshape(members, self.exchange_local).to(torch.int64)
+    def _layout(self, counts: torch.Tensor) -> ExchangeLayout:
+        """Every EP member's counts, in one small AllGather within the gate op and one read on
+        the host (the order's layout rides with the rows in moecomm's runtime)."""
         group = self.groups.get(self.ep_group)
-        everyone = [torch.empty_like(mine) for _ in self.ep_group]
-        dist.all_gather(everyone, mine, group=group)
-        return Layout([t.tolist() for t in everyone], self.member, self.parts, self.part)
+        everyone = [torch.empty_like(counts) for _ in self.ep_group]
+        dist.all_gather(everyone, counts, group=group)
+        members = len(self.ep_group)
+        host = torch.stack(everyone).cpu().numpy()  # the token path's one host sync
+        return ExchangeLayout(host.reshape(members, members, self.exchange_local), self.member,
+                              self.parts, self.part)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.hidden:
@@ -223,12 +238,12 @@ class MoELayer(torch.nn.Module):
         times = OpTimes()
         rows = x.reshape(-1, self.hidden)
         start = times.now()
-        routing = self._route(rows)
-        keys = self._exchange_keys(routing.expert)
-        by_key = torch.sort(keys, stable=True).indices
-        token, weight, keys = routing.token[by_key], routing.weight[by_key], keys[by_key]
-        send = rows[token]
-        layout = self._layout(keys)
+        token, weight, counts = self._route(rows)
+        layout = self._layout(counts)
+        order = layout.phase(self.chunks["forward"]).order
+        order = torch.from_numpy(order).to(rows.device, non_blocking=True)
+        token, weight = token[order], weight[order]  # the forward's phase order
+        send = rows.index_select(0, token)
         times.record(self.gate_ops["forward"].id, start, times.now())
         combined = _Exchange.apply(self, layout, times, send, *self.expert_params())
         out = rows.new_zeros(rows.shape).index_add(0, token, combined * weight[:, None])
@@ -239,11 +254,14 @@ class MoELayer(torch.nn.Module):
         """This rank's op ``op_id`` of the schedule (a ScheduleOp)."""
         return self._by_id[op_id]
 
-    def _run(self, phase: str, layout: Layout, rows: torch.Tensor, expert, times: OpTimes,
-             kernels: Mapping[str, Any]) -> Tuple[TokenPath, torch.Tensor]:
-        path = TokenPath(layout, self.chunks[phase], rows, expert, self.groups, self.schedule)
+    def _run(self, phase: str, plan: PhasePlan, rows: torch.Tensor, expert: Expert,
+             times: OpTimes, kernels: Mapping[Any, Any]) -> torch.Tensor:
+        chunk_sets = {tuple(range(plan.n)) if o.chunk < 0 else (o.chunk,)
+                      for o in self.ops[phase] if o.role == R.expert}
+        path = TokenPath(plan, rows, expert, plan.expert_rows(sorted(chunk_sets), rows.device),
+                         self.groups, self.schedule)
         Runner({**path.kernels(), **kernels}, times, self.network_gate).run(self.ops[phase])
-        return path, path.finish()
+        return path.finish()
 
     def _domain_experts(self) -> Optional[DomainExperts]:
         if self.domain_group is None:
@@ -257,23 +275,45 @@ class MoELayer(torch.nn.Module):
                              self.position % self.domain, self.local, self._codec)
 
 
+def _count(keys: torch.Tensor, buckets: int) -> torch.Tensor:
+    """Slots per key (bincount without its host sync on CUDA)."""
+    return torch.zeros(buckets, dtype=torch.int64, device=keys.device).scatter_add_(
+        0, keys, torch.ones_like(keys))
+
+
+def _reorder(rows: torch.Tensor, index: Optional[np.ndarray]) -> torch.Tensor:
+    if index is None:
+        return rows
+    return rows.index_select(0, torch.from_numpy(index).to(rows.device, non_blocking=True))
+
+
 class _Exchange(torch.autograd.Function):
     """Dispatch, experts and combine: the schedule's forward ops, and its backward ops in
-    backward (the expert gradients are recomputed per backward chunk, so the backward may
-    chunk differently from the forward, as FSMoE's per-phase degree does)."""
+    backward. The forward keeps the experts' activations by canonical row
+    (expert_compute.SavedActivations), so the backward may chunk differently from the
+    forward, as FSMoE's per-phase degree does; under ``recompute_experts`` it keeps only
+    their inputs and the backward recomputes the rest."""
 
     @staticmethod
-    def forward(ctx, layer: MoELayer, layout: Layout, times: OpTimes, send: torch.Tensor,
-                *params: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, layer: MoELayer, layout: ExchangeLayout, times: OpTimes,
+                send: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
         domain = layer._domain_experts()
         weights = lambda: domain.copies if domain else params
         kernels = {R.hybrid_expert_allgather: lambda op: domain.gather(params)}
+        recompute = layer.recompute_experts
+        saved = SavedActivations(int(layout.counts[:, layout.me, :].sum()))
+
+        def expert(rows: ExpertRows, x: torch.Tensor) -> torch.Tensor:
+            bank = ExpertBank(layer.ffn_type, weights(), layer.shard == 0)
+            y, keep = bank.forward(x, rows.sizes, keep=not recompute)
+            saved.add(rows.canonical, keep)
+            return y
+
         with torch.no_grad():
-            expert = lambda l, rows, keys: layer._expert(l, rows, weights())
-            path, combined = layer._run("forward", layout, send.detach(), expert, times, kernels)
+            plan = layout.phase(layer.chunks["forward"])
+            combined = layer._run("forward", plan, send.detach(), expert, times, kernels)
         ctx.layer, ctx.layout, ctx.times, ctx.domain = layer, layout, times, domain
-        ctx.weights = weights()
-        ctx.inputs = _block_inputs(path, layout)
+        ctx.weights, ctx.saved = weights(), saved
         ctx.save_for_backward(*params)
         return combined
 
@@ -282,35 +322,21 @@ class _Exchange(torch.autograd.Function):
         layer, lay, domain = ctx.layer, ctx.layout, ctx.domain
         params, weights = ctx.saved_tensors, ctx.weights
         grads = [torch.zeros_like(w) for w in weights]  # the copies' under HybridEP
-        n = layer.chunks["backward"]
+        bank = ExpertBank(layer.ffn_type, weights, layer.shard == 0)
+        nf, nb = layer.chunks["forward"], layer.chunks["backward"]
 
-        def expert(l: int, grad_rows: torch.Tensor, keys) -> torch.Tensor:
-            x = torch.cat([ctx.inputs[(i, l)][slice(*piece(lay.counts[i][lay.me][l], c, n, v,
-                                                              lay.parts))]
-                           for c, (i, v, _) in keys])
-            with torch.enable_grad():
-                x = x.detach().requires_grad_()
-                ps = one_expert(weights, l)
-                y = layer._expert(0, x, ps)
-                got = torch.autograd.grad(y, [x, *ps], grad_rows, allow_unused=True)
-            add_expert_grads(grads, l, got[1:])
-            return got[0]
+        def expert(rows: ExpertRows, dy: torch.Tensor) -> torch.Tensor:
+            saved = ctx.saved.take(rows.canonical, dy.device)
+            if layer.recompute_experts:
+                saved = bank.recompute(saved[0], rows.sizes)
+            return bank.backward(dy, rows.sizes, saved, grads)
 
         ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)
         kernels = {R.hybrid_grad_reducescatter: lambda op: domain.return_grads(grads, params),
                    R.hybrid_shared_allreduce: lambda op: domain.share(params, ep(op))}
         with torch.no_grad():
-            _, grad_send = layer._run("backward", lay, grad.contiguous(), expert, ctx.times,
-                                      kernels)
+            rows = _reorder(grad.contiguous(), lay.conversion(nf, nb))
+            got = layer._run("backward", lay.phase(nb), rows, expert, ctx.times, kernels)
+            grad_send = _reorder(got, lay.conversion(nb, nf))
+        ctx.saved = None
         return (None, None, None, grad_send, *(domain.own_grads if domain else grads))
-
-
-def _block_inputs(path: TokenPath, lay: Layout) -> Dict[Tuple[int, int], torch.Tensor]:
-    """Each (source, local expert) block's forward rows, whole: chunk by chunk, part by part
-    (the order the pieces cut it in), so the backward can cut it its own way."""
-    out = {}
-    for i in range(lay.members):
-        for l in range(lay.local):
-            pieces = [path.recv[c][(i, v, l)] for c in range(path.n) for v in range(lay.parts)]
-            out[(i, l)] = torch.cat(pieces)
-    return out

@@ -1,7 +1,8 @@
 """The MoE token path of one layer and phase, bound to the schedule's ops by role, as
 moecomm's C++ runtime binds them (rt/model_binding.h):
 
-  moe.dispatch.a2a            chunk c's rows to the experts' EP members (flat, 1DH or 2DH)
+  moe.dispatch.a2a            chunk c's rows to the experts' EP members (as the collective's
+                              routing plan says: flat, 1DH, 2DH, pairwise)
   moe.dispatch.esp_allgather  MoNTA's drop (tp_dispatch=drop-allgather): TP member u sends
                               part u of each chunk; the ESP group gathers the parts
   moe.dispatch.esp_allgather.copy   the gathered parts into the experts' layout (MoNTA O3)
@@ -15,9 +16,12 @@ No knob has code here: chunks, parts, algorithms, which ops exist and their orde
 from the schedule's ops. The forward moves token rows; the backward moves their gradients
 the same way (the backward's dispatch carries the output gradients to the experts).
 
-Rows are laid out as moecomm's runtime lays them: a sender's rows sorted by (EP member j,
-local expert l); chunk c of n of a block of S rows is rows [S c / n, S (c+1) / n) (integer
-division), and TP part v of U of a chunk its rows split the same way.
+Where each row goes is exchange_plan's, computed once per layer from the counts: per chunk
+the token path runs a constant number of torch ops outside the experts' GEMMs (a slice to
+send, the collectives, one permutation to the experts' order and one back, one copy into
+place), whatever the number of experts and members.
+
+``piece`` and ``Layout`` describe the same cut with Python lists, for SampleMovingMoE.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import torch
 from .. import _moecomm
 from . import collectives as col
 from .collectives import Pending
+from .exchange_plan import ExpertRows, PhasePlan
 from .groups import ScheduleGroups
 
 R = _moecomm.OpRole
@@ -69,33 +74,39 @@ class Layout:
         return self.offset[(j, l)] + lo, self.offset[(j, l)] + hi
 
 
-# (local expert, rows, [(chunk, (source i, part v, local expert l))] of the rows' blocks) -> rows
-Expert = Callable[[int, torch.Tensor, List[Tuple[int, Tuple[int, int, int]]]], torch.Tensor]
+# (the expert op's rows, their input rows in its order) -> their output rows, same order
+Expert = Callable[[ExpertRows, torch.Tensor], torch.Tensor]
 
 
 class TokenPath:
-    """One phase of one layer: ``send`` rows in, ``result`` rows out (same layout).
+    """One phase of one layer: ``rows`` in phase order in (exchange_plan.PhasePlan), the
+    rows that came back out (``finish()``), in the same order.
 
-    ``expert(l, rows)`` is the forward expert, or the backward's (output gradient rows in,
-    input gradient rows out), set by the layer."""
+    ``expert(expert_rows, x)`` runs the local experts on ``x``, ordered as ``expert_rows``
+    says (each local expert's rows contiguous): the forward experts, or their backward
+    (output gradient rows in, input gradient rows out), set by the layer."""
 
-    def __init__(self, layout: Layout, chunks: int, send: torch.Tensor, expert: Expert,
-                 groups: ScheduleGroups, schedule: object) -> None:
-        self.lay = layout
-        self.n = chunks
-        self.send = send
+    def __init__(self, plan: PhasePlan, rows: torch.Tensor, expert: Expert,
+                 expert_rows: Dict[Tuple[int, ...], ExpertRows], groups: ScheduleGroups,
+                 schedule: object) -> None:
+        self.plan = plan
+        self.lay = plan.lay
+        self.rows = rows
         self.expert_fn = expert
+        self.expert_rows = expert_rows
         self.groups = groups
         self.schedule = schedule
-        self.result = send.new_zeros(send.shape)
-        # By chunk: what the experts' side holds, keyed (source i, part v, local expert l).
-        self.recv: List[Dict[Tuple[int, int, int], torch.Tensor]] = [dict() for _ in range(chunks)]
-        self.out: List[Dict[Tuple[int, int, int], torch.Tensor]] = [dict() for _ in range(chunks)]
-        self.reduced: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(chunks)]
-        # By chunk: what came back, keyed (part v, destination j, local expert l).
-        self.back: List[Dict[Tuple[int, int, int], torch.Tensor]] = [dict() for _ in range(chunks)]
-        # By chunk and local expert: the rows the experts read, and their blocks in order.
-        self.expert_in: List[Optional[Dict[int, Tuple[torch.Tensor, list]]]] = [None] * chunks
+        self.result = rows.new_empty(rows.shape)
+        n = plan.n
+        # By chunk: what the experts' side received (order (v, i, l, p)), placed in the
+        # experts' order (l, i, v, p) by a copy op, and the experts' output back in the
+        # received order, summed over the ESP shards; what the combine returned.
+        self.received: List[Optional[torch.Tensor]] = [None] * n
+        self.placed: List[Optional[torch.Tensor]] = [None] * n
+        self.out: List[Optional[torch.Tensor]] = [None] * n
+        self.reduced: List[Optional[torch.Tensor]] = [None] * n
+        self.back: List[Optional[torch.Tensor]] = [None] * n
+        self.assembled = [False] * n
 
     def kernels(self) -> Dict[object, Callable[[object], Optional[Pending]]]:
         return {R.dispatch_a2a: self.dispatch,
@@ -112,150 +123,88 @@ class TokenPath:
     def _chunk(op: object) -> int:
         return max(op.chunk, 0)
 
-    def _group(self, op: object) -> Tuple[object, List[int]]:
-        members = self.schedule.collective(op.collective).group
-        return self.groups.get(members), members
+    def _group(self, op: object) -> object:
+        return self.groups.get(self.schedule.collective(op.collective).group)
 
-    def _a2a(self, op: object, payload: torch.Tensor, size: Callable[[int, int], int]
-             ) -> Pending:
-        """The op's A2A-v of ``payload``, ``size(i, j)`` rows from member i to member j, as
-        its collective's algorithm routes it (flat, 1DH, 2DH)."""
-        members = range(self.lay.members)
-        matrix = [[size(i, j) for j in members] for i in members]
+    def _a2a(self, op: object, payload: torch.Tensor, matrix: List[List[int]]) -> Pending:
         return col.a2a_by_algorithm(payload, matrix, self.lay.me,
                                     self.schedule.collective(op.collective), self.groups)
 
+    @staticmethod
+    def _store(pending: Pending, into: list, c: int) -> Pending:
+        def finish() -> torch.Tensor:
+            into[c] = pending.wait()
+            return into[c]
+        return Pending(None, finish)
+
     # --- toward the experts
     def dispatch(self, op: object) -> Pending:
-        lay, c, u = self.lay, self._chunk(op), self.lay.part
-        rows = [self.send[slice(*lay.send_rows(j, l, c, self.n, u))]
-                for j in range(lay.members) for l in range(lay.local)]
-        payload = torch.cat(rows) if rows else self.send[:0]
-        size = lambda i, j: sum(lay.size(i, j, l, c, self.n, u) for l in range(lay.local))
-        pending = self._a2a(op, payload, size)
-
-        def unpack() -> torch.Tensor:
-            got = pending.wait()
-            sizes = [lay.size(i, lay.me, l, c, self.n, u)
-                     for i in range(lay.members) for l in range(lay.local)]
-            keys = [(i, u, l) for i in range(lay.members) for l in range(lay.local)]
-            self.recv[c].update(zip(keys, torch.split(got, sizes)))
-            return got
-
-        return Pending(pending, unpack)
-
-    def _part_keys(self, v: int) -> List[Tuple[int, int, int]]:
-        return [(i, v, l) for i in range(self.lay.members) for l in range(self.lay.local)]
-
-    def _part_rows(self, c: int, v: int) -> int:
-        return sum(self.lay.size(i, self.lay.me, l, c, self.n, v)
-                   for i in range(self.lay.members) for l in range(self.lay.local))
+        c = self._chunk(op)
+        lo, hi = self.plan.payload(c)
+        pending = self._a2a(op, self.rows[lo:hi], self.plan.dispatch_matrix(c))
+        return self._store(pending, self.received, c)
 
     def gather(self, op: object) -> Pending:
-        c, lay = self._chunk(op), self.lay
-        group, _ = self._group(op)
-        mine = torch.cat([self.recv[c][k] for k in self._part_keys(lay.part)])
-        counts = [self._part_rows(c, v) for v in range(lay.parts)]
-        pending = col.all_gather_v(mine, counts, group)
-
-        def unpack() -> torch.Tensor:
-            got = pending.wait()
-            keys = [k for v in range(lay.parts) for k in self._part_keys(v)]
-            sizes = [lay.size(i, lay.me, l, c, self.n, v) for (i, v, l) in keys]
-            self.recv[c].update(zip(keys, torch.split(got, sizes)))
-            return got
-
-        return Pending(pending, unpack)
+        c = self._chunk(op)
+        pending = col.all_gather_v(self.received[c], self.plan.gathered_counts(c),
+                                   self._group(op))
+        return self._store(pending, self.received, c)
 
     def place(self, c: int) -> None:
-        """The chunk's rows by local expert (MoNTA's reordering copy, Fig. 8); without a
-        copy op the experts do it."""
-        placed = {}
-        for l in range(self.lay.local):
-            keys = [k for k in sorted(self.recv[c]) if k[2] == l]
-            placed[l] = (torch.cat([self.recv[c][k] for k in keys]), keys)
-        self.expert_in[c] = placed
+        """Chunk c's rows by local expert (MoNTA's reordering copy, Fig. 8), where an expert
+        op runs on chunk c alone; an op over several chunks reorders them all at once."""
+        rows = self.expert_rows.get((c,))
+        if rows is not None:
+            self.placed[c] = self._take(self.received[c], rows.gather)
+
+    @staticmethod
+    def _take(t: torch.Tensor, index: Optional[torch.Tensor]) -> torch.Tensor:
+        return t if index is None else t.index_select(0, index)
 
     def experts(self, op: object) -> None:
-        chunks = list(range(self.n)) if op.chunk < 0 else [op.chunk]
+        chunks = tuple(range(self.plan.n)) if op.chunk < 0 else (op.chunk,)
+        rows = self.expert_rows[chunks]
+        if len(chunks) == 1 and self.placed[chunks[0]] is not None:
+            x = self.placed[chunks[0]]
+        else:
+            got = [self.received[c] for c in chunks]
+            x = self._take(got[0] if len(got) == 1 else torch.cat(got), rows.gather)
+        y = self.expert_fn(rows, x)
         for c in chunks:
-            if self.expert_in[c] is None:
-                self.place(c)
-        for l in range(self.lay.local):
-            keys = [(c, k) for c in chunks for k in self.expert_in[c][l][1]]
-            rows = torch.cat([self.expert_in[c][l][0] for c in chunks])
-            y = self.expert_fn(l, rows, keys)
-            sizes = [self.recv[c][k].shape[0] for c, k in keys]
-            for (c, k), block in zip(keys, torch.split(y, sizes)):
-                self.out[c][k] = block
+            self.out[c] = y if len(chunks) == 1 and rows.gather is None else \
+                y.index_select(0, rows.back[c])
 
     # --- back to the senders
     def reduce(self, op: object) -> Pending:
-        c, lay = self._chunk(op), self.lay
-        group, _ = self._group(op)
+        c = self._chunk(op)
         if op.kind == "all_reduce":  # every shard holds every row: sum in place
-            keys = self._part_keys(lay.part)
-            pending = col.all_reduce(torch.cat([self.out[c][k] for k in keys]), group)
+            pending = col.all_reduce(self.out[c], self._group(op))
         else:
-            keys_by_part = [self._part_keys(v) for v in range(lay.parts)]
-            rows = torch.cat([self.out[c][k] for ks in keys_by_part for k in ks])
-            counts = [self._part_rows(c, v) for v in range(lay.parts)]
-            pending = col.reduce_scatter_v(rows, counts, group)
-            keys = self._part_keys(lay.part)
-
-        def unpack() -> torch.Tensor:
-            got = pending.wait()
-            sizes = [self.out[c][k].shape[0] for k in keys]
-            for (i, _, l), block in zip(keys, torch.split(got, sizes)):
-                self.reduced[c][(i, l)] = block
-            return got
-
-        return Pending(pending, unpack)
+            pending = col.reduce_scatter_v(self.out[c], self.plan.gathered_counts(c),
+                                           self._group(op))
+        return self._store(pending, self.reduced, c)
 
     def combine(self, op: object) -> Pending:
-        c, lay, u = self._chunk(op), self.lay, self.lay.part
-        if not self.reduced[c]:  # no ESP reduction: the experts' rows go back as they are
-            for (i, v, l), block in self.out[c].items():
-                self.reduced[c][(i, l)] = block
-        rows = [self.reduced[c][(i, l)] for i in range(lay.members) for l in range(lay.local)]
-        payload = torch.cat(rows)
+        c = self._chunk(op)
+        rows = self.reduced[c] if self.reduced[c] is not None else self.out[c]
         # The combine is the dispatch's transpose: member i sends j what j sent i.
-        size = lambda i, j: sum(lay.size(j, i, l, c, self.n, u) for l in range(lay.local))
-        pending = self._a2a(op, payload, size)
-
-        def unpack() -> torch.Tensor:
-            got = pending.wait()
-            keys = [(u, j, l) for j in range(lay.members) for l in range(lay.local)]
-            sizes = [lay.size(lay.me, j, l, c, self.n, u) for (_, j, l) in keys]
-            self.back[c].update(zip(keys, torch.split(got, sizes)))
-            return got
-
-        return Pending(pending, unpack)
+        pending = self._a2a(op, rows, self.plan.combine_matrix(c))
+        return self._store(pending, self.back, c)
 
     def tp_gather(self, op: object) -> Pending:
-        c, lay = self._chunk(op), self.lay
-        group, _ = self._group(op)
-        part_keys = lambda v: [(v, j, l) for j in range(lay.members) for l in range(lay.local)]
-        size = lambda k: lay.size(lay.me, k[1], k[2], c, self.n, k[0])
-        mine = torch.cat([self.back[c][k] for k in part_keys(lay.part)])
-        counts = [sum(size(k) for k in part_keys(v)) for v in range(lay.parts)]
-        pending = col.all_gather_v(mine, counts, group)
-
-        def unpack() -> torch.Tensor:
-            got = pending.wait()
-            keys = [k for v in range(lay.parts) for k in part_keys(v)]
-            self.back[c].update(zip(keys, torch.split(got, [size(k) for k in keys])))
-            return got
-
-        return Pending(pending, unpack)
+        c = self._chunk(op)
+        pending = col.all_gather_v(self.back[c], self.plan.returned_counts(c), self._group(op))
+        return self._store(pending, self.back, c)
 
     def assemble(self, c: int) -> None:
-        """What came back for chunk c, into the send layout (MoNTA's reordering copy)."""
-        for (v, j, l), block in self.back[c].items():
-            lo, hi = self.lay.send_rows(j, l, c, self.n, v)
-            self.result[lo:hi] = block
+        """What came back for chunk c, every part, into its place in the phase order."""
+        lo, hi = self.plan.chunk_rows(c)
+        if hi > lo:
+            self.result[lo:hi].copy_(self.back[c])
+        self.assembled[c] = True
 
     def finish(self) -> torch.Tensor:
-        for c in range(self.n):
-            self.assemble(c)
+        for c in range(self.plan.n):
+            if not self.assembled[c]:
+                self.assemble(c)
         return self.result

@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from .expert_compute import Batches, padded_rows
+
 
 def cut(counts: np.ndarray, n: int, parts: int) -> Tuple[np.ndarray, np.ndarray]:
     """(lo, hi), each [n, parts, *counts.shape]: rows [lo, hi) of each block in chunk c of n,
@@ -96,6 +98,7 @@ class ExpertRows:
     canonical: np.ndarray
     gather: Optional[torch.Tensor]
     back: Dict[int, torch.Tensor]
+    batches: Batches
 
 
 class ExchangeLayout:
@@ -189,10 +192,15 @@ class PhasePlan:
                       + self.lo[list(chunks)][:, :, :, me, :])  # [C, v, i, l]
             canonical = ranges(starts.transpose(3, 0, 2, 1), sizes.transpose(3, 0, 2, 1))
             identity = np.array_equal(perm, np.arange(perm.size))
-            staged[chunks] = (sizes.sum(axis=(0, 1, 2)).tolist(), canonical,
-                              None if identity else indices.add(perm), back)
+            per_expert = sizes.sum(axis=(0, 1, 2)).tolist()
+            padded = padded_rows(per_expert)
+            pad = None if padded is None else (padded[0], indices.add(padded[1]))
+            staged[chunks] = (per_expert, canonical, None if identity else indices.add(perm),
+                              back, pad)
         on_device = indices.to(device)
-        return {chunks: ExpertRows(chunks, sizes, canonical,
-                                   None if g is None else on_device[g],
-                                   {c: on_device[k] for c, k in back.items()})
-                for chunks, (sizes, canonical, g, back) in staged.items()}
+        out = {}
+        for chunks, (sizes, canonical, g, back, pad) in staged.items():
+            batches = Batches(sizes, None if pad is None else (pad[0], on_device[pad[1]]))
+            out[chunks] = ExpertRows(chunks, sizes, canonical, None if g is None else on_device[g],
+                                     {c: on_device[k] for c, k in back.items()}, batches)
+        return out

@@ -19,29 +19,68 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
+
 import torch
 import torch.nn.functional as F
 
 Saved = Tuple[torch.Tensor, ...]  # per row: gelu (x, h, a); swiglu (x, g, u, a); or (x,)
+# Experts with unequal row counts run as one batched GEMM over rows padded to the largest
+# count while the padding is at most this share of the padded rows; past it, one GEMM per
+# expert. Padded rows carry zeros in the backward, so they add exact zeros to the gradients.
+MOST_PADDING = 0.5
 
 
-def groups(sizes: Sequence[int]) -> List[Tuple[int, int, int, int]]:
-    """(first expert, experts, first row, rows per expert) of each batched GEMM: one for all
-    experts when their row counts are equal, else one per expert with rows."""
-    if len(set(sizes)) == 1:
-        return [(0, len(sizes), 0, sizes[0])] if sizes[0] else []
-    out, row = [], 0
-    for l, s in enumerate(sizes):
-        if s:
-            out.append((l, 1, row, s))
-        row += s
-    return out
+def padded_rows(sizes: Sequence[int]) -> Optional[Tuple[int, np.ndarray]]:
+    """(rows per expert m, where row k of the experts' order sits among the L x m padded
+    rows) when unequal counts run as one padded batch; None when they do not."""
+    most, total = max(sizes, default=0), sum(sizes)
+    if len(set(sizes)) <= 1 or total == 0 or len(sizes) * most * MOST_PADDING > total:
+        return None
+    s = np.asarray(sizes, np.int64)
+    starts = np.cumsum(s) - s
+    return most, (np.repeat(np.arange(len(sizes)) * most - starts, s)
+                  + np.arange(total, dtype=np.int64))
+
+
+class Batches:
+    """How an expert op's rows run: as one batch [L, m] (equal counts, or padded to m), or
+    one batch of one per expert with rows. ``pad``: the device index of the padded layout's
+    real rows (None: the rows run as they are)."""
+
+    def __init__(self, sizes: Sequence[int], padded: Optional[Tuple[int, torch.Tensor]]) -> None:
+        self.sizes, self.rows = list(sizes), sum(sizes)
+        self.pad = None
+        if padded is not None:
+            most, self.pad = padded
+            self.parts = [(0, len(sizes), 0, most)]
+            self.compute_rows = len(sizes) * most
+        elif len(set(sizes)) == 1:
+            self.parts = [(0, len(sizes), 0, sizes[0])] if sizes[0] else []
+            self.compute_rows = self.rows
+        else:
+            self.parts, row = [], 0
+            for l, s in enumerate(sizes):
+                if s:
+                    self.parts.append((l, 1, row, s))
+                row += s
+            self.compute_rows = self.rows
+
+    def to_compute(self, t: torch.Tensor) -> torch.Tensor:
+        """Rows in the experts' order -> the layout the GEMMs run on."""
+        if self.pad is None:
+            return t
+        return t.new_zeros((self.compute_rows, *t.shape[1:])).index_copy_(0, self.pad, t)
+
+    def from_compute(self, t: torch.Tensor) -> torch.Tensor:
+        return t if self.pad is None else t.index_select(0, self.pad)
 
 
 class ExpertBank:
     """The local experts of one layer: ``params`` stacked over them ([L, ...] in
     torch.nn.Linear's layout: gelu's w1, b1, w2, b2; swiglu's w1, w3, w2); ``output_bias``:
-    whether this ESP shard adds b2 (the shards' outputs are summed)."""
+    whether this ESP shard adds b2 (the shards' outputs are summed). Saved activations are
+    kept in the GEMMs' layout (``Batches``)."""
 
     def __init__(self, ffn_type: str, params: Sequence[torch.Tensor], output_bias: bool) -> None:
         self.gelu = ffn_type == "gelu"
@@ -65,40 +104,44 @@ class ExpertBank:
         else:
             torch.bmm(a, w2, out=out)
 
-    def forward(self, x: torch.Tensor, sizes: Sequence[int], keep: bool
-                ) -> Tuple[torch.Tensor, Saved]:
-        """Rows x (each expert's contiguous, ``sizes`` of them) -> (y, what the backward
-        needs: every activation when ``keep``, else x alone)."""
+    def forward(self, x: torch.Tensor, b: Batches, keep: bool) -> Tuple[torch.Tensor, Saved]:
+        """Rows x in the experts' order -> (y, what the backward needs in the GEMMs' layout:
+        every activation when ``keep``, else x alone)."""
+        x = b.to_compute(x)
         hidden = self.params[2].shape[1]
         y = x.new_empty((x.shape[0], hidden))
         kept: List[List[torch.Tensor]] = []
-        for first, count, row, r in groups(sizes):
+        for first, count, row, r in b.parts:
             e, rows = slice(first, first + count), slice(row, row + count * r)
             acts = self._hidden(x[rows].view(count, r, -1), e)
             self._output(acts[-1], e, y[rows].view(count, r, hidden))
             kept.append([a.reshape(count * r, -1) for a in acts])
         if not keep:
-            return y, (x,)
-        saved = [torch.cat(a) if len(a) != 1 else a[0] for a in zip(*kept)] if kept else [
-            x.new_empty((0, self.params[0].shape[1])) for _ in range(2 if self.gelu else 3)]
-        return y, (x, *saved)
+            return b.from_compute(y), (x,)
+        if kept:
+            saved = [torch.cat(a) if len(a) != 1 else a[0] for a in zip(*kept)]
+        else:
+            saved = [x.new_empty((0, self.params[0].shape[1]))
+                     for _ in range(2 if self.gelu else 3)]
+        return b.from_compute(y), (x, *saved)
 
-    def recompute(self, x: torch.Tensor, sizes: Sequence[int]) -> Saved:
-        """What ``forward(keep=True)`` saves, from x alone."""
-        return self.forward(x, sizes, keep=True)[1]
+    def recompute(self, x: torch.Tensor, b: Batches) -> Saved:
+        """What ``forward(keep=True)`` saves, from its saved x (the GEMMs' layout)."""
+        plain = Batches(b.sizes, None) if b.pad is None else _Unpadded(b)
+        return self.forward(x, plain, keep=True)[1]
 
-    def backward(self, dy: torch.Tensor, sizes: Sequence[int], saved: Saved,
+    def backward(self, dy: torch.Tensor, b: Batches, saved: Saved,
                  grads: Sequence[torch.Tensor]) -> torch.Tensor:
         """Output gradient rows -> input gradient rows; adds the experts' parameter gradients
         into ``grads`` (stacked as ``params``)."""
+        dy = b.to_compute(dy)
         dx = dy.new_empty(saved[0].shape)
-        for first, count, row, r in groups(sizes):
+        for first, count, row, r in b.parts:
             e, rows = slice(first, first + count), slice(row, row + count * r)
             batch = lambda t: t[rows].view(count, r, -1)
-            dy3, x3 = batch(dy), batch(saved[0])
             acts = [batch(t) for t in saved[1:]]
-            self._backward(dy3, x3, acts, e, grads, dx[rows].view(count, r, -1))
-        return dx
+            self._backward(batch(dy), batch(saved[0]), acts, e, grads, batch(dx))
+        return b.from_compute(dx)
 
     def _backward(self, dy: torch.Tensor, x: torch.Tensor, acts: List[torch.Tensor],
                   e: slice, grads: Sequence[torch.Tensor], dx: torch.Tensor) -> None:
@@ -126,32 +169,42 @@ class ExpertBank:
         torch.baddbmm(torch.bmm(dg, p[0][e]), du, p[1][e], out=dx)
 
 
+class _Unpadded(Batches):
+    """A padded op's batches on rows already padded (recomputing from its saved x)."""
+
+    def __init__(self, b: Batches) -> None:
+        self.sizes, self.rows, self.pad = b.sizes, b.compute_rows, None
+        self.parts, self.compute_rows = b.parts, b.compute_rows
+
+
 class SavedActivations:
-    """The forward expert ops' saved rows, found again by canonical row id
-    (exchange_plan.ExpertRows.canonical) by backward expert ops that may cut them otherwise."""
+    """The forward expert ops' saved rows (in their GEMMs' layout), found again by canonical
+    row id (exchange_plan.ExpertRows.canonical) by backward expert ops, which may cut them
+    otherwise (FSMoE's per-phase degree): then one gather puts them in the backward op's
+    order."""
 
     def __init__(self, rows: int) -> None:
-        self.rows = rows
-        self._ops: List[Tuple[object, Saved]] = []
-        self._whole: Optional[Tuple[torch.Tensor, Saved]] = None
+        self.rows = rows  # canonical ids run over [0, rows)
+        self._ops: List[Tuple[np.ndarray, Batches, Saved]] = []
+        self._whole: Optional[Tuple[np.ndarray, Saved]] = None
 
-    def add(self, canonical: object, saved: Saved) -> None:
-        self._ops.append((canonical, saved))
+    def add(self, canonical: np.ndarray, batches: Batches, saved: Saved) -> None:
+        self._ops.append((canonical, batches, saved))
 
-    def take(self, canonical, device: torch.device) -> Saved:
-        """The saved rows with these ids, in this order."""
-        import numpy as np
-        for ids, saved in self._ops:
+    def take(self, canonical: np.ndarray, batches: Batches) -> Saved:
+        """The saved rows with these ids, in this order, laid out for ``batches``."""
+        for ids, _, saved in self._ops:
             if ids.shape == canonical.shape and np.array_equal(ids, canonical):
-                return saved
+                return saved  # the same rows: the same batches
         if self._whole is None:
             position = np.empty(self.rows, np.int64)
             at = 0
-            for ids, _ in self._ops:
+            for ids, _, _ in self._ops:
                 position[ids] = np.arange(at, at + ids.size)
                 at += ids.size
-            parts = list(zip(*(s for _, s in self._ops)))
-            self._whole = (position, tuple(torch.cat(p) for p in parts))
+            kinds = zip(*([b.from_compute(t) for t in saved] for _, b, saved in self._ops))
+            self._whole = (position, tuple(torch.cat(list(k)) for k in kinds))
         position, whole = self._whole
+        device = whole[0].device
         index = torch.from_numpy(position[canonical]).to(device, non_blocking=True)
-        return tuple(t.index_select(0, index) for t in whole)
+        return tuple(batches.to_compute(t.index_select(0, index)) for t in whole)

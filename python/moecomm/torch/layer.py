@@ -305,8 +305,8 @@ class _Exchange(torch.autograd.Function):
 
         def expert(rows: ExpertRows, x: torch.Tensor) -> torch.Tensor:
             bank = ExpertBank(layer.ffn_type, weights(), layer.shard == 0)
-            y, keep = bank.forward(x, rows.sizes, keep=not recompute)
-            saved.add(rows.canonical, keep)
+            y, keep = bank.forward(x, rows.batches, keep=not recompute)
+            saved.add(rows.canonical, rows.batches, keep)
             return y
 
         with torch.no_grad():
@@ -326,10 +326,10 @@ class _Exchange(torch.autograd.Function):
         nf, nb = layer.chunks["forward"], layer.chunks["backward"]
 
         def expert(rows: ExpertRows, dy: torch.Tensor) -> torch.Tensor:
-            saved = ctx.saved.take(rows.canonical, dy.device)
+            saved = ctx.saved.take(rows.canonical, rows.batches)
             if layer.recompute_experts:
-                saved = bank.recompute(saved[0], rows.sizes)
-            return bank.backward(dy, rows.sizes, saved, grads)
+                saved = bank.recompute(saved[0], rows.batches)
+            return bank.backward(dy, rows.batches, saved, grads)
 
         ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)
         kernels = {R.hybrid_grad_reducescatter: lambda op: domain.return_grads(grads, params),

@@ -62,6 +62,12 @@ def regroup(sizes: np.ndarray, axes: Sequence[int]) -> np.ndarray:
     return ranges(starts.transpose(axes), sizes.transpose(axes))
 
 
+def on_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host index on ``device``: a copy to a GPU, which the host does not wait for."""
+    t = torch.from_numpy(a)
+    return t if device.type == "cpu" else t.to(device, non_blocking=True)
+
+
 def inverse(perm: np.ndarray) -> np.ndarray:
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.size, dtype=perm.dtype)
@@ -81,9 +87,7 @@ class Indices:
     def to(self, device: torch.device) -> List[torch.Tensor]:
         if not self._arrays:
             return []
-        flat = torch.from_numpy(np.concatenate(self._arrays))
-        if flat.device != device:
-            flat = flat.to(device, non_blocking=True)
+        flat = on_device(np.concatenate(self._arrays), device)
         return list(torch.split(flat, [a.size for a in self._arrays]))
 
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
-from .exchange_plan import ExchangeLayout, ExpertRows, PhasePlan
+from .exchange_plan import ExchangeLayout, ExpertRows, PhasePlan, on_device
 from .expert_compute import ExpertBank, SavedActivations
 from .experts import (check_ffn_type, check_layer_args, expert_names, init_weights, set_param,
                       strategy_text)
@@ -223,11 +223,10 @@ class MoELayer(torch.nn.Module):
     def _layout(self, counts: torch.Tensor) -> ExchangeLayout:
         """Every EP member's counts, in one small AllGather within the gate op and one read on
         the host (the order's layout rides with the rows in moecomm's runtime)."""
-        group = self.groups.get(self.ep_group)
-        everyone = [torch.empty_like(counts) for _ in self.ep_group]
-        dist.all_gather(everyone, counts, group=group)
         members = len(self.ep_group)
-        host = torch.stack(everyone).cpu().numpy()  # the token path's one host sync
+        everyone = counts.new_empty((members, counts.numel()))
+        dist.all_gather(list(everyone.unbind(0)), counts, group=self.groups.get(self.ep_group))
+        host = everyone.cpu().numpy()  # the token path's one host sync
         return ExchangeLayout(host.reshape(members, members, self.exchange_local), self.member,
                               self.parts, self.part)
 
@@ -241,7 +240,7 @@ class MoELayer(torch.nn.Module):
         token, weight, counts = self._route(rows)
         layout = self._layout(counts)
         order = layout.phase(self.chunks["forward"]).order
-        order = torch.from_numpy(order).to(rows.device, non_blocking=True)
+        order = on_device(order, rows.device)
         token, weight = token[order], weight[order]  # the forward's phase order
         send = rows.index_select(0, token)
         times.record(self.gate_ops["forward"].id, start, times.now())
@@ -284,7 +283,7 @@ def _count(keys: torch.Tensor, buckets: int) -> torch.Tensor:
 def _reorder(rows: torch.Tensor, index: Optional[np.ndarray]) -> torch.Tensor:
     if index is None:
         return rows
-    return rows.index_select(0, torch.from_numpy(index).to(rows.device, non_blocking=True))
+    return rows.index_select(0, on_device(index, rows.device))
 
 
 class _Exchange(torch.autograd.Function):

@@ -23,10 +23,12 @@ Per (experts, strategy) it reports:
                     empty allocations, detach: METADATA_OPS) - the ops a GPU would launch
                     kernels for.
   host_syncs        CUDA: cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize
-                    and (blocking) cudaMemcpy events. CPU: the points where the host would
-                    wait for the device: aten::_local_scalar_dense (item(), int(t)),
-                    aten::nonzero (a data-dependent size) and Tensor.tolist() calls (counted
-                    by wrapping Tensor.tolist in a record_function during the profiled step).
+                    and (blocking) cudaMemcpy events. CPU: the tensor calls that make the host
+                    wait for the device on a GPU (a device -> host read, or a result whose size
+                    depends on the data): tolist, item, cpu, to("cpu"), nonzero, unique,
+                    masked_select, argwhere, bincount, repeat_interleave by a tensor without
+                    output_size, and bool/int/float/index of a tensor, counted by a
+                    TorchFunctionMode during the profiled step (SYNC_CALLS).
 The counts are per step, max over the ranks. On a shared CPU machine the times are noisy.
 
 Run: PYTHONPATH=build/python python3 bench/bench_torch_layer.py [--help]
@@ -48,6 +50,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 WORLD = 4
 TOP_K = 2
@@ -61,7 +64,8 @@ METADATA_OPS = frozenset(
 CUDA_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel")
 CUDA_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
               "cudaMemcpy")
-TOLIST_EVENT = "bench::tolist"
+SYNC_CALLS = frozenset(("tolist", "item", "cpu", "nonzero", "unique", "masked_select",
+                        "argwhere", "bincount", "__bool__", "__int__", "__float__", "__index__"))
 
 
 # --- the plain layer (torch only)
@@ -183,35 +187,49 @@ def count_events(events, cuda: bool) -> Dict[str, int]:
     aten = [e for e in events if e.name.startswith("aten::")]
     if cuda:
         launches = sum(e.name in CUDA_LAUNCHES for e in events)
-        syncs = sum(e.name in CUDA_SYNCS for e in events)
     else:
         leaves = [e for e in aten
                   if not any(c.name.startswith("aten::") for c in e.cpu_children)]
         launches = sum(e.name not in METADATA_OPS for e in leaves)
-        syncs = sum(e.name in ("aten::_local_scalar_dense", "aten::nonzero", TOLIST_EVENT)
-                    for e in events)
-    return {"aten_ops": len(aten), "kernel_launches": launches, "host_syncs": syncs}
+    out = {"aten_ops": len(aten), "kernel_launches": launches}
+    if cuda:
+        out["host_syncs"] = sum(e.name in CUDA_SYNCS for e in events)
+    return out
+
+
+class SyncCalls(TorchFunctionMode):
+    """Counts the tensor calls of SYNC_CALLS (the CPU's stand-in for a GPU's host syncs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in SYNC_CALLS or (name == "to" and "cpu" in [str(a) for a in args[1:]]) or (
+                name == "repeat_interleave" and len(args) > 1
+                and isinstance(args[1], torch.Tensor) and "output_size" not in kwargs):
+            self.count += 1
+        return func(*args, **kwargs)
 
 
 def profile_step(step, cuda: bool) -> Dict[str, int]:
-    """One step under torch.profiler; Tensor.tolist wrapped so that its calls show."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-    tolist = torch.Tensor.tolist
-
-    def counted(self, *a, **kw):
-        with record_function(TOLIST_EVENT):
-            return tolist(self, *a, **kw)
-
+    """One step under torch.profiler (and, on CPU, SyncCalls)."""
+    from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    torch.Tensor.tolist = counted
-    try:
-        with profile(activities=activities) as prof:
+    syncs = SyncCalls()
+    with profile(activities=activities) as prof:
+        if cuda:
             step()
-            if cuda:
-                torch.cuda.synchronize()
-    finally:
-        torch.Tensor.tolist = tolist
-    return count_events(prof.events(), cuda)
+            torch.cuda.synchronize()
+        else:
+            with syncs:
+                step()
+    out = count_events(prof.events(), cuda)
+    if not cuda:
+        out["host_syncs"] = syncs.count
+    return out
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -76,6 +76,12 @@ class Batches:
         return t if self.pad is None else t.index_select(0, self.pad)
 
 
+def _rows(t: torch.Tensor, part: slice) -> torch.Tensor:
+    """``t[part]``, without a view op where the part is all of it (one batch of every
+    expert: the common case, whose ops should not grow)."""
+    return t if part.start == 0 and part.stop >= t.shape[0] else t[part]
+
+
 class ExpertBank:
     """The local experts of one layer: ``params`` stacked over them ([L, ...] in
     torch.nn.Linear's layout: gelu's w1, b1, w2, b2; swiglu's w1, w3, w2); ``output_bias``:
@@ -90,17 +96,17 @@ class ExpertBank:
     def _hidden(self, x: torch.Tensor, e: slice) -> Saved:
         """The FFN up to its activation on batched rows x [G, r, hidden]."""
         if self.gelu:
-            w1, b1 = self.params[0][e], self.params[1][e]
+            w1, b1 = _rows(self.params[0], e), _rows(self.params[1], e)
             h = torch.baddbmm(b1.unsqueeze(1), x, w1.transpose(1, 2))
             return h, F.gelu(h)
-        w1, w3 = self.params[0][e], self.params[1][e]
+        w1, w3 = _rows(self.params[0], e), _rows(self.params[1], e)
         g, u = torch.bmm(x, w1.transpose(1, 2)), torch.bmm(x, w3.transpose(1, 2))
         return g, u, F.silu(g) * u
 
     def _output(self, a: torch.Tensor, e: slice, out: torch.Tensor) -> None:
-        w2 = self.params[2][e].transpose(1, 2)
+        w2 = _rows(self.params[2], e).transpose(1, 2)
         if self.gelu and self.output_bias:
-            torch.baddbmm(self.params[3][e].unsqueeze(1), a, w2, out=out)
+            torch.baddbmm(_rows(self.params[3], e).unsqueeze(1), a, w2, out=out)
         else:
             torch.bmm(a, w2, out=out)
 
@@ -113,8 +119,8 @@ class ExpertBank:
         kept: List[List[torch.Tensor]] = []
         for first, count, row, r in b.parts:
             e, rows = slice(first, first + count), slice(row, row + count * r)
-            acts = self._hidden(x[rows].view(count, r, -1), e)
-            self._output(acts[-1], e, y[rows].view(count, r, hidden))
+            acts = self._hidden(_rows(x, rows).view(count, r, -1), e)
+            self._output(acts[-1], e, _rows(y, rows).view(count, r, hidden))
             kept.append([a.reshape(count * r, -1) for a in acts])
         if not keep:
             return b.from_compute(y), (x,)
@@ -138,35 +144,35 @@ class ExpertBank:
         dx = dy.new_empty(saved[0].shape)
         for first, count, row, r in b.parts:
             e, rows = slice(first, first + count), slice(row, row + count * r)
-            batch = lambda t: t[rows].view(count, r, -1)
+            batch = lambda t: _rows(t, rows).view(count, r, -1)
             acts = [batch(t) for t in saved[1:]]
             self._backward(batch(dy), batch(saved[0]), acts, e, grads, batch(dx))
         return b.from_compute(dx)
 
     def _backward(self, dy: torch.Tensor, x: torch.Tensor, acts: List[torch.Tensor],
                   e: slice, grads: Sequence[torch.Tensor], dx: torch.Tensor) -> None:
-        p = self.params
+        p = [_rows(t, e) for t in self.params]
         if self.gelu:
             h, a = acts
-            g1, gb1, g2, gb2 = (g[e] for g in grads)
-            da = torch.bmm(dy, p[2][e])
+            g1, gb1, g2, gb2 = (_rows(g, e) for g in grads)
+            da = torch.bmm(dy, p[2])
             g2.baddbmm_(dy.transpose(1, 2), a)
             if self.output_bias:
                 gb2.add_(dy.sum(1))
             dh = torch.ops.aten.gelu_backward(da, h)
             g1.baddbmm_(dh.transpose(1, 2), x)
             gb1.add_(dh.sum(1))
-            torch.bmm(dh, p[0][e], out=dx)
+            torch.bmm(dh, p[0], out=dx)
             return
         g, u, a = acts
-        g1, g3, g2 = (t[e] for t in grads)
-        da = torch.bmm(dy, p[2][e])
+        g1, g3, g2 = (_rows(t, e) for t in grads)
+        da = torch.bmm(dy, p[2])
         g2.baddbmm_(dy.transpose(1, 2), a)
         du = da * F.silu(g)
         dg = torch.ops.aten.silu_backward(da * u, g)
         g1.baddbmm_(dg.transpose(1, 2), x)
         g3.baddbmm_(du.transpose(1, 2), x)
-        torch.baddbmm(torch.bmm(dg, p[0][e]), du, p[1][e], out=dx)
+        torch.baddbmm(torch.bmm(dg, p[0]), du, p[1], out=dx)
 
 
 class _Unpadded(Batches):

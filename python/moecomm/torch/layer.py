@@ -213,14 +213,15 @@ class MoELayer(torch.nn.Module):
         mine = mine.reshape(members, self.exchange_local).to(torch.int64)
         group = self.groups.get(self.ep_group)
         everyone = [torch.empty_like(mine) for _ in self.ep_group]
-        dist.all_gather(everyone, mine, group=group)
+        with Runner.reporting(self.gate_ops["forward"], group):  # a stalled or dead peer
+            dist.all_gather(everyone, mine, group=group)
         return Layout([t.tolist() for t in everyone], self.member, self.parts, self.part)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.hidden:
             raise Error(f"MoELayer: input's last dimension is {x.shape[-1]}, hidden is "
                         f"{self.hidden}")
-        times = OpTimes()
+        times = OpTimes(x.device)
         rows = x.reshape(-1, self.hidden)
         start = times.now()
         routing = self._route(rows)

@@ -55,6 +55,7 @@ class OpTimes:
             self._stamp = time.perf_counter
             self._events = False
         self.origin = self._stamp()
+        self._origin_done = False
         self._marks: Dict[int, Tuple[object, object]] = {}  # recorded, not yet resolved
         self._spans: Dict[int, Tuple[float, float]] = {}
 
@@ -82,6 +83,9 @@ class OpTimes:
     def _seconds(self, stamp: object) -> float:
         if not self._events:
             return stamp - self.origin
+        if not self._origin_done:  # elapsed_time needs both events complete
+            self.origin.synchronize()
+            self._origin_done = True
         stamp.synchronize()
         return self.origin.elapsed_time(stamp) / 1e3  # milliseconds
 

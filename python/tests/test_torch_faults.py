@@ -109,17 +109,16 @@ FAILURE = re.compile(r"(?P<op>.+ \[layer 0, (forward|backward|none)\]): collecti
                      r"gloo: (?P<cause>.*)", re.S)
 
 
-def check_failure(got, rank):
-    """A rank's moecomm.Error: names one of its collective ops, itself, that op's group,
-    the layer's timeout, and carries gloo's message (the exception it chains). Returns the
-    op and the seconds until it failed."""
+def check_failure(got, rank, case):
+    """A rank's moecomm.Error in ``case``: names one of its collective ops, itself, that
+    op's group, the layer's timeout, and carries gloo's message (the exception it chains).
+    Returns the op and the seconds until it failed."""
     assert not got["overran"], f"rank {rank}: still running at the deadline"
     result = got["result"]
     assert result is not None, f"rank {rank}: exited with {got['exitcode']}, no result"
-    assert "error" in result and result["error"] is not None, \
-        f"rank {rank}: no moecomm.Error: {result}"
-    error = result["error"]
-    assert isinstance(error, dict), f"rank {rank}: {error}"  # a traceback: another error
+    assert case in result, f"rank {rank}: {result}"  # else a traceback: another error
+    error = result[case]["error"]
+    assert error is not None, f"rank {rank}: {case} raised no moecomm.Error"
     m = FAILURE.fullmatch(error["message"])
     assert m, f"rank {rank}: {error['message']}"
     assert m["op"] in result["ops"], f"rank {rank}: {m['op']} is none of {result['ops']}"
@@ -129,7 +128,7 @@ def check_failure(got, rank):
     assert float(m["timeout"]) == torch_faults.TIMEOUT_S
     assert error["cause_type"] == "RuntimeError"
     assert m["cause"] == error["cause"] and error["cause"]
-    return m["op"], result["seconds"]
+    return m["op"], result[case]["seconds"]
 
 
 def run_fault(case, tmp_path):
@@ -142,18 +141,20 @@ def run_fault(case, tmp_path):
 
 def test_stalled_rank_fails_its_peers_by_the_timeout(tmp_path):
     got = run_fault("stall", tmp_path)
-    limit = torch_faults.TIMEOUT_S + torch_faults.MARGIN_S
-    seconds = []
+    bounds = (0.8 * torch_faults.TIMEOUT_S, torch_faults.TIMEOUT_S + torch_faults.MARGIN_S)
     for rank in range(3):
-        op, s = check_failure(got[rank], rank)
-        # Its first collective, the layout AllGather of the gate op, waits for the stalled
-        # rank: it fails by the timeout, not by a closed connection.
+        # The forward's first collective, the layout AllGather of the gate op, waits for
+        # the stalled rank; so does the backward's first A2A, in the runner: each fails by
+        # the timeout, not by a closed connection.
+        op, s = check_failure(got[rank], rank, "forward")
         assert op == "gate [layer 0, forward]"
-        assert s < limit, f"rank {rank}: failed after {s:.2f} s"
-        seconds.append(s)
-    assert min(seconds) >= 0.8 * torch_faults.TIMEOUT_S, seconds
+        assert bounds[0] <= s < bounds[1], f"rank {rank}: forward failed after {s:.2f} s"
+        op, s = check_failure(got[rank], rank, "backward")
+        assert op.startswith("moe.") and op.endswith(" [layer 0, backward]"), op
+        assert bounds[0] <= s < bounds[1], f"rank {rank}: backward failed after {s:.2f} s"
     # The stalled rank, back, finds its peers gone.
-    check_failure(got[torch_faults.FAULTY], torch_faults.FAULTY)
+    for case in ("forward", "backward"):
+        check_failure(got[torch_faults.FAULTY], torch_faults.FAULTY, case)
 
 
 def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
@@ -161,7 +162,7 @@ def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
     assert got[torch_faults.FAULTY]["exitcode"] == 1
     assert got[torch_faults.FAULTY]["result"] is None
     for rank in range(3):
-        op, s = check_failure(got[rank], rank)
+        op, s = check_failure(got[rank], rank, "forward")
         assert op == "gate [layer 0, forward]"
         assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
             f"rank {rank}: failed after {s:.2f} s"
@@ -170,8 +171,10 @@ def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
 def test_rank_dead_in_grad_sync_step_fails_its_peers(tmp_path):
     got = run_fault("kill-in-step", tmp_path)
     assert got[torch_faults.FAULTY]["exitcode"] == 1
+    assert got[torch_faults.FAULTY]["result"] is None
     for rank in range(3):
-        op, s = check_failure(got[rank], rank)
-        assert op.startswith("grad."), op
+        op, s = check_failure(got[rank], rank, "step")
+        assert op in ("grad.dense.allreduce [layer 0, backward]",
+                      "grad.expert.allreduce [layer 0, backward]"), op
         assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
             f"rank {rank}: failed after {s:.2f} s"

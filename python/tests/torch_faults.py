@@ -123,11 +123,11 @@ def run_all(outdir: str) -> List[Dict[str, Any]]:
     return run_on_ranks(run_rank, outdir)
 
 
-# A stalled or dead rank: the layers' timeout, the stalled rank's sleep (well past it: its
-# peers fail by the timeout, not by its return), the bound on a failure past the timeout
+# A stalled or dead rank: the layers' timeout, the stalled rank's sleep (well past two of
+# them: its peers fail twice by the timeout, not by its return), the bound on a failure past the timeout
 # (a loaded machine), and every spawned process's hard deadline.
 TIMEOUT_S = 3.0
-STALL_S = 12.0
+STALL_S = 2 * TIMEOUT_S + 6.0
 MARGIN_S = 5.0
 DEADLINE_S = 150.0
 FAULTY = 3  # the rank that stalls or dies
@@ -198,14 +198,20 @@ def _collectives(layer: Any, rank: int) -> Dict[str, List[int]]:
 
 
 def run_stall(rank: int) -> Dict[str, Any]:
-    """An ep=4 layer with the timeout (its A2As span the world, so they run on the group
-    made with it, not on the default group); rank FAULTY sleeps past it before its forward:
-    the others fail by the timeout, and FAULTY then finds its peers gone."""
+    """Two ep=4 layers with the timeout (their A2As span the world, so they run on groups
+    made with it, not on the default group); every rank runs the second's forward, then
+    rank FAULTY sleeps past twice the timeout while the others run the first layer's
+    forward and the second's backward: each fails by the timeout, the forward in its layout
+    AllGather, the backward in an op the runner runs. FAULTY then finds its peers gone."""
     import moecomm.torch as mt
-    layer = mt.MoELayer(16, 32, 8, parallel="ep=4", timeout=TIMEOUT_S)
+    first, second = (mt.MoELayer(16, 32, 8, parallel="ep=4", timeout=TIMEOUT_S)
+                     for _ in range(2))
+    loss = _loss(second, rank)
     if rank == FAULTY:
         time.sleep(STALL_S)
-    return {**_failure(lambda: layer(torch.randn(8, 16))), "ops": _collectives(layer, rank)}
+    return {"forward": _failure(lambda: first(torch.randn(8, 16))),
+            "backward": _failure(loss.backward),
+            "ops": {**_collectives(first, rank), **_collectives(second, rank)}}
 
 
 def run_killed(rank: int) -> Dict[str, Any]:
@@ -214,7 +220,8 @@ def run_killed(rank: int) -> Dict[str, Any]:
     layer = mt.MoELayer(16, 32, 8, parallel="ep=4", timeout=TIMEOUT_S)
     if rank == FAULTY:
         os._exit(1)
-    return {**_failure(lambda: layer(torch.randn(8, 16))), "ops": _collectives(layer, rank)}
+    return {"forward": _failure(lambda: layer(torch.randn(8, 16))),
+            "ops": _collectives(layer, rank)}
 
 
 def run_killed_in_step(rank: int) -> Dict[str, Any]:
@@ -227,7 +234,7 @@ def run_killed_in_step(rank: int) -> Dict[str, Any]:
     _loss(layer, rank).backward()
     if rank == FAULTY:
         sync._kernel = lambda bucket, flat: lambda op: os._exit(1)
-    return {**_failure(sync.step), "ops": _collectives(layer, rank)}
+    return {"step": _failure(sync.step), "ops": _collectives(layer, rank)}
 
 
 def run_fault(case: str, outdir: str) -> List[Dict[str, Any]]:

@@ -146,7 +146,7 @@ class GradSync:
             else:
                 issue()
 
-    def _finish(self, index: int, op: object, pending: col.Pending, start: float) -> None:
+    def _finish(self, index: int, op: object, pending: col.Pending, start: object) -> None:
         if op.id not in self.last_times[index]:
             with reporting(op):
                 pending.wait()

@@ -184,7 +184,7 @@ class Runner:
         self.kernels = kernels
         self.times = times
         self.gate = gate
-        self._inflight: Dict[int, Tuple[object, Pending, float]] = {}
+        self._inflight: Dict[int, Tuple[object, Pending, object]] = {}
 
     def run(self, ops: Iterable[object]) -> None:
         """Runs ``ops`` (ScheduleOps of one rank, in op order). Dependencies on ops outside

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
 import torch
 import torch.distributed as dist
@@ -70,6 +69,7 @@ def batch(args: argparse.Namespace, data_rank: int, step: int) -> tuple:
 
 def train(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     import moecomm.torch as mt
+    from moecomm.torch.runner import OpTimes
     torch.set_num_threads(1)
     if not dist.is_initialized():
         dist.init_process_group(args.backend, init_method="file://" + store, rank=rank,
@@ -95,22 +95,28 @@ def train(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
               f"{'grad sync ms':>13} {'a2a ms':>8}", flush=True)
     for step in range(args.steps):
         tokens, targets = (t.to(device) for t in batch(args, rank // tp, step))
-        t0 = time.perf_counter()
+        # The phases' times: CUDA events on a GPU (its kernels run asynchronously), the host's
+        # clock on CPU; read after the step (the loss's .item() waits for it anyway).
+        clock = OpTimes(device)
+        t0 = clock.now()
         loss = F.cross_entropy(model(tokens), targets)
-        t1 = time.perf_counter()
+        t1 = clock.now()
         opt.zero_grad()
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = clock.now()
         sync.step()
-        t3 = time.perf_counter()
+        t3 = clock.now()
         opt.step()
+        for phase, (start, end) in enumerate([(t0, t1), (t1, t2), (t2, t3)]):
+            clock.record(phase, start, end)
+        phases = [end - start for start, end in clock.spans.values()]
         a2a = sum(e - s for layer in model.moe for i, (s, e) in layer.last_times.spans.items()
                   if layer.schedule_op(i).kind == "all_to_all")
         total = torch.tensor([loss.item()], device=device)
         dist.all_reduce(total)
         if rank == 0:
-            print(f"{step:>4} {total.item() / world:>8.4f} {(t1 - t0) * 1e3:>11.2f} "
-                  f"{(t2 - t1) * 1e3:>12.2f} {(t3 - t2) * 1e3:>13.2f} {a2a * 1e3:>8.2f}",
+            print(f"{step:>4} {total.item() / world:>8.4f} {phases[0] * 1e3:>11.2f} "
+                  f"{phases[1] * 1e3:>12.2f} {phases[2] * 1e3:>13.2f} {a2a * 1e3:>8.2f}",
                   flush=True)
     rows = mt.op_times(model.moe[0], sync)
     if rank == 0:

@@ -1,6 +1,11 @@
 """moecomm.torch's timeout reaches every process group it creates; GradSync refuses a second
-step() without a backward and skips frozen parameters; on every rank."""
+step() without a backward and skips frozen parameters; a stalled or dead rank's peers raise
+moecomm.Error naming the op within the timeout; on every rank."""
 from __future__ import annotations
+
+import json
+import re
+import time
 
 import pytest
 
@@ -98,11 +103,78 @@ def test_everything_frozen_syncs_nothing(ranks):
         assert all(got["all-frozen-grads"])
 
 
-def test_stalled_peer_fails_within_the_timeout(tmp_path):
-    # The bound is generous (2 s timeout, 8 s stall) yet well below the default group's 60 s,
-    # which the layer's collectives would wait without their own group.
-    got = torch_faults.run_stalled(str(tmp_path))
+FAILURE = re.compile(r"(?P<op>.+ \[layer 0, (forward|backward|none)\]): collective failed on "
+                     r"rank (?P<rank>\d) with world ranks (?P<ranks>\[[\d, ]+\]) \(timeout "
+                     r"(?P<timeout>[\d.]+) s\): a peer stalled past the timeout or died\. "
+                     r"gloo: (?P<cause>.*)", re.S)
+
+
+def check_failure(got, rank, case):
+    """A rank's moecomm.Error in ``case``: names one of its collective ops, itself, that
+    op's group, the layer's timeout, and carries gloo's message (the exception it chains).
+    Returns the op and the seconds until it failed."""
+    assert not got["overran"], f"rank {rank}: still running at the deadline"
+    result = got["result"]
+    assert result is not None, f"rank {rank}: exited with {got['exitcode']}, no result"
+    assert case in result, f"rank {rank}: {result}"  # else a traceback: another error
+    error = result[case]["error"]
+    assert error is not None, f"rank {rank}: {case} raised no moecomm.Error"
+    m = FAILURE.fullmatch(error["message"])
+    assert m, f"rank {rank}: {error['message']}"
+    assert m["op"] in result["ops"], f"rank {rank}: {m['op']} is none of {result['ops']}"
+    assert int(m["rank"]) == rank
+    assert json.loads(m["ranks"]) == result["ops"][m["op"]]
+    assert rank in result["ops"][m["op"]]
+    assert float(m["timeout"]) == torch_faults.TIMEOUT_S
+    assert error["cause_type"] == "RuntimeError"
+    assert m["cause"] == error["cause"] and error["cause"]
+    return m["op"], result[case]["seconds"]
+
+
+def run_fault(case, tmp_path):
+    start = time.monotonic()
+    got = torch_faults.run_fault(case, str(tmp_path))
+    # No rank waits for the default group's timeout (60 s) or for the deadline.
+    assert time.monotonic() - start < torch_faults.DEADLINE_S
+    return got
+
+
+def test_stalled_rank_fails_its_peers_by_the_timeout(tmp_path):
+    got = run_fault("stall", tmp_path)
+    bounds = (0.8 * torch_faults.TIMEOUT_S, torch_faults.TIMEOUT_S + torch_faults.MARGIN_S)
     for rank in range(3):
-        assert got[rank]["error"] is not None, f"rank {rank}: the forward did not fail"
-        assert got[rank]["seconds"] < 30, f"rank {rank}: failed after {got[rank]['seconds']} s"
-    assert got[3]["error"] is not None, "rank 3: the forward did not fail"
+        # The forward's first collective, the layout AllGather of the gate op, waits for
+        # the stalled rank; so does the backward's first A2A, in the runner: each fails by
+        # the timeout, not by a closed connection.
+        op, s = check_failure(got[rank], rank, "forward")
+        assert op == "gate [layer 0, forward]"
+        assert bounds[0] <= s < bounds[1], f"rank {rank}: forward failed after {s:.2f} s"
+        op, s = check_failure(got[rank], rank, "backward")
+        assert op.startswith("moe.") and op.endswith(" [layer 0, backward]"), op
+        assert bounds[0] <= s < bounds[1], f"rank {rank}: backward failed after {s:.2f} s"
+    # The stalled rank, back, finds its peers gone.
+    for case in ("forward", "backward"):
+        check_failure(got[torch_faults.FAULTY], torch_faults.FAULTY, case)
+
+
+def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
+    got = run_fault("kill", tmp_path)
+    assert got[torch_faults.FAULTY]["exitcode"] == 1
+    assert got[torch_faults.FAULTY]["result"] is None
+    for rank in range(3):
+        op, s = check_failure(got[rank], rank, "forward")
+        assert op == "gate [layer 0, forward]"
+        assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
+            f"rank {rank}: failed after {s:.2f} s"
+
+
+def test_rank_dead_in_grad_sync_step_fails_its_peers(tmp_path):
+    got = run_fault("kill-in-step", tmp_path)
+    assert got[torch_faults.FAULTY]["exitcode"] == 1
+    assert got[torch_faults.FAULTY]["result"] is None
+    for rank in range(3):
+        op, s = check_failure(got[rank], rank, "step")
+        assert op in ("grad.dense.allreduce [layer 0, backward]",
+                      "grad.expert.allreduce [layer 0, backward]"), op
+        assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
+            f"rank {rank}: failed after {s:.2f} s"

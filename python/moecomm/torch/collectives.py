@@ -30,19 +30,52 @@ import torch.distributed as dist
 from .. import _moecomm
 
 
-class Pending:
-    """A collective in flight: ``wait()`` finishes it and returns what it received."""
+# The attribute a backend's exception (gloo's timeout or closed connection, NCCL's error)
+# gets when a collective here fails, issued or waited for: the process group it ran on (None:
+# the default group). The runner turns such an exception into a moecomm.Error naming the op.
+FAILED_GROUP = "moecomm_group"
 
-    def __init__(self, work: Optional[object], finish: Callable[[], torch.Tensor]) -> None:
+
+def tag_failure(error: BaseException, group: Optional[dist.ProcessGroup]) -> None:
+    """Marks ``error`` as ``group``'s collective failing (the innermost collective's group
+    stays: a routed A2A's step fails inside the A2A's wait)."""
+    if not hasattr(error, FAILED_GROUP):
+        setattr(error, FAILED_GROUP, group)
+
+
+def _issue(call: Callable, *args, group: Optional[dist.ProcessGroup], **kwargs) -> object:
+    """``call(*args, group=group, async_op=True)``: a backend's collective, its failure
+    tagged with ``group``."""
+    try:
+        return call(*args, group=group, async_op=True, **kwargs)
+    except RuntimeError as e:
+        tag_failure(e, group)
+        raise
+
+
+class Pending:
+    """A collective in flight: ``wait()`` finishes it and returns what it received.
+    ``work``: the backend's (run on ``group``: its failure is tagged so), another Pending,
+    or None."""
+
+    def __init__(self, work: Optional[object], finish: Callable[[], torch.Tensor],
+                 group: Optional[dist.ProcessGroup] = None) -> None:
         self._work = work
         self._finish = finish
+        self._group = group
         self._result: Optional[torch.Tensor] = None
         self._done = False
 
     def wait(self) -> torch.Tensor:
         if not self._done:
-            if self._work is not None:
-                self._work.wait()
+            if isinstance(self._work, Pending):
+                self._work.wait()  # tags its own collective's failure
+            elif self._work is not None:
+                try:
+                    self._work.wait()
+                except RuntimeError as e:
+                    tag_failure(e, self._group)
+                    raise
             self._result = self._finish()
             self._done = True
         return self._result
@@ -74,9 +107,9 @@ def all_to_all_v(rows: torch.Tensor, send_counts: Sequence[int], recv_counts: Se
     out = rows.new_empty((int(sum(recv_counts)), *cols))
     if dist.get_world_size(group) == 1:
         return done(rows.clone())
-    work = dist.all_to_all_single(out, rows.contiguous(), [int(c) for c in recv_counts],
-                                  [int(c) for c in send_counts], group=group, async_op=True)
-    return Pending(work, lambda: out)
+    work = _issue(dist.all_to_all_single, out, rows.contiguous(),
+                  [int(c) for c in recv_counts], [int(c) for c in send_counts], group=group)
+    return Pending(work, lambda: out, group)
 
 
 def _pad(block: torch.Tensor, rows: int) -> torch.Tensor:
@@ -95,8 +128,8 @@ def all_gather_v(block: torch.Tensor, counts: Sequence[int],
     if most == 0:
         return nothing(block)
     outs = [block.new_empty((most, *block.shape[1:])) for _ in counts]
-    work = dist.all_gather(outs, _pad(block, most), group=group, async_op=True)
-    return Pending(work, lambda: torch.cat([o[:int(c)] for o, c in zip(outs, counts)]))
+    work = _issue(dist.all_gather, outs, _pad(block, most), group=group)
+    return Pending(work, lambda: torch.cat([o[:int(c)] for o, c in zip(outs, counts)]), group)
 
 
 def reduce_scatter_v(rows: torch.Tensor, counts: Sequence[int],
@@ -113,8 +146,8 @@ def reduce_scatter_v(rows: torch.Tensor, counts: Sequence[int],
         most = max(int(c) for c in counts)
         blocks = [_pad(b, most) for b in torch.split(rows, [int(c) for c in counts])]
         out = rows.new_empty((most, *rows.shape[1:]))
-        work = dist.reduce_scatter(out, blocks, group=group, async_op=True)
-        return Pending(work, lambda: out[:int(counts[me])])
+        work = _issue(dist.reduce_scatter, out, blocks, group=group)
+        return Pending(work, lambda: out[:int(counts[me])], group)
     # Elsewhere: every member sends block j to member j, which sums what it received.
     mine = int(counts[me])
     pending = all_to_all_v(rows, counts, [mine] * n, group)
@@ -126,8 +159,8 @@ def all_reduce(t: torch.Tensor, group: Optional[dist.ProcessGroup]) -> Pending:
     empty on all of them, and all skip it)."""
     if dist.get_world_size(group) == 1 or t.numel() == 0:
         return done(t)
-    work = dist.all_reduce(t, group=group, async_op=True)
-    return Pending(work, lambda: t)
+    work = _issue(dist.all_reduce, t, group=group)
+    return Pending(work, lambda: t, group)
 
 
 Key = Tuple[int, int]  # a block of an A2A: (source member, destination member)

@@ -20,7 +20,7 @@ from .. import Error, _moecomm
 from . import collectives as col
 from .fingerprint import Setting, check_agreement, text
 from .layer import MoELayer
-from .runner import A2AFirstGate, OpTimes, Runner
+from .runner import A2AFirstGate, OpTimes, Runner, reporting
 
 R = _moecomm.OpRole
 GRAD_OPS = (R.grad_dense_allreduce, R.grad_expert_allreduce)
@@ -43,7 +43,10 @@ class GradSync:
     the layers, what each bucket carries is compared across ranks when GradSync is built
     (moecomm.torch.fingerprint), and a difference raises on every rank.
 
-    Call :meth:`step` after ``loss.backward()`` and before the optimizer's step.
+    Call :meth:`step` after ``loss.backward()`` and before the optimizer's step. A gradient
+    collective that fails (a peer stalled past the layers' timeout, or died) raises
+    moecomm.Error naming its op (runner.collective_error), from the backward's hooks or
+    from step().
     """
 
     def __init__(self, layers: Sequence[MoELayer], dense: Iterable[torch.nn.Parameter] = (),
@@ -53,7 +56,7 @@ class GradSync:
         self.layers = list(layers)
         self.average = average
         self.extra = [p for p in dense if p.requires_grad]
-        self.last_times: Dict[int, OpTimes] = {i: OpTimes() for i in range(len(self.layers))}
+        self.last_times: Dict[int, OpTimes] = self._times()
         # Frozen parameters (requires_grad=False when GradSync is built) have no gradient to
         # synchronize: they are left out of their bucket, on every rank alike as long as
         # every rank freezes the same ones. A bucket left empty runs no ops (nor does a step
@@ -134,7 +137,8 @@ class GradSync:
         for op in self._ops(*bucket):
             def issue(op=op):
                 start = self.last_times[bucket[0]].now()
-                pending = self._kernel(bucket, flat)(op)
+                with reporting(op):
+                    pending = self._kernel(bucket, flat)(op)
                 started.append((op, pending, start))
                 return lambda: self._finish(bucket[0], op, pending, start)
             if self.gate is not None and op.yields_to_traffic:
@@ -142,9 +146,10 @@ class GradSync:
             else:
                 issue()
 
-    def _finish(self, index: int, op: object, pending: col.Pending, start: float) -> None:
-        if op.id not in self.last_times[index].spans:
-            pending.wait()
+    def _finish(self, index: int, op: object, pending: col.Pending, start: object) -> None:
+        if op.id not in self.last_times[index]:
+            with reporting(op):
+                pending.wait()
             self.last_times[index].record(op.id, start, self.last_times[index].now())
 
     # --- after it
@@ -177,8 +182,13 @@ class GradSync:
         self._backward = False
 
     def _new_times(self) -> None:
-        self.last_times = {i: OpTimes() for i in range(len(self.layers))}
+        self.last_times = self._times()
         self._stepped = False
+
+    def _times(self) -> Dict[int, OpTimes]:
+        """Each layer's gradient ops' times, on the device of its parameters."""
+        return {i: OpTimes(layer.expert_params()[0].device)
+                for i, layer in enumerate(self.layers)}
 
     def _flatten(self, index: int, role: object) -> torch.Tensor:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p)

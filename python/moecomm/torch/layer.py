@@ -225,7 +225,9 @@ class MoELayer(torch.nn.Module):
         the host (the order's layout rides with the rows in moecomm's runtime)."""
         members = len(self.ep_group)
         everyone = counts.new_empty((members, counts.numel()))
-        dist.all_gather(list(everyone.unbind(0)), counts, group=self.groups.get(self.ep_group))
+        group = self.groups.get(self.ep_group)
+        with Runner.reporting(self.gate_ops["forward"], group):  # a stalled or dead peer
+            dist.all_gather(list(everyone.unbind(0)), counts, group=group)
         host = everyone.cpu().numpy()  # the token path's one host sync
         return ExchangeLayout(host.reshape(members, members, self.exchange_local), self.member,
                               self.parts, self.part)
@@ -234,7 +236,7 @@ class MoELayer(torch.nn.Module):
         if x.shape[-1] != self.hidden:
             raise Error(f"MoELayer: input's last dimension is {x.shape[-1]}, hidden is "
                         f"{self.hidden}")
-        times = OpTimes()
+        times = OpTimes(x.device)
         rows = x.reshape(-1, self.hidden)
         start = times.now()
         token, weight, counts = self._route(rows)

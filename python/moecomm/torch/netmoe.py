@@ -278,7 +278,7 @@ class SampleMovingMoE(torch.nn.Module):
         theirs."""
         ids = self._check(h, sample_ids, targets)
         b, s, m = h.shape
-        times = OpTimes()
+        times = OpTimes(h.device)
         start = times.now()
         rows = h.reshape(b * s, m)
         a = F.layer_norm(rows, (m,), self.ln2.weight, self.ln2.bias, self.ln2.eps)

@@ -3,7 +3,6 @@ per-op wall times set beside the simulator's times for the same schedule on that
 (what ``moecomm sim`` predicts for the very ops that ran)."""
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -11,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from .layer import MoELayer
+from .runner import OpTimes
 
 
 def _slowest(seconds: float, device: torch.device) -> float:
@@ -20,14 +20,19 @@ def _slowest(seconds: float, device: torch.device) -> float:
 
 
 def _timed(fn, repeats: int, device: torch.device) -> float:
+    """Seconds per call of ``fn``, slowest rank: on a GPU between two CUDA events on the
+    current stream (its kernels run asynchronously: the host's clock would time their
+    launch), on CPU by the host's clock."""
     fn()  # warm-up
     _sync(device)
     dist.barrier()
-    start = time.perf_counter()
+    times = OpTimes(device)
+    start = times.now()
     for _ in range(repeats):
         fn()
-    _sync(device)
-    return _slowest((time.perf_counter() - start) / repeats, device)
+    times.record(0, start, times.now())
+    begin, end = times.spans[0]  # waits for the device's work
+    return _slowest((end - begin) / repeats, device)
 
 
 def _sync(device: torch.device) -> None:
@@ -68,9 +73,10 @@ def profile_cluster(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20), repeats:
 def op_times(layer: MoELayer, sync: Optional[object] = None) -> List[Dict[str, Any]]:
     """The last step's ops on this rank (forward, backward, and the GradSync's gradient ops
     when given), measured and simulated, in op order: ``{id, name, phase, chunk, kind,
-    measured_ms, simulated_ms}``; each time is the op's duration. The simulation runs the
-    layer's schedule on the cluster the layer was built for (pass a profiled one)."""
-    spans = dict(layer.last_times.spans if layer.last_times else {})
+    measured_ms, simulated_ms}``; each time is the op's duration (on a GPU from CUDA events,
+    which reading them here waits for). The simulation runs the layer's schedule on the
+    cluster the layer was built for (pass a profiled one)."""
+    spans = dict(layer.last_times.spans if layer.last_times else {})  # CUDA events: waits
     if sync is not None and getattr(sync, "last_times", None):
         for times in sync.last_times.values():
             spans.update(times.spans)

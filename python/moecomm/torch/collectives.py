@@ -171,9 +171,13 @@ def member_routing(algorithm: str, group: Tuple[int, ...], ranks_per_node: int, 
                    ) -> Tuple[bool, list]:
     """The A2A's routing plan (sched/a2a_routing.h, the one the simulator prices and the MPI
     runtime runs) as ``member`` runs it: whether it is one direct step (a plain A2A-v) and,
-    per step, the messages it sends and receives. Computed once per layout."""
+    per step, the blocks ((source, destination) members) it sends to and receives from each
+    member, as dicts. Computed once per layout."""
     routing = _moecomm.a2a_routing(algorithm, list(group), ranks_per_node)
-    return routing.direct, routing.member_steps(member)
+    blocks = lambda messages: {int(m): [tuple(int(x) for x in k) for k in keys]
+                               for m, keys in messages}
+    return routing.direct, [(blocks(s.sends), blocks(s.recvs))
+                            for s in routing.member_steps(member)]
 
 
 def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: int,
@@ -198,8 +202,7 @@ def routed_all_to_all(rows: torch.Tensor, counts: Sequence[Sequence[int]], me: i
     rows_of = lambda keys: sum(int(counts[s][d]) for s, d in keys)
 
     def run(index: int) -> Pending:
-        sends = {int(to): [tuple(k) for k in keys] for to, keys in steps[index].sends}
-        recvs = {int(frm): [tuple(k) for k in keys] for frm, keys in steps[index].recvs}
+        sends, recvs = steps[index]
         out = [blocks.pop(k) for m in by_rank for k in sends.get(m, [])]
         payload = torch.cat(out) if out else rows[:0]
         got = all_to_all_v(payload, [rows_of(sends.get(m, [])) for m in by_rank],

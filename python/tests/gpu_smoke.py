@@ -24,6 +24,8 @@ the same work on the same GPU. The layer's ranks share that GPU and, with gloo, 
 collective through host memory, so the ratio bounds the layer's overhead from above.
 
 --device cpu runs everything with gloo on CPU, to try the script without a GPU.
+MOECOMM_SMOKE_CASES (case names, comma-separated) and MOECOMM_SMOKE_RUNS (gloo-cuda,
+gloo-cuda-nccl-path, nccl-cuda) run only those, for a short device session.
 """
 from __future__ import annotations
 
@@ -181,7 +183,9 @@ def cases(variant: str = "") -> List[tuple]:
     ReduceScatter only."""
     out = ([("moe", c[0], c) for c in torch_cases.CASES] +
            [("netmoe", "netmoe:" + c[0], c) for c in torch_netmoe_cases.CASES])
-    return [c for c in out if variant != "nccl-path" or "esp" in c[2][2]]
+    only = [n for n in os.environ.get("MOECOMM_SMOKE_CASES", "").split(",") if n]
+    return [c for c in out if (variant != "nccl-path" or "esp" in c[2][2])
+            and (not only or c[1] in only)]
 
 
 # --- timing
@@ -541,7 +545,10 @@ def main() -> int:
     runs = {"gloo-cpu-again": ("gloo", "cpu", "")} if device.type == "cpu" else {
         "gloo-cuda": ("gloo", "cuda", ""), "gloo-cuda-nccl-path": ("gloo", "cuda", "nccl-path"),
         "nccl-cuda": ("nccl", "cuda", "")}
+    only = [n for n in os.environ.get("MOECOMM_SMOKE_RUNS", "").split(",") if n]
     for name, (backend, dev, variant) in runs.items():
+        if only and name not in only:
+            continue
         log(f"running {name}")
         run = run_world(backend, dev, WORLD, not variant, args.repeats, tmp, variant)
         s = summarize(name, run, ref, variant)

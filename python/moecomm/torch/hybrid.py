@@ -69,8 +69,9 @@ def sr_encode(weights: torch.Tensor, reference: Optional[torch.Tensor], k: int) 
     test_torch_sr_codec.py checks them equal). ``reference`` is [rows, n] or [n]."""
     r = weights.float() if reference is None else weights.float() - reference
     index = _top_indices(_magnitude(r), k)
-    return torch.cat([r.gather(1, index).view(torch.uint8),
-                      index.to(torch.int32).view(torch.uint8)], 1)
+    # Joined as int32 (a uint8 cat is several times slower on the CPU), then seen as bytes.
+    return torch.cat([r.gather(1, index).view(torch.int32), index.to(torch.int32)],
+                     1).view(torch.uint8)
 
 
 def sr_decode(encoded: torch.Tensor, reference: Optional[torch.Tensor], numel: int
@@ -152,8 +153,8 @@ class SharedResidual:
             enc = sr_encode(w, ref, self.kept[t])
             if self.received is not None:
                 self._keep(t, first_slot, sr_decode(enc, ref, self.numel[t]))
-            parts.append(enc)
-        return torch.cat(parts, 1).reshape(-1)
+            parts.append(enc.view(torch.int32))
+        return torch.cat(parts, 1).view(torch.uint8).reshape(-1)
 
     def decode(self, blocks: torch.Tensor, own: Sequence[torch.Tensor], offset: int
                ) -> List[torch.Tensor]:

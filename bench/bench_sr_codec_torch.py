@@ -16,9 +16,11 @@ Per (size, compression, shared, feedback) it reports:
   ratio              host_ms / torch_ms (> 1: the torch codec is faster).
   equal              every timed step's block bytes and decoded copies (their float bits) are
                      the same from both codecs; the run exits 1 otherwise.
-  syncs              CUDA only: cudaStreamSynchronize / cudaDeviceSynchronize /
-                     cudaEventSynchronize / cudaMemcpy events in one profiled step of the
-                     torch codec (none expected); "-" on the CPU.
+  syncs              CUDA only: the host waits and host-device copies in one profiled step
+                     of the torch codec (none expected): cudaStreamSynchronize,
+                     cudaEventSynchronize, blocking cudaMemcpy, and Memcpy DtoH / HtoD
+                     activity (not cudaDeviceSynchronize: the profiler's own, at its stop;
+                     cudaMemcpyAsync device to device does not wait); "-" on the CPU.
 
 Run: PYTHONPATH=build/python python3 bench/bench_sr_codec_torch.py [--help]
 """
@@ -38,8 +40,8 @@ import torch
 
 from moecomm.torch.hybrid import SharedResidual
 
-SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-               "cudaMemcpy")
+SYNC_EVENTS = {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
+COPY_EVENTS = ("Memcpy DtoH", "Memcpy HtoD")
 
 
 def host_codec_class():
@@ -98,7 +100,8 @@ def count_syncs(codec, own, others, device) -> int:
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         member_step(codec, own, others, torch.device("cpu"))  # no synchronize of ours
-    return sum(1 for e in prof.events() if e.name.startswith(SYNC_EVENTS))
+    return sum(1 for e in prof.events()
+               if e.name in SYNC_EVENTS or e.name.startswith(COPY_EVENTS))
 
 
 def run(args, size: Tuple[int, int], compression: float, shared: bool, feedback: bool,

@@ -3,7 +3,9 @@ through the _moecomm binding, bit for bit: the encoded bytes (values, indices, t
 the decoded copies (their float bits, so -0.0 against +0.0 and NaN payloads count), and over
 several steps the state SharedResidual keeps (shared expert, feedback residual), against the
 host round trip it replaced (sr_host_codec.py). Both selections are checked on the CPU: the
-one the CPU runs and the sync-free one a GPU runs."""
+one the CPU runs and the sync-free one a GPU runs; where torch sees a GPU, the codec runs there
+too (scripts/gpu-check.sh's machine), equal but for NaN payloads: a GPU's arithmetic makes
+every NaN 0x7fffffff, which ranks as x86's NaNs do (above inf) but is other bytes."""
 from __future__ import annotations
 
 import math
@@ -23,12 +25,18 @@ from sr_host_codec import HostSharedResidual  # noqa: E402
 
 COMPRESSIONS = [0.02, 0.1, 0.3, 0.58, 1.0]
 SELECTIONS = {"cpu": hybrid._top_indices, "sync_free": hybrid._top_indices_sync_free}
+# (device, selection): the CPU with each selection; a GPU with its own (sync-free).
+RUNS = [("cpu", "cpu"), ("cpu", "sync_free")] + (
+    [("cuda", "cuda")] if torch.cuda.is_available() else [])
 
 
-@pytest.fixture(params=sorted(SELECTIONS))
-def selection(request, monkeypatch):
-    monkeypatch.setattr(hybrid, "_top_indices", SELECTIONS[request.param])
-    return request.param
+@pytest.fixture(params=RUNS, ids=[f"{d}-{s}" for d, s in RUNS])
+def device(request, monkeypatch):
+    """Where the torch codec runs (the C++ one on the host, as ever)."""
+    dev, selection = request.param
+    if dev == "cpu":
+        monkeypatch.setattr(hybrid, "_top_indices", SELECTIONS[selection])
+    return torch.device(dev)
 
 
 def bits(x: torch.Tensor) -> torch.Tensor:
@@ -36,7 +44,11 @@ def bits(x: torch.Tensor) -> torch.Tensor:
 
 
 def assert_bits_equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Float bits equal (a GPU's tensor: NaN payloads aside, see the module docstring)."""
     assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape)
+    if got.is_cuda:
+        got, want = got.cpu(), torch.where(want.isnan(), math.nan, want)
+        got = torch.where(got.isnan(), math.nan, got)
     differ = (bits(got) != bits(want)).reshape(-1).nonzero()
     if differ.numel():
         i = differ[0, 0].item()
@@ -60,12 +72,23 @@ def cpp_decode(enc: torch.Tensor, ref, n: int) -> torch.Tensor:
     return torch.stack(rows)
 
 
-def check_round_trip(w: torch.Tensor, ref, k: int) -> None:
+def assert_encoded_equal(got: torch.Tensor, want: torch.Tensor, k: int, what: str) -> None:
+    """The same bytes: indices exactly, values as assert_bits_equal has them."""
+    assert got.dtype == torch.uint8 and got.shape == want.shape, (what, got.shape, want.shape)
+    assert torch.equal(got[:, 4 * k:].cpu(), want[:, 4 * k:]), f"{what}: indices differ"
+    assert_bits_equal(got[:, :4 * k].view(torch.float32), want[:, :4 * k].view(torch.float32),
+                      f"{what}: values")
+
+
+def check_round_trip(w: torch.Tensor, ref, k: int, device: torch.device) -> None:
+    on = lambda x: None if x is None else x.to(device)
     want = cpp_encode(w, ref, k)
-    got = hybrid.sr_encode(w, ref, k)
-    assert got.dtype == torch.uint8 and torch.equal(got, want), f"encode k={k} of {w.shape}"
-    assert_bits_equal(hybrid.sr_decode(got, ref, w.shape[1]), cpp_decode(want, ref, w.shape[1]),
-                      f"decode k={k} of {w.shape}")
+    got = hybrid.sr_encode(on(w), on(ref), k)
+    assert got.device.type == device.type
+    assert_encoded_equal(got, want, k, f"encode k={k} of {w.shape}")
+    decoded = hybrid.sr_decode(got, on(ref), w.shape[1])
+    assert decoded.device.type == device.type
+    assert_bits_equal(decoded, cpp_decode(want, ref, w.shape[1]), f"decode k={k} of {w.shape}")
 
 
 def test_kept_matches_cpp():
@@ -77,14 +100,14 @@ def test_kept_matches_cpp():
 
 @pytest.mark.parametrize("rows,n", [(1, 1), (1, 2), (3, 7), (2, 64), (4, 512), (1, 4099)])
 @pytest.mark.parametrize("reference", ["none", "shared", "per_row"])
-def test_random_tensors_equal_cpp(selection, rows, n, reference):
+def test_random_tensors_equal_cpp(device, rows, n, reference):
     gen = torch.Generator().manual_seed(rows * 1000 + n)
     w = torch.randn(rows, n, generator=gen)
     ref = {"none": None, "shared": torch.randn(n, generator=gen),
            "per_row": torch.randn(rows, n, generator=gen)}[reference]
     ks = sorted({_moecomm.sr_kept(n, c) for c in COMPRESSIONS} | {n})
     for k in ks:
-        check_round_trip(w, ref, k)
+        check_round_trip(w, ref, k, device)
 
 
 def edge_cases(n: int):
@@ -100,30 +123,31 @@ def edge_cases(n: int):
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 40, 1000])
-def test_edge_cases_equal_cpp(selection, n):
+def test_edge_cases_equal_cpp(device, n):
     for name, w in edge_cases(n).items():
         for ref in (None, torch.zeros(n), -torch.zeros(n), torch.full((n,), 0.25)):
             for k in sorted({_moecomm.sr_kept(n, c) for c in COMPRESSIONS} | {n}):
-                check_round_trip(w, ref, k)
+                check_round_trip(w, ref, k, device)
 
 
-def test_ties_go_to_the_lower_index(selection):
-    w = torch.tensor([[1.0, -2.0, 2.0, -1.0, 2.0, 0.5]])
-    enc = hybrid.sr_encode(w, None, 3)
+def test_ties_go_to_the_lower_index(device):
+    w = torch.tensor([[1.0, -2.0, 2.0, -1.0, 2.0, 0.5]], device=device)
+    enc = hybrid.sr_encode(w, None, 3).cpu()
     assert enc[0, 12:].view(torch.int32).tolist() == [1, 2, 4]
     assert enc[0, :12].view(torch.float32).tolist() == [-2.0, 2.0, 2.0]
-    enc = hybrid.sr_encode(w, None, 2)
+    enc = hybrid.sr_encode(w, None, 2).cpu()
     assert enc[0, 8:].view(torch.int32).tolist() == [1, 2]
 
 
-def test_decode_of_a_gathered_slice():
+def test_decode_of_a_gathered_slice(device):
     """Decoding reads values and indices straight out of a column slice of the gathered
     blocks (a view, no copy): the offsets of SharedResidual.decode."""
     gen = torch.Generator().manual_seed(3)
-    w = torch.randn(4, 33, generator=gen)
+    w = torch.randn(4, 33, generator=gen).to(device)
     a, b = hybrid.sr_encode(w, None, 5), hybrid.sr_encode(w * 2, None, 3)
     blocks = torch.cat([a, b], 1)
-    assert_bits_equal(hybrid.sr_decode(blocks[:, 40:], None, 33), cpp_decode(b, None, 33), "b")
+    assert_bits_equal(hybrid.sr_decode(blocks[:, 40:], None, 33), cpp_decode(b.cpu(), None, 33),
+                      "b")
 
 
 SHAPES = [(6, 5), (6,), (5, 6), (5,), (1,)]  # w1, b1, w2, b2 and a one-value tensor
@@ -147,19 +171,20 @@ def experts(gen: torch.Generator, step: int, kind: str):
 @pytest.mark.parametrize("compression", [0.05, 0.3, 1.0])
 @pytest.mark.parametrize("shared,feedback", [(True, False), (True, True), (False, False),
                                              (False, True)])
-def test_shared_residual_equals_host_round_trip(selection, compression, shared, feedback):
+def test_shared_residual_equals_host_round_trip(device, compression, shared, feedback):
     """Six steps of a domain of 3 members: every member's AllGather block, every member's
-    copies and the state they keep equal the C++ round trip's, bit for bit."""
+    copies and the state they keep equal the C++ round trip's, bit for bit (the experts on
+    the device: the round trip copies them to the host and back, as it did there)."""
     gen = torch.Generator().manual_seed(int(compression * 100) + 2 * shared + feedback)
     args = (compression, shared, feedback, EXPERTS, SHAPES, DOMAIN * LOCAL)
     ours = [hybrid.SharedResidual(*args) for _ in range(DOMAIN)]
     host = [HostSharedResidual(*args) for _ in range(DOMAIN)]
-    w = experts(gen, 0, "random")
+    w = [x.to(device) for x in experts(gen, 0, "random")]
     for step, kind in enumerate(["random", "random", "zero", "zero", "ties", "random"]):
         if step:
-            w = [x + 0.1 * torch.randn(x.shape, generator=gen) for x in w]
+            w = [x + 0.1 * torch.randn(x.shape, generator=gen).to(device) for x in w]
             if kind != "random":
-                w = experts(gen, step, kind)
+                w = [x.to(device) for x in experts(gen, step, kind)]
         own = [[x[m * LOCAL:(m + 1) * LOCAL] for x in w] for m in range(DOMAIN)]
         blocks = {}
         for name, codecs in (("ours", ours), ("host", host)):
@@ -170,7 +195,8 @@ def test_shared_residual_equals_host_round_trip(selection, compression, shared, 
             got = ours[m].decode(blocks["ours"], own[m], m)
             want = host[m].decode(blocks["host"], own[m], m)
             for t in range(len(SHAPES)):
-                assert_bits_equal(got[t], want[t], f"step {step} member {m} tensor {t}")
+                assert got[t].device == want[t].device and not got[t].requires_grad
+                assert_bits_equal(got[t], want[t].cpu(), f"step {step} member {m} tensor {t}")
                 mine = slice(m * LOCAL, (m + 1) * LOCAL)
                 assert torch.equal(got[t][mine], own[m][t])  # the owner's exact weights
             if feedback:

@@ -32,34 +32,27 @@ def _top_indices(mag: torch.Tensor, k: int) -> torch.Tensor:
     increasing order, ties to the lower index: nn/sr_codec.cpp's selection (every entry above
     the k-th largest t, then the lowest-index entries equal to t), the same indices on every
     device. On a GPU sync-free (_top_indices_sync_free); on the CPU, where a data-dependent
-    size costs no device sync, ties are counted only where there are too many and
-    ``nonzero`` compacts (two passes over n fewer)."""
+    size costs no device sync, the k-th by kthvalue (a quickselect: there, 2-3x faster than
+    topk), ties counted only where there are too many, and ``nonzero`` compacts."""
     if mag.is_cuda:
         return _top_indices_sync_free(mag, k)
-    t, above, tie, need = _threshold(mag, k)
+    t = mag.kthvalue(mag.shape[1] - k + 1, dim=1, keepdim=True).values
+    above, tie = mag > t, mag == t
+    need = k - above.sum(1, keepdim=True)  # >= 1: the k-th itself
     if bool((tie.sum(1, keepdim=True) > need).any()):
         tie &= tie.cumsum(1) <= need
     return (above | tie).nonzero()[:, 1].reshape(mag.shape[0], k)
 
 
 def _top_indices_sync_free(mag: torch.Tensor, k: int) -> torch.Tensor:
-    """_top_indices with no data-dependent size: the ties kept by a running count, the kept
-    entries compacted by a scatter to their running position."""
-    rows, n = mag.shape
-    t, above, tie, need = _threshold(mag, k)
-    keep = above | (tie & (tie.cumsum(1) <= need))
-    slot = torch.where(keep, keep.cumsum(1) - 1, k)  # past the k kept: a discarded column
-    at = torch.arange(n, device=mag.device).expand(rows, n)
-    out = torch.empty(rows, k + 1, dtype=torch.int64, device=mag.device)
-    return out.scatter_(1, slot, at)[:, :k]
-
-
-def _threshold(mag: torch.Tensor, k: int):
-    """t, each row's k-th largest, and which entries lie above it and at it, and how many of
-    those at it are kept (>= 1: the k-th itself)."""
-    t = mag.kthvalue(mag.shape[1] - k + 1, dim=1, keepdim=True).values
-    above = mag > t
-    return t, above, mag == t, k - above.sum(1, keepdim=True)
+    """_top_indices with no data-dependent size: topk of a key unique per entry, |r|'s bits
+    above the reversed index (of equal |r| the lower index is the larger key), then the k
+    indices sorted. On a GPU topk is a radix select: on an H100 (torch 2.11) a member's
+    encode + decode of 1024 x 4096 experts took 4-6 ms so, 84 ms by kthvalue."""
+    n = mag.shape[1]
+    reverse = torch.arange(n - 1, -1, -1, device=mag.device)
+    key = (mag.long() << 31) | reverse  # |r| < 2^31, n <= 2^31 - 1: fits in 62 bits
+    return key.topk(k, dim=1, sorted=False).indices.sort(dim=1).values
 
 
 def sr_encode(weights: torch.Tensor, reference: Optional[torch.Tensor], k: int) -> torch.Tensor:

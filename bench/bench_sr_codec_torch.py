@@ -147,9 +147,9 @@ def main(argv: Sequence[str] = None) -> int:
                     "numpy/C++ host round trip, encode + decode of one domain member per "
                     "step, ms, ratio and bit equality. See the module docstring.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--sizes", type=sizes, default=sizes("64x128,512x1024"),
+    parser.add_argument("--sizes", type=sizes, default="64x128,512x1024",
                         help="expert sizes HIDDENxFFN, comma-separated")
-    parser.add_argument("--compressions", type=floats, default=floats("0.02,0.3"),
+    parser.add_argument("--compressions", type=floats, default="0.02,0.3",
                         help="SR compressions (encoded / dense bytes), comma-separated")
     parser.add_argument("--domain", type=int, default=4, help="members of the domain")
     parser.add_argument("--local", type=int, default=2, help="experts per member")

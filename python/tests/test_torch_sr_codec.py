@@ -3,9 +3,9 @@ through the _moecomm binding, bit for bit: the encoded bytes (values, indices, t
 the decoded copies (their float bits, so -0.0 against +0.0 and NaN payloads count), and over
 several steps the state SharedResidual keeps (shared expert, feedback residual), against the
 host round trip it replaced (sr_host_codec.py). Both selections are checked on the CPU: the
-one the CPU runs and the sync-free one a GPU runs; where torch sees a GPU, the codec runs there
-too (scripts/gpu-check.sh's machine), equal but for NaN payloads: a GPU's arithmetic makes
-every NaN 0x7fffffff, which ranks as x86's NaNs do (above inf) but is other bytes."""
+one the CPU runs and the sync-free one a GPU runs; where torch sees a GPU (a CUDA build of
+torch), the codec runs there too, equal but for NaN payloads: a GPU's arithmetic makes every
+NaN 0x7fffffff, which ranks as x86's NaNs do (above inf) but is other bytes."""
 from __future__ import annotations
 
 import math

@@ -121,8 +121,8 @@ class SharedResidual:
     def _reference(self, t: int, first: int, count: int) -> Optional[torch.Tensor]:
         """What slots [first, first + count) of tensor t are encoded against: s ([numel]), or
         with feedback s + R ([count, numel]; R itself without S, where the C++ runtime adds
-        0 + R: R holds no -0.0, as it starts at +0.0 and a decoded 0 + r is -0.0 only if both
-        are, so the two agree bit for bit); None for zero."""
+        0 + R: the two agree bit for bit, as R holds no -0.0: it starts at +0.0, and a copy
+        decoded against R, R + r, is -0.0 only where both are); None for zero."""
         s = self.shared[t] if self.shared is not None else None
         if self.received is None:
             return s

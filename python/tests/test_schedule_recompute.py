@@ -46,7 +46,7 @@ def test_read_only():
 
 def test_backward_expert_ops_carry_the_forward_once_more():
     expert = _moecomm.OpRole.expert
-    for strategy in ["baseline", "base=baseline,chunks=2"]:
+    for strategy in ["base=baseline", "base=baseline,chunks=2"]:
         kept = [o for o in build(strategy).ops(0) if o.role == expert]
         recomputed = [o for o in build(strategy + ",recompute_experts=true").ops(0)
                       if o.role == expert]

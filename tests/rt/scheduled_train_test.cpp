@@ -52,12 +52,12 @@ TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheBaseline) {
 // TP, HybridEP's domains).
 TEST(ScheduledTrain, RecomputedExpertsTrainBitForBitLikeKeptOnes) {
   for (const auto& [tp, s] : std::vector<std::pair<int, std::string>>{
-           {1, "baseline"},
+           {1, "base=baseline"},
            {1, "base=fsmoe,tp_dispatch=replicate,chunks_fwd=3,chunks_bwd=2"},
            {1, "base=lina,chunks=2"},
            {1, "base=baseline,chunks_fwd=2,chunks_bwd=4,pipeline_experts=false"},
            {1, "base=hybridep,hybrid_domain=2,compression=1,chunks=2"},
-           {2, "monta-o2"},
+           {2, "base=monta-o2"},
            {2, "base=baseline,chunks=2"},
        }) {
     SCOPED_TRACE(std::to_string(tp) + " " + s);

@@ -59,7 +59,7 @@ std::map<Key, Expert> expert_ops(const std::string& strategy) {
 TEST(RecomputeExperts, BackwardExpertOpsTakeTheirForwardAgain) {
   // Unchunked, pipelined chunks (FSMoE's r, Lina's micro-ops), and experts waiting for every
   // chunk (MoNTA).
-  for (const std::string base : {"baseline", "base=baseline,chunks=3", "base=lina,chunks=2",
+  for (const std::string base : {"base=baseline", "base=baseline,chunks=3", "base=lina,chunks=2",
                                  "base=baseline,chunks=2,pipeline_experts=false"}) {
     SCOPED_TRACE(base);
     const auto off = expert_ops(base);

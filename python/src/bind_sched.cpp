@@ -331,6 +331,11 @@ void bind_sched(py::module_& m) {
             return out;
           },
           py::arg("rank"), "the rank's ops in the order they were added")
+      .def_property_readonly(
+          "recompute_experts", [](const BuiltSchedule& b) { return b.knobs.recompute_experts; },
+          "whether the backward recomputes the experts' forward instead of keeping their "
+          "activations (the strategy's recompute_experts; its backward expert ops are priced "
+          "at 3x the forward's flops)")
       .def_readonly("hybrid", &BuiltSchedule::hybrid, "whether experts travel (HybridEP)")
       .def_readonly("hybrid_domain", &BuiltSchedule::hybrid_domain,
                     "HybridEP's domain size S_ED (1 without expert transfer)")

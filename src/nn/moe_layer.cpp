@@ -53,6 +53,7 @@ void MoeLayer::set_layout(const ExchangeLayout& layout) {
                                  std::to_string(local_experts()) + " local)");
   layout_ = layout;
   caches_.assign(experts_.size(), ExpertCache{});
+  inputs_.assign(experts_.size(), Tensor{});
 }
 
 Tensor MoeLayer::forward_experts(int i, int n, const Tensor& rows) {
@@ -137,22 +138,50 @@ std::vector<int> MoeLayer::expert_chunk_rows(int l, int i, int n,
 // The chunk's activations go into caches_ at their full-layout rows, so the backward may use
 // another pipeline degree than the forward (every saved tensor is row-aligned with the
 // expert's input rows).
+Tensor MoeLayer::expert_forward(int l, int i, int n, const ExchangeLayout& chunk, const Tensor& x) {
+  ExpertCache part;
+  Tensor y = experts_[static_cast<size_t>(l)]->forward(x, part);
+  ExpertCache& full = caches_[static_cast<size_t>(l)];
+  const std::vector<int> index = expert_chunk_rows(l, i, n, chunk);
+  if (full.saved.empty())
+    for (const Tensor& t : part.saved)
+      full.saved.emplace_back(std::vector<int64_t>{layout_.local_rows(l), t.cols()});
+  for (size_t k = 0; k < part.saved.size(); ++k) scatter_rows(full.saved[k], part.saved[k], index);
+  return y;
+}
+
+// With recompute_experts only the input rows stay, at their full-layout rows; the
+// activations go as soon as the chunk's outputs are out.
 Tensor MoeLayer::run_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& rows) {
   Tensor out(rows.shape());
+  forward_chunks_ = n;
   for (int l = 0; l < local_experts(); ++l) {
     const int count = chunk.local_rows(l), at = chunk.local_offset(l);
     if (count == 0) continue;
-    ExpertCache part;
-    out.set_rows(at, experts_[static_cast<size_t>(l)]->forward(rows.slice_rows(at, count), part));
-    ExpertCache& full = caches_[static_cast<size_t>(l)];
-    const std::vector<int> index = expert_chunk_rows(l, i, n, chunk);
-    if (full.saved.empty())
-      for (const Tensor& t : part.saved)
-        full.saved.emplace_back(std::vector<int64_t>{layout_.local_rows(l), t.cols()});
-    for (size_t k = 0; k < part.saved.size(); ++k)
-      scatter_rows(full.saved[k], part.saved[k], index);
+    const Tensor x = rows.slice_rows(at, count);
+    if (!recompute_experts_) {
+      out.set_rows(at, expert_forward(l, i, n, chunk, x));
+      continue;
+    }
+    ExpertCache dropped;
+    out.set_rows(at, experts_[static_cast<size_t>(l)]->forward(x, dropped));
+    Tensor& in = inputs_[static_cast<size_t>(l)];
+    if (in.size() == 0) in = Tensor({layout_.local_rows(l), rows.cols()});
+    scatter_rows(in, x, expert_chunk_rows(l, i, n, chunk));
   }
   return out;
+}
+
+// The forward again, on the very row blocks the forward ran: the same GEMM shapes, so the
+// same bits whatever the backward's pipeline degree.
+void MoeLayer::recompute_expert(int l) {
+  const int n = forward_chunks_;
+  for (int i = 0; i < n; ++i) {
+    const ExchangeLayout chunk = chunk_layout(layout_, i, n);
+    if (chunk.local_rows(l) == 0) continue;
+    expert_forward(l, i, n, chunk,
+                   gather_rows(inputs_[static_cast<size_t>(l)], expert_chunk_rows(l, i, n, chunk)));
+  }
 }
 
 Tensor MoeLayer::backward_expert_chunk(int i, int n, const ExchangeLayout& chunk,
@@ -162,12 +191,29 @@ Tensor MoeLayer::backward_expert_chunk(int i, int n, const ExchangeLayout& chunk
     const int count = chunk.local_rows(l), at = chunk.local_offset(l);
     if (count == 0) continue;
     const std::vector<int> index = expert_chunk_rows(l, i, n, chunk);
+    Expert& expert = *experts_[static_cast<size_t>(l)];
     ExpertCache part;
-    for (const Tensor& t : caches_[static_cast<size_t>(l)].saved)
-      part.saved.push_back(gather_rows(t, index));
-    din.set_rows(at, experts_[static_cast<size_t>(l)]->backward(dout.slice_rows(at, count), part));
+    if (recompute_experts_ && n == forward_chunks_) {
+      // The backward's chunk is the forward's: its activations alone, recomputed.
+      expert.forward(gather_rows(inputs_[static_cast<size_t>(l)], index), part);
+    } else {
+      // Other chunks than the forward's: every forward chunk recomputed once, then kept
+      // until the layer's backward is done with them.
+      if (recompute_experts_ && caches_[static_cast<size_t>(l)].saved.empty()) recompute_expert(l);
+      for (const Tensor& t : caches_[static_cast<size_t>(l)].saved)
+        part.saved.push_back(gather_rows(t, index));
+    }
+    din.set_rows(at, expert.backward(dout.slice_rows(at, count), part));
   }
   return din;
+}
+
+int64_t MoeLayer::saved_floats() const {
+  int64_t floats = 0;
+  for (const ExpertCache& cache : caches_)
+    for (const Tensor& t : cache.saved) floats += t.size();
+  for (const Tensor& t : inputs_) floats += t.size();
+  return floats;
 }
 
 std::vector<Param> MoeLayer::params() {

@@ -52,6 +52,15 @@ class MoeLayer {
   // chunks and the experts run chunk by chunk; the after-dispatch and before-combine hooks
   // then see one chunk at a time. 1 (the default): one dispatch, experts, one combine.
   void set_chunks(int forward, int backward);
+  // Activation recomputation of the experts (sched::Strategy::recompute_experts): forward keeps
+  // only each expert's input rows, and backward runs the expert forward again on them before
+  // its backward. Outputs and gradients are bit for bit those of a layer that keeps the
+  // activations: the recomputation runs on the forward's own row blocks (its chunks).
+  void set_recompute_experts(bool on) { recompute_experts_ = on; }
+  bool recompute_experts() const { return recompute_experts_; }
+  // Floats the experts hold for the backward once the forward is done: their saved activations,
+  // or under recompute_experts their input rows alone.
+  int64_t saved_floats() const;
 
   MoeHooks& hooks() { return hooks_; }
   float aux_loss() const { return routing_.aux_loss; }
@@ -75,6 +84,10 @@ class MoeLayer {
   Tensor backward_expert_chunk(int i, int n, const ExchangeLayout& chunk, const Tensor& dout);
   // Chunk i's rows of local expert l, as rows of l's block in the full dispatched buffer.
   std::vector<int> expert_chunk_rows(int l, int i, int n, const ExchangeLayout& chunk) const;
+  // Local expert l's forward on chunk i of n's rows `x`, its activations into caches_[l].
+  Tensor expert_forward(int l, int i, int n, const ExchangeLayout& chunk, const Tensor& x);
+  // recompute_experts: caches_[l] rebuilt from inputs_[l], chunk by forward chunk.
+  void recompute_expert(int l);
 
   std::unique_ptr<Gate> gate_;
   std::unique_ptr<Order> order_;
@@ -87,6 +100,11 @@ class MoeLayer {
   OrderPlan plan_;
   ExchangeLayout layout_;
   std::vector<ExpertCache> caches_;
+  // recompute_experts: per local expert, its input rows (full layout), and the forward's
+  // pipeline degree, whose chunks the recomputation repeats.
+  std::vector<Tensor> inputs_;
+  int forward_chunks_ = 1;
+  bool recompute_experts_ = false;
   Tensor combined_;                 // after the after-combine hook: I-Order's input
   std::vector<float> grad_weight_;  // backward_begin's gradient of the combine weights
   bool has_forward_ = false;

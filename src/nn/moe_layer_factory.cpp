@@ -104,6 +104,7 @@ std::unique_ptr<MoeLayer> make_moe_layer(const MoeLayerSpec& s, TokenExchange& e
   auto layer = std::make_unique<MoeLayer>(make_gate(s), std::move(order), std::move(experts),
                                           s.experts, exchange);
   layer->set_chunks(s.chunks_fwd, s.chunks_bwd);
+  layer->set_recompute_experts(s.recompute_experts);
   return layer;
 }
 

@@ -41,6 +41,7 @@ struct MoeLayerSpec {
   // (make_expert); the exchange sums the partial outputs over the ESP group.
   FfnShard expert_shard{};
   int chunks_fwd = 1, chunks_bwd = 1;  // MoeLayer::set_chunks
+  bool recompute_experts = false;      // MoeLayer::set_recompute_experts
   // < 0 (default): independent experts, expert e seeded by expert_seed(seed, e).
   // >= 0: "upcycled" experts that share structure (sparse upcycling, Komatsuzaki et al. 2022;
   // the redundancy among experts of HybridEP Fig. 9a): every parameter of expert e is

@@ -230,6 +230,7 @@ void SampleMovingMoe::set_layout(const std::vector<int>& recv_counts) {
     mine.push_back(r);
   }
   caches_.assign(static_cast<size_t>(local), ExpertCache{});
+  recomputed_ = false;
   bwd_chunk_ = canonical_chunks(layout_, chunks_bwd_);
 }
 
@@ -253,17 +254,9 @@ void SampleMovingMoe::expert_chunk(int i) {
   got_rows_[k] = {};
 }
 
-// z = w * E(LN2(h)) + [first slot] h for the chunk's rows (canonical `rows`): NetMoE Alg. 1
-// line 12 (Appendix A). Activations go into the full caches at the experts' rows.
-Tensor SampleMovingMoe::run_expert_chunk(const std::vector<int>& rows, const Tensor& h,
-                                         const std::vector<int>& meta) {
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const auto r = static_cast<size_t>(rows[k]);
-    in_.h.set_rows(rows[k], h.slice_rows(static_cast<int64_t>(k), 1));
-    in_.token[r] = meta[k * kMeta];
-    in_.first[r] = meta[k * kMeta + 1];
-    in_.weight[r] = std::bit_cast<float>(meta[k * kMeta + 2]);
-  }
+// E(LN2(h)) for the canonical `rows` (residual rows h), their activations kept in the full
+// caches at the experts' rows or dropped (recompute_experts).
+Tensor SampleMovingMoe::experts_forward(const std::vector<int>& rows, const Tensor& h, bool keep) {
   LayerNorm ln = copy_of(ln2_);
   const Tensor a = ln.forward(h);
   Tensor out(h.shape());
@@ -277,6 +270,7 @@ Tensor SampleMovingMoe::run_expert_chunk(const std::vector<int>& rows, const Ten
     if (sel.empty()) continue;
     ExpertCache part;
     scatter_rows(out, moe_.expert(l).forward(gather_rows(a, sel), part), sel);
+    if (!keep) continue;
     ExpertCache& full = caches_[static_cast<size_t>(l)];
     const auto total = static_cast<int64_t>(expert_rows_[static_cast<size_t>(l)].size());
     if (full.saved.empty())
@@ -284,6 +278,21 @@ Tensor SampleMovingMoe::run_expert_chunk(const std::vector<int>& rows, const Ten
         full.saved.emplace_back(std::vector<int64_t>{total, t.cols()});
     for (size_t s = 0; s < part.saved.size(); ++s) scatter_rows(full.saved[s], part.saved[s], pos);
   }
+  return out;
+}
+
+// z = w * E(LN2(h)) + [first slot] h for the chunk's rows (canonical `rows`): NetMoE Alg. 1
+// line 12 (Appendix A). Activations go into the full caches at the experts' rows.
+Tensor SampleMovingMoe::run_expert_chunk(const std::vector<int>& rows, const Tensor& h,
+                                         const std::vector<int>& meta) {
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto r = static_cast<size_t>(rows[k]);
+    in_.h.set_rows(rows[k], h.slice_rows(static_cast<int64_t>(k), 1));
+    in_.token[r] = meta[k * kMeta];
+    in_.first[r] = meta[k * kMeta + 1];
+    in_.weight[r] = std::bit_cast<float>(meta[k * kMeta + 2]);
+  }
+  const Tensor out = experts_forward(rows, h, !moe_.recompute_experts());
   scatter_rows(in_.out, out, rows);
   Tensor z(h.shape());
   for (int64_t k = 0; k < z.rows(); ++k) {
@@ -494,6 +503,12 @@ Tensor SampleMovingMoe::backward_expert_chunk(const std::vector<int>& rows, cons
       if (first) dh.at(k, c) = dz.at(k, c);
     }
     dw[static_cast<size_t>(k)] = static_cast<float>(dot);
+  }
+  // recompute_experts: the layer's first backward chunk runs the forward's chunks again, on
+  // the same rows (the same GEMM shapes, so the same bits), and keeps them for the rest.
+  if (moe_.recompute_experts() && !recomputed_) {
+    for (const std::vector<int>& fwd : rows_) experts_forward(fwd, gather_rows(in_.h, fwd), true);
+    recomputed_ = true;
   }
   Tensor da(dz.shape());
   for (int l = 0; l < moe_.local_experts(); ++l) {

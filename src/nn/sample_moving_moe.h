@@ -161,6 +161,7 @@ class SampleMovingMoe {
   void aux_begin(const std::vector<int>& samples);
   Tensor run_expert_chunk(const std::vector<int>& rows, const Tensor& h,
                           const std::vector<int>& meta);
+  Tensor experts_forward(const std::vector<int>& rows, const Tensor& h, bool keep);
   std::vector<DyRoute> dy_routes() const;
   Tensor backward_expert_chunk(const std::vector<int>& rows, const Tensor& dz,
                                std::vector<float>& dw);
@@ -186,6 +187,7 @@ class SampleMovingMoe {
   std::vector<std::vector<int>> expert_rows_;      // per local expert: its rows of in_
   std::vector<int> expert_pos_;                    // per row of in_: its row in expert_rows_
   std::vector<ExpertCache> caches_;        // per local expert, row-aligned with expert_rows_
+  bool recomputed_ = false;                // recompute_experts: caches_ rebuilt this backward
   std::vector<int> place_, slot_, moved_;  // per global sample: new member, slot there
   std::vector<int> sent_row_, sent_dest_;  // gather rows sent: row of in_, new member
   Gathered got_;

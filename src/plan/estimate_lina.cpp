@@ -87,7 +87,7 @@ std::optional<StrategyEstimate> estimate_lina(const EstimateContext& ctx, std::s
   e.source = "Lina Sec. 4.1-4.2 (A2A-first micro-ops, expert packing)";
   e.forward_s = ep_forward(ctx, a2a);
   e.backward_s = bwd.layer_seconds + bwd.allreduce_left_seconds + ctx.esp_reduce_s;
-  e.memory_bytes = memory_per_device(packed_input);  // more experts per device, packed
+  e.memory_bytes = memory_per_device(packed_input, false);  // more experts per device, packed
   e.knobs.name = e.name;
   e.knobs.grad_sync = sched::GradSync::kLina;
   e.a2a_s = a2a;

@@ -72,6 +72,9 @@ WeightMemory weight_memory(const WeightMemoryInputs& in) {
 //    input and output, 2 B each);
 //  - attention scores, 5as/h (softmax output 2, its dropout mask 1, dropout output 2, per
 //    head and key), split by TP over heads; dropped by selective recomputation.
+// Recomputing the experts (recompute_experts) drops each copy's split 4 ffn_hidden / h: the
+// FFN input it recomputes from stays, as do the LayerNorm input and dropout mask outside the
+// FFN; the one expert being recomputed holds its activations only during its own backward.
 // SP also splits the replicated parts by t. Full recomputation keeps only each layer's 2 B
 // input (split by t under SP). Expert parallelism does not appear: with balanced routing
 // each device's experts receive on average b s k token copies whatever e is. Pipeline
@@ -89,7 +92,7 @@ double activation_memory(const ActivationInputs& in) {
   const double t = in.t;
   const double bshl = double(in.b) * in.s * in.h * in.l;
   if (in.recompute == Recompute::kFull) return bshl * 2.0 / (in.sp ? t : 1.0);
-  const double ffn = 4.0 * double(in.ffn_hidden) / in.h;  // 16 when ffn_hidden = 4h
+  const double ffn = in.recompute_experts ? 0.0 : 4.0 * double(in.ffn_hidden) / in.h;  // 16: 4h
   const double attention = in.sp ? (5.0 + 8.0) / t : 5.0 + 8.0 / t;
   const double expert = in.sp ? (5.0 + ffn) / t : 5.0 + ffn / t;
   const double scores =

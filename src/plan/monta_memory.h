@@ -45,6 +45,9 @@ struct ActivationInputs {
   int t = 1;                    // tensor-parallel degree
   bool sp = false;              // sequence parallelism
   Recompute recompute = Recompute::kNone;
+  // sched::Strategy::recompute_experts: the expert FFNs keep only their input and rebuild the
+  // rest in the backward, so their inner activations (4 ffn_hidden / h per token copy) go.
+  bool recompute_experts = false;
 };
 
 // MoNTA Table 4 / Eq. 2: activation bytes per device. Throws moecomm::Error on

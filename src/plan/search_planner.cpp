@@ -42,11 +42,12 @@ const StrategyEstimate* find_estimate(const ModelEstimates& e, const std::string
 }
 
 // Per device: MoNTA Eq. 1 for the candidate's parallel sizes (Lina's packing holds more
-// experts), plus the decoded copies of the other members' experts a HybridEP domain holds.
+// experts) and its recompute_experts, plus the decoded copies of the other members' experts a
+// HybridEP domain holds.
 double memory_of(const PlanInput& in, const Candidate& c) {
   PlanInput at = in;
   at.parallel = c.parallel;
-  double bytes = memory_per_device(at);
+  double bytes = memory_per_device(at, c.strategy.recompute_experts);
   if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {
     const core::Topology topology(in.cluster);
     const MoeWorkload w = derive_workload(at, cost::CollectiveModel(topology));

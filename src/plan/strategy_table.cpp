@@ -21,7 +21,7 @@ Recompute parse_recompute(const std::string& r) {
 }  // namespace
 
 // MoNTA Eq. 1: model states (Table 3) plus activations (Table 4) on one device.
-double memory_per_device(const PlanInput& in) {
+double memory_per_device(const PlanInput& in, bool recompute_experts) {
   const auto& m = in.model;
   const auto& p = in.parallel;
   WeightMemoryInputs wm;
@@ -44,6 +44,7 @@ double memory_per_device(const PlanInput& in) {
   act.t = p.tp;
   act.sp = p.tp > 1;
   act.recompute = parse_recompute(in.recompute);
+  act.recompute_experts = recompute_experts;
   return total_memory(weight_memory(wm), activation_memory(act));
 }
 
@@ -67,7 +68,7 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
   ctx.flat_a2a_s = comm.alltoall_time(w.groups.ep.front(), w.a2a_bytes);
   // Attention forward: the workload's QKV and output projections and scores.
   ctx.pre_expert_fwd_s = ctx.gemm.time_flops(w.attention_flops);
-  ctx.base_memory_bytes = memory_per_device(in);
+  ctx.base_memory_bytes = memory_per_device(in, false);  // the papers keep expert activations
   ctx.state_bytes_per_expert =
       m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);
   return ctx;

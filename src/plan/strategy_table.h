@@ -105,7 +105,8 @@ struct ModelEstimates {
 };
 
 ModelEstimates estimate_strategies(const PlanInput& input);
-// MoNTA Eq. 1 for `input`'s model and parallel sizes: model states and activations per device.
-double memory_per_device(const PlanInput& input);
+// MoNTA Eq. 1 for `input`'s model and parallel sizes: model states and activations per device,
+// the experts' activations recomputed in the backward or kept (sched::Strategy's knob).
+double memory_per_device(const PlanInput& input, bool recompute_experts);
 
 }  // namespace moecomm::plan

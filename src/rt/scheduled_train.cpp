@@ -163,6 +163,7 @@ nn::MoeTransformerConfig model_config(const TrainConfig& c, const TrainGroups& g
                                       const HybridLayout& h) {
   nn::MoeTransformerConfig m = c.model;
   m.moe.expert_shard = {g.tp_index, c.tp};
+  m.moe.recompute_experts = c.strategy.recompute_experts;  // the backward's experts recompute
   m.tp_shard = g.tp_index;
   m.tp_shards = c.tp;
   if (h.domain_size > 1) {

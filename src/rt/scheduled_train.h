@@ -4,7 +4,8 @@
 // with the model's kernels and buffers bound by rt::ModelBinding: no per-knob code. It runs
 // a2a (flat / 1dh / 2dh), chunks_fwd / chunks_bwd with or without pipeline_experts,
 // copy_pipelining, grad_sync (bucketed / lina / fsmoe) with grad_partitions, under tp > 1 both
-// tp_dispatch values, expert_transfer=hybrid and placement=netmoe (rt/netmoe_binding.h).
+// tp_dispatch values, expert_transfer=hybrid, placement=netmoe (rt/netmoe_binding.h) and
+// recompute_experts (the MoE layers recompute their experts' forward in the backward).
 // With keep_op_times the result holds the schedule and every step's op times; with
 // trace_last_step, the last step's ops as calls.
 #include <functional>

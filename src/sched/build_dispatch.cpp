@@ -160,11 +160,14 @@ void gather_chunks(BuildContext& ctx, std::vector<Frontier>& c,
 // The expert FFNs: per chunk (pipelined) or once after every chunk (MoNTA).
 void expert_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool pipelined) {
   const int n = static_cast<int>(c.size());
-  const double factor = ctx.phase == Phase::kBackward ? 2.0 : 1.0;
+  // Backward: input and weight gradients, 2x the forward; recompute_experts adds the forward
+  // run again on the same rows first, to rebuild the activations the forward did not keep.
+  const double backward = ctx.strategy.recompute_experts ? 3.0 : 2.0;
+  const double factor = ctx.phase == Phase::kBackward ? backward : 1.0;
   const int pieces = pipelined ? n : 1;
   std::vector<double> flops(ctx.world());
-  for (int r = 0; r < ctx.world(); ++r)
-    flops[r] = ctx.work.expert_flops * ctx.path.expert_scale[r] * factor / pieces;
+  for (int r = 0; r < ctx.world(); ++r)  // the factor last: 3x is 2x plus 1x to the bit
+    flops[r] = ctx.work.expert_flops * ctx.path.expert_scale[r] / pieces * factor;
   for (int r = 0; r < ctx.world(); ++r)  // HybridEP: the gathered experts must be there
     if (ctx.prefetch[r] != kNone)
       for (auto& chunk : c) chunk[r].push_back(ctx.prefetch[r]);

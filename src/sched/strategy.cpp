@@ -152,6 +152,8 @@ const std::map<std::string, Setter>& setters() {
                          const std::string& w) { s.sr_feedback = pick(kBools, v, w); }},
       {"comm_priority", [](Strategy& s, const std::string& v,
                            const std::string& w) { s.comm_priority = pick(kPriorities, v, w); }},
+      {"recompute_experts", [](Strategy& s, const std::string& v,
+                               const std::string& w) { s.recompute_experts = pick(kBools, v, w); }},
   };
   return table;
 }
@@ -373,7 +375,8 @@ std::string to_string(const Strategy& s) {
      << ",grad_sync=" << to_string(s.grad_sync) << ",grad_partitions=" << s.grad_partitions
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
      << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert
-     << ",sr_feedback=" << s.sr_feedback << ",comm_priority=" << to_string(s.comm_priority);
+     << ",sr_feedback=" << s.sr_feedback << ",comm_priority=" << to_string(s.comm_priority)
+     << ",recompute_experts=" << s.recompute_experts;
   for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
     os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
   return os.str();

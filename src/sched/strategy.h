@@ -53,6 +53,11 @@ struct Strategy {
   // MoNTA "Communication priority": where EP, PP, CP and DP transfers share links, the
   // network serves them in that order (none: they share fairly, Lina's A2A-first aside).
   CommPriority comm_priority = CommPriority::kNone;
+  // Activation recomputation of the experts (a memory knob): the forward keeps only each
+  // expert's input rows and the backward runs the expert FFN forward again before its
+  // gradients, so a backward expert op costs 3x the forward's flops instead of 2x
+  // (Korthikanti et al. 2022's selective recomputation, applied to the expert MLPs).
+  bool recompute_experts = false;
 
   bool operator==(const Strategy&) const = default;
 };
@@ -71,7 +76,7 @@ std::vector<std::string> strategy_names();
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
-// shared_expert, sr_feedback, comm_priority. `where`
+// shared_expert, sr_feedback, comm_priority, recompute_experts. `where`
 // names the source (e.g. "--strategy"); errors name the knob and list what is accepted, with
 // the near-miss name ("did you mean 'chunks'?"). A knob given twice (chunks counts as
 // chunks_fwd and chunks_bwd) and an empty item are refused.

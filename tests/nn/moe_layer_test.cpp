@@ -275,6 +275,45 @@ TEST(MoeLayer, PipelinedChunksEqualOneProcess) {
   }
 }
 
+// Recomputing the experts in the backward (recompute_experts) gives the layer that keeps their
+// activations bit for bit: outputs, input gradients and every parameter's gradient, whatever
+// the pipeline degrees (the backward's chunks apart from the forward's recompute the
+// forward's).
+TEST(MoeLayer, RecomputedExpertsEqualKeptOnesBitForBit) {
+  for (const Combo& c : all_combos())
+    for (const auto& [fwd, bwd] : {std::pair{1, 1}, {2, 2}, {3, 1}, {1, 4}, {5, 3}}) {
+      SCOPED_TRACE(name_of(c) + " chunks " + std::to_string(fwd) + "/" + std::to_string(bwd));
+      MoeLayerSpec spec = spec_of(c, 4);
+      spec.chunks_fwd = fwd;
+      spec.chunks_bwd = bwd;
+      LocalExchange ex_kept, ex_recomputed;
+      auto kept = make_moe_layer(spec, ex_kept);
+      spec.recompute_experts = true;
+      auto recomputed = make_moe_layer(spec, ex_recomputed);
+      EXPECT_FALSE(kept->recompute_experts());
+      ASSERT_TRUE(recomputed->recompute_experts());
+      kept->zero_grad();
+      recomputed->zero_grad();
+      for (uint64_t step = 0; step < 2; ++step) {  // the second step reuses the layer's state
+        const Tensor x = Tensor::randn({9, 4}, 300 + step), dy = Tensor::randn({9, 4}, 400 + step);
+        EXPECT_EQ(max_abs_diff(recomputed->forward(x), kept->forward(x)), 0.0f);
+        // Between the passes the recomputing layer holds its experts' input rows alone; the
+        // other also their hidden activations (GELU: 2, SwiGLU: 3 of ffn_hidden per row).
+        const int64_t rows = kept->layout().recv_rows();
+        EXPECT_EQ(recomputed->saved_floats(), rows * spec.hidden);
+        EXPECT_EQ(kept->saved_floats(),
+                  rows * (spec.hidden +
+                          (c.ffn_type == core::FfnType::kGelu ? 2 : 3) * int64_t(spec.ffn_hidden)));
+        EXPECT_EQ(max_abs_diff(recomputed->backward(dy, kAuxCoef), kept->backward(dy, kAuxCoef)),
+                  0.0f);
+      }
+      const std::vector<Param> a = kept->params(), b = recomputed->params();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t p = 0; p < a.size(); ++p)
+        EXPECT_EQ(max_abs_diff(*a[p].grad, *b[p].grad), 0.0f) << a[p].name;
+    }
+}
+
 TEST(MoeLayer, BadChunksAreAnError) {
   LocalExchange ex;
   auto layer = make_moe_layer(spec_of({GateKind::kGShard, 1.0f, core::FfnType::kGelu}, 4), ex);

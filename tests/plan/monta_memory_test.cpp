@@ -54,6 +54,26 @@ TEST(MontaMemory, ActivationsHandComputed) {
   EXPECT_DOUBLE_EQ(activation_memory(act_example(false, Recompute::kFull)), 2 * bshl);
 }
 
+// recompute_experts keeps each expert copy's 5 (LayerNorm input, FFN input, dropout mask) and
+// drops its 4 ffn / h (the GeLU's input and output), which the backward recomputes.
+TEST(MontaMemory, RecomputedExpertsDropTheirInnerActivations) {
+  const double bshl = 536870912.0;  // 2^29
+  auto with = [](bool sp, Recompute r) {
+    ActivationInputs in = act_example(sp, r);
+    in.recompute_experts = true;
+    return in;
+  };
+  // TP: 7 + 2 x 5 + 40 (9 per copy without the knob: 65).
+  EXPECT_DOUBLE_EQ(activation_memory(with(false, Recompute::kNone)), 57 * bshl);
+  EXPECT_DOUBLE_EQ(activation_memory(with(false, Recompute::kSelective)), 17 * bshl);
+  // TP + SP: (13 + 5 x 2) / 4 + 40 and (13 + 5 x 2) / 4.
+  EXPECT_DOUBLE_EQ(activation_memory(with(true, Recompute::kNone)), 45.75 * bshl);
+  EXPECT_DOUBLE_EQ(activation_memory(with(true, Recompute::kSelective)), 5.75 * bshl);
+  // Full recomputation keeps only the layer inputs, whatever the experts do.
+  EXPECT_DOUBLE_EQ(activation_memory(with(true, Recompute::kFull)), 0.5 * bshl);
+  EXPECT_DOUBLE_EQ(activation_memory(with(false, Recompute::kFull)), 2 * bshl);
+}
+
 TEST(MontaMemory, ActivationsReduceToThePublishedFormulas) {
   // MoNTA Eq. 2 without parallelism: bshl (13 + 21k + 5as/h).
   ActivationInputs in{2, 1024, 512, 8, 3, 2048, 2, 1, false, Recompute::kNone};

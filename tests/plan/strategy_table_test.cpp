@@ -65,6 +65,19 @@ PlanInput tiny() {
   return in;
 }
 
+// recompute_experts frees each expert copy's GeLU input and output (4 ffn / h bytes per token
+// and hidden unit, Table 4's split term) in every layer: b s l k 4 ffn, nothing else.
+TEST(StrategyTable, RecomputedExpertsFreeTheirInnerActivations) {
+  PlanInput in = tiny();
+  for (const char* recompute : {"none", "selective"}) {
+    in.recompute = recompute;
+    const double kept = memory_per_device(in, false), freed = memory_per_device(in, true);
+    EXPECT_DOUBLE_EQ(kept - freed, 2.0 * 512 * 2 * 2 * 4 * 4096) << recompute;
+  }
+  in.recompute = "full";  // only the layer inputs stay anyway
+  EXPECT_DOUBLE_EQ(memory_per_device(in, true), memory_per_device(in, false));
+}
+
 TEST(StrategyTable, BaselineForwardByHand) {
   PlanInput in = tiny();
   ModelEstimates p = estimate_strategies(in);

@@ -85,6 +85,18 @@ TEST(NetMoe, TrainsLikeTheBaselineWithSamplesMoved) {
   }
 }
 
+// recompute_experts with moved samples: the expert side recomputes the forward's chunks in the
+// backward, and the run is the one that keeps the activations, to the bit.
+TEST(NetMoe, RecomputedExpertsTrainBitForBitLikeKeptOnes) {
+  for (const std::string s : {"base=netmoe", "base=netmoe,chunks_fwd=4,chunks_bwd=3",
+                              "base=netmoe,chunks=2,pipeline_experts=false"}) {
+    SCOPED_TRACE(s);
+    const TrainResult kept = train(tiny(s)), run = train(tiny(s + ",recompute_experts=true"));
+    test::expect_identical_training(kept, run);
+    EXPECT_EQ(run.sample_losses, kept.sample_losses);
+  }
+}
+
 TEST(NetMoe, CutsInterNodeBytesOnRoutingWithLocality) {
   TrainConfig b = tiny("baseline"), n = tiny("netmoe");
   b.corpus = n.corpus = banded_corpus();

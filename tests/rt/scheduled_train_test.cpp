@@ -46,6 +46,28 @@ TEST(ScheduledTrain, ExpertParallelStrategiesTrainLikeTheBaseline) {
   }
 }
 
+// recompute_experts: the MoE layers keep only their experts' input rows and recompute the
+// rest in the backward; every loss and gradient is the one of the run that keeps them, to the
+// bit, on every token path (pipelined chunks apart per phase, experts waiting for every chunk,
+// TP, HybridEP's domains).
+TEST(ScheduledTrain, RecomputedExpertsTrainBitForBitLikeKeptOnes) {
+  for (const auto& [tp, s] : std::vector<std::pair<int, std::string>>{
+           {1, "base=baseline"},
+           {1, "base=fsmoe,tp_dispatch=replicate,chunks_fwd=3,chunks_bwd=2"},
+           {1, "base=lina,chunks=2"},
+           {1, "base=baseline,chunks_fwd=2,chunks_bwd=4,pipeline_experts=false"},
+           {1, "base=hybridep,hybrid_domain=2,compression=1,chunks=2"},
+           {2, "base=monta-o2"},
+           {2, "base=baseline,chunks=2"},
+       }) {
+    SCOPED_TRACE(std::to_string(tp) + " " + s);
+    const TrainResult kept = train(test::tiny_train(tp, s));
+    const TrainConfig c = test::tiny_train(tp, s + ",recompute_experts=true");
+    ASSERT_TRUE(c.strategy.recompute_experts);
+    test::expect_identical_training(kept, train(c));
+  }
+}
+
 // Every A2A algorithm of sched's table (sched/a2a_routing.h) trains like the baseline, chunked
 // and under MoNTA's drop: a new algorithm is tested here by its table entry alone.
 TEST(ScheduledTrain, EveryA2AAlgorithmTrainsLikeTheBaseline) {

@@ -51,4 +51,20 @@ inline void expect_same_training(const TrainResult& base, const TrainResult& run
   }
 }
 
+// The same numbers to the bit: every loss and every gradient of the last step (for a knob
+// that changes what is kept, not what is computed, such as recompute_experts).
+inline void expect_identical_training(const TrainResult& base, const TrainResult& run) {
+  ASSERT_EQ(run.steps.size(), base.steps.size());
+  for (size_t s = 0; s < base.steps.size(); ++s) {
+    EXPECT_EQ(run.steps[s].loss, base.steps[s].loss) << "step " << s + 1;
+    EXPECT_EQ(run.steps[s].lm_loss, base.steps[s].lm_loss) << "step " << s + 1;
+  }
+  ASSERT_EQ(run.gradients.size(), base.gradients.size());
+  for (size_t g = 0; g < base.gradients.size(); ++g) {
+    ASSERT_EQ(run.gradients[g].first, base.gradients[g].first);
+    EXPECT_EQ(nn::max_abs_diff(run.gradients[g].second, base.gradients[g].second), 0.0f)
+        << base.gradients[g].first;
+  }
+}
+
 }  // namespace moecomm::rt::test

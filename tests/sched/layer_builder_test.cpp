@@ -746,6 +746,45 @@ TEST(LayerBuilder, ComputeIsTheSameUnderCommunicationKnobs) {
         << name;
 }
 
+// recompute_experts changes one thing in the step: every backward expert op carries its
+// forward's flops once more (3x the forward instead of 2x), under every layout and method.
+TEST(LayerBuilder, RecomputeExpertsAddsTheForwardToEveryBackwardExpertOp) {
+  for (const char* parallel : kConfigs)
+    for (const auto& name : strategy_names()) {
+      const std::string what = std::string(parallel) + " " + name;
+      LayerSetup off = setup(parallel, name);
+      LayerSetup on = setup(parallel, "base=" + name + ",recompute_experts=true");
+      if (name == "netmoe") off.a2a_pair_bytes = on.a2a_pair_bytes = skewed_pairs(off);
+      const Schedule a = build_training_step(off), b = build_training_step(on);
+      ASSERT_EQ(a.num_ops(), b.num_ops()) << what;
+      std::map<std::tuple<int, int, int>, double> forward;  // (rank, layer, chunk): flops
+      for (OpId id = 0; id < a.num_ops(); ++id)
+        if (a.label(id).role == OpRole::kExpert && a.label(id).phase == Phase::kForward)
+          forward[{a.op(id).rank, a.label(id).layer, a.label(id).chunk}] = a.op(id).flops;
+      double added = 0;
+      int recomputed = 0;
+      for (OpId id = 0; id < a.num_ops(); ++id) {
+        const Label& l = a.label(id);
+        ASSERT_EQ(l, b.label(id)) << what;
+        EXPECT_EQ(a.op(id).bytes, b.op(id).bytes) << what;
+        if (l.role != OpRole::kExpert || l.phase != Phase::kBackward) {
+          EXPECT_EQ(a.op(id).flops, b.op(id).flops) << what << " " << to_string(l);
+          continue;
+        }
+        EXPECT_EQ(b.op(id).flops, a.op(id).flops / 2 * 3) << what << " " << to_string(l);
+        // The same chunks in both phases: the forward op of the same rows is what is added.
+        const auto fwd = forward.find({a.op(id).rank, l.layer, l.chunk});
+        if (fwd != forward.end() && off.strategy.chunks_fwd == off.strategy.chunks_bwd) {
+          EXPECT_EQ(b.op(id).flops, a.op(id).flops + fwd->second) << what << " " << to_string(l);
+        }
+        added += b.op(id).flops - a.op(id).flops;
+        ++recomputed;
+      }
+      EXPECT_GT(recomputed, 0) << what;
+      EXPECT_DOUBLE_EQ(total_flops(b) - total_flops(a), added) << what;
+    }
+}
+
 TEST(LayerBuilder, AttentionAllReducesOverTp) {
   const LayerSetup s = setup("tp=2,esp=2,ep=4", "baseline");
   const Schedule sched = build_training_step(s);

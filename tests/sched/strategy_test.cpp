@@ -67,6 +67,42 @@ TEST(Strategy, ParsesNamesAndKnobs) {
   EXPECT_EQ(parse_strategy("grad_sync=lina", "-").name, "custom");
 }
 
+// Activation recomputation of the experts is a memory knob no paper method turns on.
+TEST(Strategy, RecomputeExpertsIsOffByDefaultAndRoundTrips) {
+  EXPECT_FALSE(Strategy{}.recompute_experts);
+  for (const auto& n : strategy_names()) {
+    EXPECT_FALSE(named_strategy(n).recompute_experts) << n;
+    EXPECT_FALSE(parse_strategy(n, "-").recompute_experts) << n;
+  }
+  EXPECT_NE(to_string(Strategy{}).find(",recompute_experts=false"), std::string::npos);
+  for (const auto& n : strategy_names()) {
+    const Strategy s = parse_strategy("base=" + n + ",recompute_experts=true", "-");
+    EXPECT_TRUE(s.recompute_experts) << n;
+    Strategy expected = named_strategy(n);
+    expected.name = n + "-custom";
+    expected.recompute_experts = true;
+    EXPECT_EQ(s, expected) << n;  // the one knob set, the method's others kept
+    EXPECT_NE(to_string(s).find(",recompute_experts=true"), std::string::npos) << to_string(s);
+    EXPECT_EQ(parse_strategy(to_string(s), "-"), s) << to_string(s);
+  }
+  EXPECT_FALSE(parse_strategy("recompute_experts=false", "-").recompute_experts);
+  const ParsedStrategy parsed = parse_strategy_knobs("base=lina,recompute_experts=true", "-");
+  EXPECT_EQ(parsed.explicit_knobs, (std::set<std::string>{"recompute_experts"}));
+
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_strategy("recompute_experts=yes", "--strategy"); }),
+            "--strategy: recompute_experts: unknown value \"yes\" (accepted: true, false)");
+  EXPECT_EQ(error_of([] { parse_strategy("recompute_experts=ture", "--strategy"); }),
+            "--strategy: recompute_experts: unknown value \"ture\"; did you mean 'true'? "
+            "(accepted: true, false)");
+  EXPECT_EQ(error_of([] { parse_strategy("recompute_experts=", "--strategy"); }),
+            "--strategy: recompute_experts: unknown value \"\" (accepted: true, false)");
+  EXPECT_ERROR_HAS(parse_strategy("recompute_experts=true,recompute_experts=false", "-"),
+                   "recompute_experts: given twice");
+  EXPECT_ERROR_HAS(parse_strategy("recompute_expert=true", "--strategy"),
+                   "--strategy: recompute_expert: unknown knob; did you mean 'recompute_experts'?");
+}
+
 TEST(Strategy, ToStringRoundTrips) {
   for (const auto& n : strategy_names()) {
     const Strategy s = named_strategy(n);
@@ -179,7 +215,7 @@ TEST(Strategy, NearMissNamesGetASuggestion) {
   const std::string knobs =
       "base, a2a, chunks, chunks_bwd, chunks_fwd, comm_priority, compression, copy_pipelining, "
       "expert_transfer, grad_partitions, grad_sync, hybrid_domain, hybrid_levels, name, "
-      "pipeline_experts, placement, shared_expert, sr_feedback, tp_dispatch";
+      "pipeline_experts, placement, recompute_experts, shared_expert, sr_feedback, tp_dispatch";
   EXPECT_EQ(error_of([] { parse_strategy("chunk=2", "--strategy"); }),
             "--strategy: chunk: unknown knob; did you mean 'chunks'? (accepted: " + knobs + ")");
   EXPECT_EQ(error_of([] { parse_strategy("base=lina,grad_partition=8", "--strategy"); }),

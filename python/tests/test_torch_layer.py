@@ -30,7 +30,7 @@ def test_layer_equals_reference(results, case):
 def test_cases_cover_every_knob():
     strategies = " ".join(c[1] for c in torch_cases.CASES)
     for knob in ("lina", "fsmoe", "monta-o1", "monta-o2", "monta-o3", "hier-a2a", "a2a=1dh",
-                 "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false",
+                 "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false", "recompute_experts=true",
                  "grad_partitions=3"):
         assert knob in strategies
     for a in _moecomm.a2a_algorithms():

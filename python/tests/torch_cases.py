@@ -24,6 +24,7 @@ CASES = [
     ("fsmoe", "fsmoe", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
     ("fsmoe-r3-r2", "base=fsmoe,chunks_fwd=3,chunks_bwd=2", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
     ("experts-wait", "base=baseline,chunks=3,pipeline_experts=false", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("recompute", "base=fsmoe,chunks_fwd=3,chunks_bwd=2,recompute_experts=true", "ep=4", ONE_NODE, "gshard", 1.0, "swiglu", 2),
     ("hier-a2a", "hier-a2a", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
     ("2dh-chunks", "base=fsmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
     ("1dh", "base=baseline,a2a=1dh", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),

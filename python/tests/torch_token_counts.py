@@ -24,6 +24,7 @@ CASES = [
     ("lina", "lina", "ep=4", (8, 256)),
     ("monta-o2", "monta-o2", "tp=2,ep=2,esp=2", (8, 256)),
     ("fsmoe-r3-r2", "base=fsmoe,chunks_fwd=3,chunks_bwd=2", "ep=4", (8, 256)),
+    ("fsmoe-recompute", "base=fsmoe,chunks=2,recompute_experts=true", "ep=4", (8, 256)),
     ("baseline-ep2", "baseline", "ep=2", (8, 256)),
     ("fsmoe-chunks4-ep2", "base=fsmoe,chunks=4", "ep=2", (8, 256)),
 ]

@@ -140,7 +140,7 @@ class MoELayer(torch.nn.Module):
         self.chunks = {p: max([o.chunk + 1 for o in self.ops[p]] + [1]) for p in self.ops}
         self.ranks_per_node = self.schedule.ranks_per_node
         # Whether the backward recomputes the experts' forward (a memory knob of the schedule).
-        self.recompute_experts = bool(getattr(self.schedule, "recompute_experts", False))
+        self.recompute_experts = self.schedule.recompute_experts
         self._bind_domains(ops)
 
     def _bind_domains(self, ops: List[Any]) -> None:

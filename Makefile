@@ -33,7 +33,7 @@ test: build
 # `make test-sanitize`: the suite under AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan), then the threaded tests under ThreadSanitizer (build-tsan): the runtime's
 # executor in one process and under mpirun, the nn and place layers' threads. Left out: the
-# Python package (python_pytest, python_pip_install: a sanitized extension needs the
+# Python package (the python_test_* ctests, python_pip_install: a sanitized extension needs the
 # sanitizer runtime preloaded into Debian's python3, which is not instrumented itself) and
 # the install test (an outside project would have to link the sanitizer runtime too).
 # Debian's clang compiles an instrumented file in about 60% of GCC 12's time; the layers at

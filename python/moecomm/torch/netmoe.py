@@ -344,7 +344,7 @@ class _Step:
         starts = torch.ones_like(tok, dtype=torch.bool)
         starts[1:] = by_token.values[1:] != by_token.values[:-1]
         self.row_first = torch.zeros_like(tok)
-        self.row_first[by_token.indices[starts]] = 1
+        self.row_first[by_token.indices] = starts.to(tok.dtype)  # a permutation: no mask
         self.row_expert = routing.expert
         # NetMoE Eq. 2: slots per (sample held, expert).
         self.sample_counts = torch.zeros(self.B, self.E, dtype=torch.int64, device=self.device)
@@ -617,7 +617,25 @@ class _Step:
         self.got_where = torch.cat([w for _, w in self.got])
         self.sent_dest = torch.cat([d for d, _, _ in self.sent])
         self.sent_rows = torch.cat([r for _, r, _ in self.sent])
-        self.sent_bwd = torch.cat([b for _, _, b in self.sent])
+        # Per backward chunk j (host): the dy exchange's matrix, and where the arrivals
+        # tagged j and the rows sent in j start in those grouped by chunk. A stable sort by
+        # chunk and these host counts select them with no read back of a mask.
+        self.bwd_matrix = []
+        for j in range(self.nb):
+            matrix = [[0] * self.P for _ in range(self.P)]
+            for q in range(self.P):
+                moved = sum(self._moved(i, q, j, self.nb, self.place_host)
+                            for i in range(self.P)).tolist()
+                for d in range(self.P):
+                    matrix[d][q] = moved[d]  # rows d sends q: what q sent d tagged j
+            self.bwd_matrix.append(matrix)
+        got = [sum(m[self.me]) for m in self.bwd_matrix]
+        sent = [sum(hi - lo for lo, hi in (self._bwd_piece(i, l, j) for i, l in keys))
+                for j in range(self.nb)]
+        self.got_at, self.sent_at = np.cumsum([0] + got), np.cumsum([0] + sent)
+        self.got_by_chunk = torch.sort(self.got_where % self.nb, stable=True).indices
+        self.sent_by_chunk = torch.sort(torch.cat([b for _, _, b in self.sent]),
+                                        stable=True).indices
         self.dz: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
         self.dh: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
         self.dsend = dy.new_zeros(self.send.shape)
@@ -631,19 +649,14 @@ class _Step:
         """The gather's backward, chunk j: dy of the rows tagged j back to the members whose
         experts made them, in the order they came; they place them by what they sent."""
         j, nb, P = max(op.chunk, 0), self.nb, self.P
-        tagged = torch.nonzero(self.got_where % nb == j).reshape(-1)
+        tagged = self.got_by_chunk[int(self.got_at[j]):int(self.got_at[j + 1])]
         src, where = self.got_src[tagged], self.got_where[tagged]
         order = torch.sort(src, stable=True).indices
         payload = self.dy[where[order] // nb]
         # Rows member d sends member q in chunk j: what q sent d tagged j (every member knows
         # it from the counts and the placement, as in the forward).
-        matrix = [[0] * P for _ in range(P)]
-        for q in range(P):
-            moved = sum(self._moved(i, q, j, nb, self.place_host) for i in range(P)).tolist()
-            for d in range(P):
-                matrix[d][q] = moved[d]
-        pending = self.layer._a2a(op, payload, matrix)
-        mine = torch.nonzero(self.sent_bwd == j).reshape(-1)
+        pending = self.layer._a2a(op, payload, self.bwd_matrix[j])
+        mine = self.sent_by_chunk[int(self.sent_at[j]):int(self.sent_at[j + 1])]
         dests, rows = self.sent_dest[mine], self.sent_rows[mine]
         # The chunk's dz blocks back to back in (i, l) order: block b = i L + l holds its rows
         # [lo, hi), so row r of it lands at shift[b] + r, shift[b] = (its start) - lo.

@@ -17,7 +17,8 @@ CPU scalars only), ``.numpy()`` of a "device" tensor, and a "host" tensor handed
 torch.distributed collective (NCCL takes device tensors only) are each recorded as a
 violation, with the moecomm line that made it. Reads of a "device" tensor on the host
 (``.tolist()``, ``.item()``, ``.cpu()``, ``nonzero``, ``bincount``, ...: host syncs on a GPU)
-are recorded per function, so the tests can hold their number down."""
+and blocking copies onto the device are recorded per function, so the tests can hold their
+number down."""
 from __future__ import annotations
 
 import os
@@ -100,8 +101,8 @@ class DeviceAudit(TorchFunctionMode):
             shapes = ", ".join(f"{m} {tuple(t.shape)}" for m, t in zip(marks, inputs))
             self.violations.append(f"{caller()}: {name} mixes device and host tensors ({shapes})")
 
-    def _sync(self, what: str, inputs: List[torch.Tensor]) -> None:
-        if any(mark_of(t) == DEVICE for t in inputs):
+    def _sync(self, what: str, inputs: List[torch.Tensor], always: bool = False) -> None:
+        if always or any(mark_of(t) == DEVICE for t in inputs):
             where = caller().rsplit(":", 1)[0]
             key = f"{where} {what}"
             self.syncs[key] = self.syncs.get(key, 0) + 1
@@ -112,8 +113,14 @@ class DeviceAudit(TorchFunctionMode):
         inputs = tensors(args) + tensors(kwargs)
         if caller() != "outside moecomm":
             self.calls += 1
-        if func in SYNCS:
-            self._sync(SYNCS[func], inputs)
+        if func in SYNCS and not (SYNCS[func] == "repeat_interleave" and (
+                "output_size" in kwargs or not isinstance(args[1] if len(args) > 1 else
+                                                          kwargs.get("repeats"), torch.Tensor))):
+            self._sync(SYNCS[func], inputs)  # (repeats given as a number: no read back)
+        if func in TO_DEVICE and mark_of(args[0]) == HOST and not kwargs.get("non_blocking") \
+                and self._where(func, args, kwargs, inputs) == DEVICE:
+            # A blocking copy from pageable host memory waits for the device's stream.
+            self._sync("blocking copy to the device", inputs, always=True)
         if func is torch.Tensor.numpy and mark_of(args[0]) == DEVICE:
             self.violations.append(f"{caller()}: numpy() of a device tensor")
         # Copies cross devices: .to, .cpu, copy_, and t[a:b] = u (a copy_ into a view).

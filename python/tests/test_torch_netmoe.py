@@ -71,6 +71,7 @@ EXPECTED = {
                      "token-choice gate, not expert choice (expert choice drops tokens; the "
                      "residual rides on each token's first slot)",
     "tp": "SampleMovingMoE: strategy: tp: placement=netmoe runs with tp=1 only, got tp=2",
+    "ep-1": "SampleMovingMoE: the layout has no expert-parallel A2A (ep must be > 1)",
     "hybrid": "SampleMovingMoE: strategy: moecomm.torch.SampleMovingMoE cannot bind "
               "moe.hybrid.expert_allgather [layer 0, forward, knob hybrid], "
               "moe.hybrid.grad_reducescatter [layer 0, backward, knob hybrid] "

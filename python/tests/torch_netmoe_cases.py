@@ -168,6 +168,7 @@ ERRORS = {
     "not-netmoe": lambda mt, r: layer(mt, strategy="fsmoe"),
     "expert-choice": lambda mt, r: layer(mt, gate="expert-choice"),
     "tp": lambda mt, r: layer(mt, parallel="tp=2,ep=2,esp=2", cluster=TWO_NODES),
+    "ep-1": lambda mt, r: layer(mt, parallel="ep=1"),
     "hybrid": lambda mt, r: layer(mt, strategy="base=netmoe,expert_transfer=hybrid"),
     "ffn-type": lambda mt, r: layer(mt, ffn_type="relu"),
     "samples": lambda mt, r: layer(mt, samples=0),

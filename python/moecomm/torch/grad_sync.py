@@ -191,9 +191,11 @@ class GradSync:
                 for i, layer in enumerate(self.layers)}
 
     def _flatten(self, index: int, role: object) -> torch.Tensor:
+        # A bucket holds at least one parameter (empty ones are left out when GradSync is
+        # built), so the flat gradient is on the parameters' device, as NCCL needs.
         grads = [p.grad if p.grad is not None else torch.zeros_like(p)
                  for p in self._params(index, role)]
-        return torch.cat([g.reshape(-1) for g in grads]) if grads else torch.zeros(0)
+        return torch.cat([g.reshape(-1) for g in grads])
 
     def _unflatten(self, bucket: Bucket, flat: torch.Tensor) -> None:
         at = 0

@@ -193,7 +193,10 @@ class SampleMovingMoE(torch.nn.Module):
                          if o.role == R.gate and o.layer == 0}
         self.moves_targets = any(o.role == R.netmoe_targets_allgather
                                  for o in self.ops["forward"])
-        dispatch = next(o for o in ops if o.role == R.dispatch_a2a)
+        dispatch = next((o for o in ops if o.role == R.dispatch_a2a), None)
+        if dispatch is None:
+            raise Error(f"{NAME}: the layout has no expert-parallel A2A (ep must be > 1): "
+                        f"samples move within EP groups")
         self.ep_group = list(self.schedule.collective(dispatch.collective).group)
         self.member = dispatch.member
         self.members = len(self.ep_group)
@@ -249,13 +252,13 @@ class SampleMovingMoE(torch.nn.Module):
         if b < 1 or s < 1:
             raise Error(f"{NAME}: h has no tokens (shape {tuple(h.shape)})")
         if sample_ids is None:
-            ids = torch.arange(b, dtype=torch.int64) + self.member * b
+            ids = torch.arange(b, dtype=torch.int64, device=h.device) + self.member * b
         else:
             ids = torch.as_tensor(sample_ids)
             if ids.shape != (b,) or ids.dtype not in (torch.int32, torch.int64):
                 raise Error(f"{NAME}: sample_ids must be [B] = [{b}] integers, got "
                             f"{tuple(ids.shape)} {ids.dtype}")
-            ids = ids.to(torch.int64)
+            ids = ids.to(device=h.device, dtype=torch.int64)
         if targets is not None and not self.moves_targets:
             raise Error(f"{NAME}: targets move with the samples when the layer is built with "
                         f"vocab_size (the schedule's LM head and targets AllGather)")
@@ -275,7 +278,8 @@ class SampleMovingMoE(torch.nn.Module):
         previous layer's output ids otherwise); targets: this rank's HOME samples' targets
         [B, S] (member * B + b), when built with vocab_size (the layer before the head).
         Returns y = h + MoE(LN2(h)) of the samples placed here, their ids and, with targets,
-        theirs."""
+        theirs, all on h's device (sample_ids and targets given elsewhere are copied there;
+        the layer's parameters must be on it, as with any torch module)."""
         ids = self._check(h, sample_ids, targets)
         b, s, m = h.shape
         times = OpTimes(h.device)
@@ -285,6 +289,8 @@ class SampleMovingMoE(torch.nn.Module):
         token, expert, weight = rt.choose(self.gate, a, self.gate_weight, self.top_k, None,
                                           self.experts, self.expert_embeddings, self.temperature)
         routing = rt.order(token, expert, weight, self.experts, None)
+        if targets is not None:
+            targets = targets.to(h.device)
         step = _Step(self, ids, s, routing, targets)
         if "forward" in self.gate_ops:
             times.record(self.gate_ops["forward"].id, start, times.now())
@@ -306,8 +312,20 @@ def _expert_blocks(experts: int, members: int) -> List[int]:
     return [e * members // experts for e in range(experts)]
 
 
+def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor of the layout's bookkeeping onto the rows' device. non_blocking: from
+    pageable memory the driver stages the copy at once, so it does not wait for the device
+    stream (a blocking copy would)."""
+    return t.to(device, non_blocking=True)
+
+
 class _Step:
-    """One forward and backward of the layer: what the kernels share."""
+    """One forward and backward of the layer: what the kernels share.
+
+    Two kinds of tensors: the rows and what indexes them (token ids, places, tags) live on
+    the input's device; what the schedule's sizes come from (the gathered counts, the
+    placement, each block's rows) lives on the host, read back once per step, since the
+    A2As' split sizes and the placement solver need them there."""
 
     def __init__(self, layer: SampleMovingMoE, ids: torch.Tensor, seq_len: int,
                  routing: rt.Routing, targets: Optional[torch.Tensor]) -> None:
@@ -315,6 +333,7 @@ class _Step:
         self.P, self.L, self.E = layer.members, layer.local, layer.experts
         self.me = layer.member
         self.ids, self.S, self.B = ids, seq_len, ids.shape[0]
+        self.device = ids.device
         self.targets = targets
         self.nf, self.nb = layer.chunks["forward"], layer.chunks["backward"]
         tok = routing.token
@@ -325,10 +344,10 @@ class _Step:
         starts = torch.ones_like(tok, dtype=torch.bool)
         starts[1:] = by_token.values[1:] != by_token.values[:-1]
         self.row_first = torch.zeros_like(tok)
-        self.row_first[by_token.indices[starts]] = 1
+        self.row_first[by_token.indices] = starts.to(tok.dtype)  # a permutation: no mask
         self.row_expert = routing.expert
         # NetMoE Eq. 2: slots per (sample held, expert).
-        self.sample_counts = torch.zeros(self.B, self.E, dtype=torch.int64)
+        self.sample_counts = torch.zeros(self.B, self.E, dtype=torch.int64, device=self.device)
         self.sample_counts.index_put_((tok // seq_len, routing.expert),
                                       torch.ones_like(tok), accumulate=True)
         self.new_ids = self.new_targets = None
@@ -358,8 +377,10 @@ class _Step:
         self.recv: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nf)]
         self.z: List[Optional[Dict[Tuple[int, int], torch.Tensor]]] = [None] * self.nf
         self.y = send.new_zeros((self.B * self.S, send.shape[1]))
-        self.got: List[Tuple[torch.Tensor, torch.Tensor]] = []  # per arrival: (source, tag)
-        self.sent: List[Tuple[torch.Tensor, torch.Tensor]] = []  # per row sent: (dest, row)
+        # Per gather chunk: rows received from each member (host) and each arrival's tag.
+        self.got: List[Tuple[List[int], torch.Tensor]] = []
+        # Per row sent: (destination, [block, row], backward chunk).
+        self.sent: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     def _group(self, op: object):
         return self.layer.groups.get(self.layer.schedule.collective(op.collective).group)
@@ -367,37 +388,41 @@ class _Step:
     def counts_allgather(self, op: object) -> Pending:
         """Line 9: every member's B, S, sample ids and per-sample counts."""
         group = self._group(op)
-        shape = torch.tensor([self.B, self.S], dtype=torch.int64)
+        # On the rows' device: NCCL takes device tensors only.
+        shape = torch.tensor([self.B, self.S], dtype=torch.int64, device=self.device)
         shapes = [torch.empty_like(shape) for _ in range(self.P)]
         dist.all_gather(shapes, shape, group=group)
-        if any(t.tolist() != shape.tolist() for t in shapes):
+        every = torch.stack(shapes).tolist()  # one read back
+        if any(t != [self.B, self.S] for t in every):
             raise Error(f"{NAME}: every EP member must hold the same number of samples and "
-                        f"tokens per sample, got [B, S] = "
-                        f"{', '.join(str(t.tolist()) for t in shapes)}")
+                        f"tokens per sample, got [B, S] = {', '.join(str(t) for t in every)}")
         block = torch.cat([self.ids, self.sample_counts.reshape(-1)])
         pending = col.all_gather_v(block, [block.shape[0]] * self.P, group)
 
         def unpack() -> torch.Tensor:
-            got = pending.wait().reshape(self.P, -1)
-            self.all_ids = got[:, :self.B]
-            self.all_counts = got[:, self.B:].reshape(self.P, self.B, self.E)
+            got = pending.wait()
+            # The group's ids and counts, read back once: the split sizes, the rows' samples
+            # and the placement problem are host bookkeeping (the solver runs there).
+            host = got.cpu().reshape(self.P, -1)
+            all_ids = host[:, :self.B]
+            all_counts = host[:, self.B:].reshape(self.P, self.B, self.E)
             total = self.P * self.B
-            seen = torch.bincount(self.all_ids.reshape(-1).clamp(0, total), minlength=total + 1)
+            seen = torch.bincount(all_ids.reshape(-1).clamp(0, total), minlength=total + 1)
             if (seen[:total] != 1).any():
                 bad = int(torch.nonzero(seen[:total] != 1)[0])
                 raise Error(f"{NAME}: the EP group's sample ids must be 0..{total - 1}, each "
                             f"once (member * B + b at home); id {bad} is held "
                             f"{int(seen[bad])} times")
-            per = self.all_counts.sum(1)  # [i][e]: rows member i sends expert e
+            per = all_counts.sum(1)  # [i][e]: rows member i sends expert e
             self.lay = Layout(per.reshape(self.P, self.P, self.L).tolist(), self.me, 1, 0)
             self.offsets = (torch.cumsum(per, 1) - per).tolist()  # [i][e]: its first send row
             num = torch.zeros(total, self.E, dtype=torch.int64)
-            num[self.all_ids.reshape(-1)] = self.all_counts.reshape(total, self.E)
+            num[all_ids.reshape(-1)] = all_counts.reshape(total, self.E)
             self.num = num
             # Each sender's send rows' samples (expert-major, its samples in order within),
             # from which every member knows where every row goes once placed.
-            self.row_sample = [torch.repeat_interleave(self.all_ids[i].repeat(self.E),
-                                                       self.all_counts[i].t().reshape(-1))
+            self.row_sample = [torch.repeat_interleave(all_ids[i].repeat(self.E),
+                                                       all_counts[i].t().reshape(-1))
                                for i in range(self.P)]
             return got
 
@@ -407,7 +432,7 @@ class _Step:
         """Slots per expert summed by home rank over the tokens held, all-gathered and summed:
         every member learns each home's expert load wherever its samples sat."""
         rows_by_sample = self.row_token // self.S  # global sample of each send row
-        mine = torch.zeros(self.P, self.E, dtype=torch.int64)
+        mine = torch.zeros(self.P, self.E, dtype=torch.int64, device=self.device)
         mine.index_put_((rows_by_sample // self.B, self.row_expert),
                         torch.ones_like(rows_by_sample), accumulate=True)
         pending = col.all_gather_v(mine.reshape(-1), [self.P * self.E] * self.P,
@@ -446,16 +471,21 @@ class _Step:
                 pass  # the step failed already; its error is the one to report
 
     def _set_placement(self, place: torch.Tensor) -> None:
+        """The solver's placement (host): kept there for the sizes (``place_host``), and with
+        each sample's place at its new rank and this rank's new samples copied to the
+        device in one transfer."""
         per = torch.bincount(place, minlength=self.P)
         if place.shape[0] != self.P * self.B or (per != self.B).any():
             raise Error(f"{NAME}: the placement does not keep {self.B} samples per member "
                         f"(got {per.tolist()})")
-        self.place = place
-        self.new_ids = torch.nonzero(place == self.me).reshape(-1)  # ascending global id
-        self.slot = torch.zeros_like(place)
+        self.place_host = place
+        new_ids = torch.nonzero(place == self.me).reshape(-1)  # ascending global id
+        slot = torch.zeros_like(place)
         for d in range(self.P):
             mine = torch.nonzero(place == d).reshape(-1)
-            self.slot[mine] = torch.arange(mine.shape[0])
+            slot[mine] = torch.arange(mine.shape[0])
+        moved = _to(torch.cat([place, slot, new_ids]), self.device)
+        self.place, self.slot, self.new_ids = torch.split(moved, [place.shape[0]] * 2 + [self.B])
         if self.targets is not None and hasattr(self, "all_targets"):
             self.new_targets = self.all_targets[self.new_ids]
 
@@ -512,7 +542,8 @@ class _Step:
 
     def _moved(self, src: int, q: int, c: int, n: int, dest_of) -> torch.Tensor:
         """Per destination, rows of expert-side member q's chunk c of n that came from
-        member src (every member knows them from the gathered counts and the placement)."""
+        member src (every member knows them from the gathered counts and the placement;
+        host tensors: they are split sizes)."""
         out = torch.zeros(self.P, dtype=torch.int64)
         samples = self.row_sample[src]
         for l in range(self.L):
@@ -529,17 +560,20 @@ class _Step:
         z = torch.cat([self.z[c][k] for k in keys])
         token = torch.cat([_ints(self.recv[c][k][:, self.layer.hidden:self.layer.hidden + 1])
                            for k in keys]).reshape(-1)
-        # Each row's (source, expert) block and place there, hence its backward chunk.
+        # Each row's (source, expert) block and place there, hence its backward chunk: known
+        # from the layout on the host, copied to the device in one transfer.
         rows = torch.cat([self._block_rows(i, l, c) for i, l in keys])
+        rows = _to(torch.cat([rows, self._bwd_chunk(rows)[:, None]], dim=1), self.device)
+        rows, bwd = rows[:, :2], rows[:, 2]
         sample = token // S
         dest = self.place[sample]
-        tag = (self.slot[sample] * S + token % S) * nb + self._bwd_chunk(rows)
+        tag = (self.slot[sample] * S + token % S) * nb + bwd
         order = torch.sort(dest, stable=True).indices
-        self.sent.append((dest[order], rows[order]))
+        self.sent.append((dest[order], rows[order], bwd[order]))
         self.z[c] = None
         matrix = [[0] * self.P for _ in range(self.P)]
         for q in range(self.P):
-            got = sum(self._moved(i, q, c, n, self.place) for i in range(self.P))
+            got = sum(self._moved(i, q, c, n, self.place_host) for i in range(self.P))
             matrix[q] = got.tolist()
         payload = torch.cat([z[order], _bits(tag[order])[:, None]], dim=1)
         pending = self.layer._a2a(op, payload, matrix)
@@ -550,15 +584,14 @@ class _Step:
             m = self.layer.hidden
             where = _ints(got[:, m:m + 1]).reshape(-1)
             self.y.index_add_(0, where // nb, got[:, :m])
-            src = torch.repeat_interleave(torch.arange(self.P), torch.tensor(recv))
-            self.got.append((src, where))
+            self.got.append((recv, where))
             return got
 
         return Pending(pending, unpack)
 
     def _block_rows(self, i: int, l: int, c: int) -> torch.Tensor:
         """Rows [lo, hi) of block (i, l) (what member i sent this one for local expert l) in
-        forward chunk c, as indices into the block."""
+        forward chunk c, as indices into the block (host)."""
         lo, hi = piece(self.lay.counts[i][self.me][l], c, self.nf, 0, 1)
         return torch.stack([torch.full((hi - lo,), i * self.L + l, dtype=torch.int64),
                             torch.arange(lo, hi)], dim=1)
@@ -577,10 +610,32 @@ class _Step:
         self.block = {k: torch.cat([self.recv[c][k] for c in range(self.nf)]) for k in keys}
         self.recv = []
         self.dy = dy
-        self.got_src = torch.cat([s for s, _ in self.got])
+        # Each arrival's source member, arrivals source-major within each chunk.
+        src = torch.cat([torch.repeat_interleave(torch.arange(self.P), torch.tensor(recv))
+                         for recv, _ in self.got])
+        self.got_src = _to(src, self.device)
         self.got_where = torch.cat([w for _, w in self.got])
-        self.sent_dest = torch.cat([d for d, _ in self.sent])
-        self.sent_rows = torch.cat([r for _, r in self.sent])
+        self.sent_dest = torch.cat([d for d, _, _ in self.sent])
+        self.sent_rows = torch.cat([r for _, r, _ in self.sent])
+        # Per backward chunk j (host): the dy exchange's matrix, and where the arrivals
+        # tagged j and the rows sent in j start in those grouped by chunk. A stable sort by
+        # chunk and these host counts select them with no read back of a mask.
+        self.bwd_matrix = []
+        for j in range(self.nb):
+            matrix = [[0] * self.P for _ in range(self.P)]
+            for q in range(self.P):
+                moved = sum(self._moved(i, q, j, self.nb, self.place_host)
+                            for i in range(self.P)).tolist()
+                for d in range(self.P):
+                    matrix[d][q] = moved[d]  # rows d sends q: what q sent d tagged j
+            self.bwd_matrix.append(matrix)
+        got = [sum(m[self.me]) for m in self.bwd_matrix]
+        sent = [sum(hi - lo for lo, hi in (self._bwd_piece(i, l, j) for i, l in keys))
+                for j in range(self.nb)]
+        self.got_at, self.sent_at = np.cumsum([0] + got), np.cumsum([0] + sent)
+        self.got_by_chunk = torch.sort(self.got_where % self.nb, stable=True).indices
+        self.sent_by_chunk = torch.sort(torch.cat([b for _, _, b in self.sent]),
+                                        stable=True).indices
         self.dz: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
         self.dh: List[Dict[Tuple[int, int], torch.Tensor]] = [dict() for _ in range(self.nb)]
         self.dsend = dy.new_zeros(self.send.shape)
@@ -594,32 +649,32 @@ class _Step:
         """The gather's backward, chunk j: dy of the rows tagged j back to the members whose
         experts made them, in the order they came; they place them by what they sent."""
         j, nb, P = max(op.chunk, 0), self.nb, self.P
-        tagged = self.got_where % nb == j
+        tagged = self.got_by_chunk[int(self.got_at[j]):int(self.got_at[j + 1])]
         src, where = self.got_src[tagged], self.got_where[tagged]
         order = torch.sort(src, stable=True).indices
         payload = self.dy[where[order] // nb]
         # Rows member d sends member q in chunk j: what q sent d tagged j (every member knows
         # it from the counts and the placement, as in the forward).
-        matrix = [[0] * P for _ in range(P)]
-        for q in range(P):
-            moved = sum(self._moved(i, q, j, nb, self.place) for i in range(P))
-            for d in range(P):
-                matrix[d][q] = int(moved[d])
-        pending = self.layer._a2a(op, payload, matrix)
-        mine = self._bwd_chunk(self.sent_rows) == j
+        pending = self.layer._a2a(op, payload, self.bwd_matrix[j])
+        mine = self.sent_by_chunk[int(self.sent_at[j]):int(self.sent_at[j + 1])]
         dests, rows = self.sent_dest[mine], self.sent_rows[mine]
+        # The chunk's dz blocks back to back in (i, l) order: block b = i L + l holds its rows
+        # [lo, hi), so row r of it lands at shift[b] + r, shift[b] = (its start) - lo.
+        keys = [(i, l) for i in range(P) for l in range(self.L)]
+        pieces = [self._bwd_piece(i, l, j) for i, l in keys]
+        sizes = [hi - lo for lo, hi in pieces]
+        starts = np.cumsum([0] + sizes[:-1])
+        shift = _to(torch.tensor([int(s) - lo for s, (lo, _) in zip(starts, pieces)],
+                                 dtype=torch.int64), self.device)
 
         def unpack() -> torch.Tensor:
             got = pending.wait()
             # Arrivals are destination-major, each in the order this member sent them.
             order_back = torch.sort(dests, stable=True).indices
             blocks, offsets = rows[order_back, 0], rows[order_back, 1]
-            for (i, l) in [(i, l) for i in range(P) for l in range(self.L)]:
-                lo, hi = self._bwd_piece(i, l, j)
-                sel = torch.nonzero(blocks == i * self.L + l).reshape(-1)
-                dz = got.new_zeros((hi - lo, got.shape[1]))
-                dz[offsets[sel] - lo] = got[sel]
-                self.dz[j][(i, l)] = dz
+            dz = got.new_zeros((sum(sizes), got.shape[1]))
+            dz[shift[blocks] + offsets] = got
+            self.dz[j].update(zip(keys, torch.split(dz, sizes)))
             return got
 
         return Pending(pending, unpack)

@@ -1,4 +1,4 @@
-"""moecomm.torch.SampleMovingMoE and GradSync keep to the input's device, checked on 4 gloo
+"""moecomm.torch.MoELayer, SampleMovingMoE and GradSync keep to the input's device, checked on 4 gloo
 processes on CPU by torch_device_audit.py's audit, which plays the part of a second device:
 one forward, backward and GradSync.step per case make no op that mixes the input's device
 with host tensors, give no host tensor to a collective, read device tensors back only where
@@ -31,7 +31,7 @@ def test_audit_catches_the_bug_class(results):
             "outside moecomm: numpy() of a device tensor"], f"rank {rank}"
 
 
-@pytest.mark.parametrize("case", [c[0] for c in audit.CASES])
+@pytest.mark.parametrize("case", [c[0] for c in audit.CASES + audit.LAYER_CASES])
 def test_step_stays_on_the_device(results, case):
     for rank, res in enumerate(results):
         got = res["cases"][case]
@@ -57,3 +57,19 @@ def test_host_reads_per_step(results, case):
                 if k.startswith(("netmoe.py", "grad_sync.py", "collectives.py"))}
         assert ours == {"netmoe.py:counts_allgather tolist": blocks,
                         "netmoe.py:unpack cpu": blocks}, f"rank {rank}"
+
+
+@pytest.mark.parametrize("case", [c[0] for c in audit.LAYER_CASES])
+def test_layer_host_reads_per_step(results, case):
+    """MoELayer reads device tensors back once per layer and step: the EP group's counts
+    (every index of the token path is computed from them on the host); its backward, the
+    token path's collectives and GradSync read none. (The construction's settings check,
+    fingerprint.py, reads its AllGather once; HybridEP's SR codec picks its top-k by the
+    device's type, on a CPU with kthvalue and nonzero, which wait for nothing there: its
+    GPU form is tested on CPU by test_torch_sr_codec.py.)"""
+    for rank, res in enumerate(results):
+        got = res["cases"][case]
+        assert "error" not in got, f"rank {rank}: {got.get('error')}"
+        step = {k: n for k, n in got["syncs"].items()
+                if not k.startswith(("fingerprint.py", "hybrid.py:_top_indices"))}
+        assert step == {"layer.py:_layout cpu": 2}, f"rank {rank}: {got['syncs']}"

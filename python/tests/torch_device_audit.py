@@ -53,7 +53,8 @@ COLLECTIVES = ("all_gather", "all_to_all_single", "all_reduce", "reduce_scatter"
                "all_to_all", "_all_gather_base", "_reduce_scatter_base")
 # The files audited: a line of theirs is where a violation is reported.
 AUDITED = ("netmoe.py", "grad_sync.py", "collectives.py", "routing.py", "experts.py",
-           "fingerprint.py", "runner.py")
+           "fingerprint.py", "runner.py", "layer.py", "token_path.py", "exchange_plan.py",
+           "expert_compute.py", "hybrid.py")
 
 
 def mark(t: torch.Tensor, where: str) -> torch.Tensor:
@@ -196,15 +197,20 @@ class DeviceAudit(TorchFunctionMode):
         return run
 
     def __enter__(self):
-        from moecomm.torch import grad_sync, netmoe
+        from moecomm.torch import grad_sync, layer, netmoe
         self._saved = [(torch.Tensor, "__getitem__", torch.Tensor.__getitem__),
                        (netmoe._SampleExchange, "backward",
                         netmoe._SampleExchange.__dict__["backward"]),
+                       (layer._Exchange, "backward", layer._Exchange.__dict__["backward"]),
                        (grad_sync.GradSync, "_on_grad", grad_sync.GradSync._on_grad)]
         torch.Tensor.__getitem__ = self.getitem(torch.Tensor.__getitem__)
-        # The layer's backward and GradSync's gradient hooks, which the engine calls.
-        netmoe._SampleExchange.backward = staticmethod(
-            self.inside(netmoe._SampleExchange.__dict__["backward"].__func__))
+        # torch.from_numpy is not seen by the mode: its tensors are the host's.
+        self._saved.append((torch, "from_numpy", torch.from_numpy))
+        torch.from_numpy = lambda a, _real=torch.from_numpy: mark(_real(a), HOST)
+        # The layers' backward and GradSync's gradient hooks, which the engine calls.
+        for exchange in (netmoe._SampleExchange, layer._Exchange):
+            exchange.backward = staticmethod(
+                self.inside(exchange.__dict__["backward"].__func__))
         grad_sync.GradSync._on_grad = self.inside(grad_sync.GradSync._on_grad)
         for name in COLLECTIVES:
             if hasattr(dist, name):
@@ -264,10 +270,52 @@ def run_step(case, rank: int, audit: Optional[DeviceAudit]) -> List[torch.Tensor
     return [y.detach(), ids, h.grad] + [p.grad for p in params]
 
 
+# MoELayer: (id, strategy, parallel, gate, capacity_factor, ffn_type, two nodes): the token
+# path's chunks (cut otherwise in the backward), a routed A2A, MoNTA's TP parts and ESP
+# collectives, capacity drops, recomputation and HybridEP's expert transfer.
+LAYER_CASES = [
+    ("layer-fsmoe-r3-r2", "base=fsmoe,chunks_fwd=3,chunks_bwd=2", "ep=4", "gshard", None,
+     "gelu", False),
+    ("layer-2dh-capacity", "base=fsmoe,a2a=2dh,chunks=2", "ep=4", "xmoe", 1.0, "swiglu", True),
+    ("layer-monta-o3", "monta-o3", "tp=2,ep=2,esp=2", "gshard", None, "gelu", True),
+    ("layer-recompute-edp", "base=lina,recompute_experts=true,grad_partitions=2", "ep=2",
+     "sigmoid", None, "gelu", False),
+    ("layer-hybridep-sr", "base=hybridep,hybrid_domain=2,compression=0.5", "ep=4", "gshard",
+     None, "gelu", False),
+]
+
+
+def run_layer_step(case, rank: int, audit: Optional[DeviceAudit]) -> List[torch.Tensor]:
+    """Two MoELayers chained, one forward, backward and GradSync.step."""
+    import contextlib
+    import moecomm.torch as mt
+    from torch_cases import HIDDEN, FFN, EXPERTS, TOKENS, TWO_NODES
+    name, strategy, parallel, gate, capacity, ffn, two_nodes = case
+    layers = [mt.MoELayer(HIDDEN, FFN, EXPERTS, 2, gate=gate, capacity_factor=capacity,
+                          ffn_type=ffn, strategy=strategy, parallel=parallel,
+                          cluster=TWO_NODES if two_nodes else None, tokens=TOKENS, seed=5 + i)
+              for i in range(2)]
+    # TP members pass the same tokens.
+    gen = torch.Generator().manual_seed(21 + (rank // 2 if "tp=2" in parallel else rank))
+    x = torch.randn(TOKENS, HIDDEN, generator=gen).requires_grad_()
+    r = torch.randn(TOKENS, HIDDEN, generator=gen)
+    params = [p for layer in layers for p in layer.parameters()]
+    mark_device(x, r, *params)
+    with audit if audit is not None else contextlib.nullcontext():
+        sync = mt.GradSync(layers, average=True)
+        y = x
+        for layer in layers:
+            y = layer(y)
+        (y * r).sum().backward()
+        sync.step()
+    return [y.detach(), x.grad] + [p.grad for p in params]
+
+
 def run_case(case, rank: int) -> dict:
-    plain = run_step(case, rank, None)
+    step = run_layer_step if case in LAYER_CASES else run_step
+    plain = step(case, rank, None)
     audit = DeviceAudit()
-    audited = run_step(case, rank, audit)
+    audited = step(case, rank, audit)
     return {"violations": audit.violations, "syncs": audit.syncs, "calls": audit.calls,
             "collectives": audit.collectives,
             "same": all(torch.equal(a, b) for a, b in zip(plain, audited))}
@@ -287,7 +335,7 @@ def control(rank: int) -> dict:
 
 def run_rank(rank: int, names) -> dict:
     return {"control": guarded(control, rank),
-            "cases": {c[0]: guarded(run_case, c, rank) for c in CASES
+            "cases": {c[0]: guarded(run_case, c, rank) for c in CASES + LAYER_CASES
                       if not names or c[0] in names}}
 
 

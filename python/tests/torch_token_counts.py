@@ -38,7 +38,8 @@ class Syncs(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
-        if name in SYNCS or (name == "to" and "cpu" in [str(a) for a in args[1:]]) or (
+        if name in SYNCS or (name == "to" and "cpu" in [str(a) for a in args[1:]]
+                                      and not kwargs.get("non_blocking")) or (
                 name == "repeat_interleave" and len(args) > 1
                 and isinstance(args[1], torch.Tensor) and "output_size" not in kwargs):
             self.calls[name] += 1

@@ -63,9 +63,9 @@ def regroup(sizes: np.ndarray, axes: Sequence[int]) -> np.ndarray:
 
 
 def on_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A host index on ``device``: a copy to a GPU, which the host does not wait for."""
-    t = torch.from_numpy(a)
-    return t if device.type == "cpu" else t.to(device, non_blocking=True)
+    """A host index on ``device``: a copy to a GPU, which the host does not wait for (on
+    the CPU, the array's own memory)."""
+    return torch.from_numpy(a).to(device, non_blocking=True)
 
 
 def inverse(perm: np.ndarray) -> np.ndarray:

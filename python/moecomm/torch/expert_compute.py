@@ -212,6 +212,5 @@ class SavedActivations:
             self._whole = (position, tuple(torch.cat(list(k)) for k in kinds))
         position, whole = self._whole
         device = whole[0].device
-        index = torch.from_numpy(position[canonical])
-        index = index if device.type == "cpu" else index.to(device, non_blocking=True)
+        index = torch.from_numpy(position[canonical]).to(device, non_blocking=True)
         return tuple(batches.to_compute(t.index_select(0, index)) for t in whole)

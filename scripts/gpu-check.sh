@@ -25,7 +25,7 @@
 # bench runs smaller) and the summary names the GPU steps it skipped and why. --device cuda on
 # a machine without a usable GPU fails those steps instead.
 # $OUT receives gpu-check.log (everything printed), build.log, gpu-smoke.json and bench.json.
-# Expected on one H100: about 1.5 min to build on 16 cores, 3-4 min of smoke, 1 min of bench.
+# Expected on one H100: under 1 min to build on 16 cores, 3-4 min of smoke, 35 s of bench.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -135,7 +135,7 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
 }
 #else
 // Algorithm 1's relaxed degree and Sec. 5's partition search run on NLopt: the row is
-// skipped, and planning the strategy's knobs refuses (planned_strategy).
+// skipped, and a step that leaves its knobs to the planner refuses (step_service.cpp).
 std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& /*ctx*/, std::string& why) {
   why = core::missing_library_reason(core::OptionalLibrary::kNlopt);
   return std::nullopt;

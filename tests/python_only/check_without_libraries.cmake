@@ -2,7 +2,7 @@
 # LEMON, CBC, NLopt, MPI and OpenBLAS would (-DMOECOMM_PYTHON_ONLY=ON with
 # MOECOMM_WITHOUT=lemon;cbc;nlopt, MPI's lookup disabled) in WORK, checks that the configure
 # looked none of them up and that no code of theirs is in the extension, then runs
-# check_without_libraries.py on it. WORK is kept between runs (an incremental build);
+# python/tests/without_libraries.py on it. WORK is kept between runs (an incremental build);
 # LAUNCHER (ccache) and BUILD_TYPE, WERROR follow the enclosing build so that its cache hits.
 # Run as
 #   cmake -DSOURCE=<tree> -DWORK=<dir> -DPYTHON=<python3> [-DLAUNCHER=ccache]
@@ -64,10 +64,10 @@ foreach(pattern "lemon::" "nlopt" "CbcModel" "OsiClp" "Coin[A-Z]")
 endforeach()
 
 execute_process(COMMAND "${CMAKE_COMMAND}" -E env "PYTHONPATH=${WORK}/python"
-                        "MOECOMM_SOURCE_DIR=${SOURCE}" "MOECOMM_DATA_DIR=${SOURCE}/data"
+                        "MOECOMM_DATA_DIR=${SOURCE}/data"
                         PYTHONDONTWRITEBYTECODE=1
-                        "${PYTHON}" "${SOURCE}/tests/python_only/check_without_libraries.py"
+                        "${PYTHON}" "${SOURCE}/python/tests/without_libraries.py"
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "check_without_libraries.py failed (exit ${rc})")
+  message(FATAL_ERROR "python/tests/without_libraries.py failed (exit ${rc})")
 endif()

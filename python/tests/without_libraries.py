@@ -1,23 +1,20 @@
 #!/usr/bin/env python3
 """The extension of a -DMOECOMM_PYTHON_ONLY=ON build without LEMON, CBC and NLopt
-(check_without_libraries.cmake builds it; PYTHONPATH names its python/ folder and
-MOECOMM_SOURCE_DIR the source tree). What needs a missing library raises moecomm.Error
-naming it and its Debian package; the rest works: the flow and km placement solvers, the
-plan table (the fsmoe row skipped, with the reason), and MoELayer on 4 gloo ranks against
-the reference MoE of the torch tests (python/tests/torch_cases.py)."""
+(tests/python_only/check_without_libraries.cmake builds it and runs this file with PYTHONPATH
+naming that build's python/ folder; pytest does not collect it). What needs a missing library
+raises moecomm.Error naming it and its Debian package; the rest works: the flow and km
+placement solvers, the plan table (the fsmoe row on its defaults, with the reason), simulate,
+and MoELayer on 4 gloo ranks against the reference MoE of the torch tests (torch_cases.py)."""
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.environ["MOECOMM_SOURCE_DIR"], "python", "tests"))
-
-import moecomm  # noqa: E402
-import torch_cases  # noqa: E402
-from torch_spawn import assert_matches_reference  # noqa: E402
+import moecomm
+import torch_cases
+from torch_spawn import assert_matches_reference
 
 # FSMoE with every knob it plans given: it needs no planning, hence no NLopt. At module level:
 # the spawned ranks import this file again and look the case up by name.

@@ -159,6 +159,15 @@ if ((built)); then
 else
   note skipped "smoke" "the extension did not build"
 fi
+# The smoke check's own steps come from its JSON.
+if [[ -s $smoke_json ]]; then
+  while IFS= read -r line; do summary+=("$line"); done < <($py - "$smoke_json" <<'EOF'
+import json, sys
+for s in json.load(open(sys.argv[1])).get("steps", []):
+    print(f"{s['status']}|smoke: {s['step']}|{s['detail']}")
+EOF
+  )
+fi
 
 step "4. bench/bench_torch_layer.py on $device"
 bench_json=$OUT/bench.json
@@ -219,15 +228,6 @@ fi
 [[ -n ${site:-} ]] && rm -rf "$site"
 
 step "5. summary ($((SECONDS - start)) s, device $device)"
-# The smoke check's own steps come from its JSON.
-if [[ -s $smoke_json ]]; then
-  while IFS= read -r line; do summary+=("$line"); done < <($py - "$smoke_json" <<'EOF'
-import json, sys
-for s in json.load(open(sys.argv[1])).get("steps", []):
-    print(f"{s['status']}|smoke: {s['step']}|{s['detail']}")
-EOF
-  )
-fi
 skipped=()
 for entry in "${summary[@]}"; do
   IFS='|' read -r status name detail <<<"$entry"
@@ -239,7 +239,8 @@ if [[ $device == cpu ]]; then
   echo "skipped: gloo on CUDA tensors, the NCCL-only ReduceScatter on CUDA, NCCL on one rank," \
        "the bench on CUDA ($cpu_reason)"
 elif ((${#skipped[@]})); then
-  echo "skipped: ${skipped[*]}"
+  joined=$(printf '%s, ' "${skipped[@]}")
+  echo "skipped: ${joined%, }"
 fi
 echo "gpu-check: $( ((failed)) && echo FAILED || echo ok) in $((SECONDS - start)) s"
 exec >&- 2>&-  # tee sees the end of its input and writes the log out

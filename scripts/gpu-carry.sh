@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Copies into .gpu/ (git-ignored) what building and loading the Python extension needs from
-# this Debian machine, for a GPU machine that has a compiler, CMake, Python, pybind11 and torch
-# but none of our Debian packages (scripts/gpu-check.sh builds there against .gpu/ alone):
-#   headers     nlohmann-json, LEMON, COIN-OR (CBC and the libraries under it), NLopt
+# Copies into .gpu/ (git-ignored) the solver libraries of the Python extension from this Debian
+# machine, for a GPU machine that has a compiler, CMake, Python, pybind11, nlohmann-json and
+# torch but none of our other Debian packages (scripts/gpu-check.sh builds there against .gpu/
+# when it is there). Optional: without .gpu/ the extension builds without LEMON, CBC and NLopt
+# (CMakeLists.txt, MOECOMM_PYTHON_ONLY) and gpu-check.sh skips what needs them (FSMoE's
+# planned cases, the ilp and lemon-* solvers); with it, everything runs:
+#   headers     nlohmann-json (for an image without it), LEMON, COIN-OR (CBC and the libraries
+#               under it), NLopt
 #   CMake       the nlohmann_json and NLopt package configs (their paths are relative)
 #   pkg-config  the .pc files of cbc and what it requires, and pkgconf itself
 #   libraries   liblemon.a; libnlopt_cxx and CBC's shared libraries with their dependency
 #               closure (ldd), less glibc, libstdc++ and libgcc_s, which the machine has.
+# MPI and OpenBLAS are not carried: a python-only build never looks them up.
 # The layout mirrors / (.gpu/usr/include, .gpu/usr/lib/x86_64-linux-gnu), so the .pc files work
 # unchanged with PKG_CONFIG_SYSROOT_DIR=.gpu. BLAS and LAPACK are the reference ones (libblas3
 # here, liblapack3 fetched with apt-get download): OpenBLAS alone would be 35 MiB.

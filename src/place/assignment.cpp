@@ -1,8 +1,10 @@
 #include "place/assignment.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/optional_library.h"
 #include "place/few_sinks_solver.h"
 #include "place/hungarian_solver.h"
 #include "place/ilp_solver.h"
@@ -83,6 +85,14 @@ std::vector<std::string> assignment_solver_names() {
 std::unique_ptr<AssignmentSolver> make_assignment_solver(std::string_view name) {
   if (name == "flow") return std::make_unique<FewSinksSolver>();
   if (name == "km") return std::make_unique<HungarianSolver>();
+  // A build without CBC or LEMON (CMakeLists.txt: MOECOMM_PYTHON_ONLY) refuses their
+  // solvers here, before any problem is built for them.
+  if (!MOECOMM_HAVE_CBC && name == "ilp")
+    throw core::missing_library("place", "solver 'ilp'", core::OptionalLibrary::kCbc);
+  if (!MOECOMM_HAVE_LEMON && name.starts_with("lemon-") &&
+      std::ranges::count(assignment_solver_names(), name) > 0)
+    throw core::missing_library("place", "solver '" + std::string(name) + "'",
+                                core::OptionalLibrary::kLemon);
   if (name == "ilp") return std::make_unique<IlpAssignmentSolver>();
   using Algorithm = LemonFlowSolver::Algorithm;
   if (name == "lemon-ns") return std::make_unique<LemonFlowSolver>(Algorithm::kNetworkSimplex);

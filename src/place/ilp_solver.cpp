@@ -1,14 +1,19 @@
 #include "place/ilp_solver.h"
 
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/optional_library.h"
+
+#if MOECOMM_HAVE_CBC
 #include <CbcModel.hpp>
 #include <CoinMessageHandler.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <OsiClpSolverInterface.hpp>
-
-#include <cmath>
-#include <cstddef>
-#include <stdexcept>
-#include <vector>
+#endif
 
 namespace moecomm::place {
 
@@ -17,6 +22,11 @@ int64_t IlpAssignmentSolver::max_cost(int rows, int bins) const {
 }
 
 Assignment IlpAssignmentSolver::solve(const AssignmentProblem& problem) {
+#if !MOECOMM_HAVE_CBC
+  static_cast<void>(problem);
+  throw core::missing_library("place", "solver '" + std::string(name()) + "'",
+                              core::OptionalLibrary::kCbc);
+#else
   check(problem);
   const int rows = problem.rows;
   const int bins = problem.bins;
@@ -80,6 +90,7 @@ Assignment IlpAssignmentSolver::solve(const AssignmentProblem& problem) {
   }
   result.cost = assignment_cost(problem, result.bin_of);
   return result;
+#endif
 }
 
 }  // namespace moecomm::place

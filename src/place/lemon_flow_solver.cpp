@@ -1,12 +1,17 @@
 #include "place/lemon_flow_solver.h"
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/optional_library.h"
+
+#if MOECOMM_HAVE_LEMON
 #include <lemon/capacity_scaling.h>
 #include <lemon/cost_scaling.h>
 #include <lemon/network_simplex.h>
 #include <lemon/static_graph.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -71,6 +76,10 @@ std::vector<int> solve_with(const AssignmentProblem& problem, const Network& net
 }
 
 }  // namespace
+}  // namespace moecomm::place
+#endif  // MOECOMM_HAVE_LEMON
+
+namespace moecomm::place {
 
 std::string_view LemonFlowSolver::name() const {
   switch (algorithm_) {
@@ -92,6 +101,11 @@ int64_t LemonFlowSolver::max_cost(int rows, int bins) const {
 }
 
 Assignment LemonFlowSolver::solve(const AssignmentProblem& problem) {
+#if !MOECOMM_HAVE_LEMON
+  static_cast<void>(problem);
+  throw core::missing_library("place", "solver '" + std::string(name()) + "'",
+                              core::OptionalLibrary::kLemon);
+#else
   check(problem);
   if (problem.rows == 0) return Assignment{};
   const Network network(problem);
@@ -109,6 +123,7 @@ Assignment LemonFlowSolver::solve(const AssignmentProblem& problem) {
   }
   result.cost = assignment_cost(problem, result.bin_of);
   return result;
+#endif
 }
 
 }  // namespace moecomm::place

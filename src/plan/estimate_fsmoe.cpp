@@ -3,6 +3,7 @@
 // the backward's overlap windows (Sec. 5).
 #include <map>
 
+#include "core/optional_library.h"
 #include "cost/least_squares.h"
 #include "plan/estimates.h"
 #include "plan/fsmoe_gradient_partition.h"
@@ -10,6 +11,7 @@
 
 namespace moecomm::plan {
 
+#if MOECOMM_HAVE_NLOPT
 namespace {
 
 // FSMoE fits Eq. 1's alpha and beta to micro-benchmarks over the message sizes it will
@@ -131,5 +133,13 @@ std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& ctx, std::
   e.memory_bytes = ctx.base_memory_bytes;
   return e;
 }
+#else
+// Algorithm 1's relaxed degree and Sec. 5's partition search run on NLopt: the row is
+// skipped, and a step that leaves its knobs to the planner refuses (step_service.cpp).
+std::optional<StrategyEstimate> estimate_fsmoe(const EstimateContext& /*ctx*/, std::string& why) {
+  why = core::missing_library_reason(core::OptionalLibrary::kNlopt);
+  return std::nullopt;
+}
+#endif
 
 }  // namespace moecomm::plan

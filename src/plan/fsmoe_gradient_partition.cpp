@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlopt.hpp>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
 #include "core/error.h"
+#include "core/optional_library.h"
+
+#if MOECOMM_HAVE_NLOPT
+#include <nlopt.hpp>
+#endif
 
 namespace moecomm::plan {
 
@@ -103,6 +107,7 @@ std::vector<double> decode(const std::vector<double>& caps, const std::vector<do
   return x;
 }
 
+#if MOECOMM_HAVE_NLOPT
 struct Search {
   const FsmoeGradProblem* p;
   const FsmoeGradStep1* s1;
@@ -155,6 +160,8 @@ std::vector<double> search_fractions(const FsmoeGradProblem& p, const FsmoeGradS
   run_optimizer(s, nlopt::LN_COBYLA, s.best_y, o.local_evals);
   return decode(s.caps, s.best_y);
 }
+
+#endif  // MOECOMM_HAVE_NLOPT
 
 // Best shift d of bytes from layer j to layer i (i < j) in [lo, hi], by a grid refined
 // around its best point; 0 if nothing improves.
@@ -303,7 +310,12 @@ FsmoeGradPlan fsmoe_partition_gradients(const FsmoeGradProblem& p, const FsmoeGr
   plan.assigned_bytes =
       decode(ready_caps(plan.step1.carry_bytes), std::vector<double>(p.layers.size() - 1, 0.0));
   if (!nothing_to_place) {
+#if !MOECOMM_HAVE_NLOPT
+    throw core::missing_library("plan", "FSMoE's gradient partition (Sec. 5, step 2's search)",
+                                core::OptionalLibrary::kNlopt);
+#else
     plan.assigned_bytes = search_fractions(p, plan.step1, o);
+#endif
     exchange_polish(p, plan.step1, plan.assigned_bytes);
   }
   for (std::size_t i = 0; i < p.layers.size(); ++i) {

@@ -4,17 +4,22 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <nlopt.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/optional_library.h"
+
+#if MOECOMM_HAVE_NLOPT
+#include <nlopt.hpp>
+#endif
 
 namespace moecomm::plan {
 
 namespace {
 
+#if MOECOMM_HAVE_NLOPT
 // Forward-mode dual number (value and d/dr). The case formulas and the conditions are written
 // once as templates; with Dual they also give SLSQP exact derivatives in r.
 struct Dual {
@@ -34,6 +39,7 @@ Dual operator*(Dual a, Dual b) {
 Dual operator/(Dual a, Dual b) {
   return {a.v / b.v, (a.d * b.v - a.v * b.d) / (b.v * b.v)};
 }
+#endif  // MOECOMM_HAVE_NLOPT
 
 // FSMoE Eq. 1: a chunk of an r-way split carries n / r.
 template <class T>
@@ -160,6 +166,7 @@ void check_max_degree(int max_degree) {
 }
 
 // ---- Algorithm 1 as published: SLSQP per clause ----
+#if MOECOMM_HAVE_NLOPT
 
 struct RelaxedSearch {
   const FsmoeLayerModel* m;
@@ -240,6 +247,8 @@ std::vector<double> start_points(int max_degree, int r_exact) {
   }
   return starts;
 }
+
+#endif  // MOECOMM_HAVE_NLOPT
 
 }  // namespace
 
@@ -332,6 +341,12 @@ FsmoeIntegerDegree fsmoe_optimal_integer_degree(const FsmoeLayerModel& m, int ma
 }
 
 FsmoeRelaxedDegree fsmoe_relaxed_degree(const FsmoeLayerModel& m, int max_degree) {
+#if !MOECOMM_HAVE_NLOPT
+  static_cast<void>(m);
+  static_cast<void>(max_degree);
+  throw core::missing_library("plan", "FSMoE's relaxed pipeline degree (Algorithm 1, SLSQP)",
+                              core::OptionalLibrary::kNlopt);
+#else
   const FsmoeIntegerDegree exact = fsmoe_optimal_integer_degree(m, max_degree);
   FsmoeRelaxedDegree out{1.0, exact.time, exact.which, exact.r, exact.time};
   if (max_degree == 1) return out;
@@ -355,6 +370,7 @@ FsmoeRelaxedDegree fsmoe_relaxed_degree(const FsmoeLayerModel& m, int max_degree
   out.r_rounded = t_hi < t_lo ? hi : lo;
   out.time_rounded = std::min(t_lo, t_hi);
   return out;
+#endif
 }
 
 FsmoeDegree fsmoe_optimal_degree(const FsmoeLayerModel& m, int max_degree) {

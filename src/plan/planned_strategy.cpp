@@ -203,6 +203,14 @@ const std::vector<std::string>* knobs_to_plan(const sched::ParsedStrategy& parse
 
 }  // namespace
 
+std::vector<std::string> open_planned_knobs(const sched::ParsedStrategy& parsed) {
+  std::vector<std::string> open;
+  if (const std::vector<std::string>* tuned = knobs_to_plan(parsed))
+    for (const auto& knob : *tuned)
+      if (!parsed.is_explicit(knob)) open.push_back(knob);
+  return open;
+}
+
 Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                           std::string* notes) {
   if (!knobs_to_plan(parsed)) return parsed.strategy;

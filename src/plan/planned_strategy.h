@@ -28,6 +28,9 @@ namespace moecomm::plan {
 // returned unchanged without running the planner. Throws what estimate_strategies throws.
 sched::Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                                  std::string* notes = nullptr);
+// The knobs of the parsed strategy's method that planned_strategy fills (those the text left
+// unset), in the planner's order; empty for methods and bare knobs it does not plan.
+std::vector<std::string> open_planned_knobs(const sched::ParsedStrategy& parsed);
 // The same from the estimates already made for `input` (estimate_strategies(input)).
 sched::Strategy planned_strategy(const sched::ParsedStrategy& parsed, const PlanInput& input,
                                  const ModelEstimates& estimates, std::string* notes = nullptr);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/optional_library.h"
 #include "core/topology.h"
 #include "plan/planned_strategy.h"
 
@@ -24,6 +25,15 @@ std::vector<std::string> plan_knobs(const StepRequest& request, sched::LayerSetu
   const sched::ParsedStrategy parsed =
       sched::parse_strategy_knobs(request.strategy, request.names.strategy);
   std::string notes;
+  if (!MOECOMM_HAVE_NLOPT && parsed.method == "fsmoe") {
+    // FSMoE's knobs come from NLopt's searches (estimate_fsmoe): a step refuses to run on
+    // defaults nobody chose, where the plan table keeps them with the skip's note.
+    std::string open;
+    for (const auto& knob : open_planned_knobs(parsed)) open += (open.empty() ? "" : ", ") + knob;
+    if (!open.empty())
+      throw core::missing_library("plan", "planning strategy fsmoe's " + open,
+                                  core::OptionalLibrary::kNlopt);
+  }
   if (parsed.method == "lina" && !request.ep_given) {
     const ModelEstimates estimates = estimate_strategies(in);
     std::string packing;

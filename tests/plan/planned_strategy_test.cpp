@@ -171,6 +171,21 @@ TEST(PlannedStrategy, ExplicitKnobsSurvive) {
   EXPECT_EQ(s.compression, 0.5);
 }
 
+// What a build without NLopt refuses to plan for FSMoE (plan/step_service.cpp).
+TEST(PlannedStrategy, OpenKnobsAreTheTunedOnesTheTextLeftUnset) {
+  using Knobs = std::vector<std::string>;
+  EXPECT_EQ(open_planned_knobs(parse_strategy_knobs("fsmoe", "test")),
+            (Knobs{"chunks_fwd", "chunks_bwd", "grad_partitions"}));
+  EXPECT_EQ(open_planned_knobs(parse_strategy_knobs("base=fsmoe,chunks_fwd=3", "test")),
+            (Knobs{"chunks_bwd", "grad_partitions"}));
+  EXPECT_EQ(
+      open_planned_knobs(parse_strategy_knobs("base=fsmoe,chunks=5,grad_partitions=9", "test")),
+      Knobs{});
+  EXPECT_EQ(open_planned_knobs(parse_strategy_knobs("monta-o2", "test")),
+            (Knobs{"chunks_fwd", "chunks_bwd"}));
+  EXPECT_EQ(open_planned_knobs(parse_strategy_knobs("baseline", "test")), Knobs{});
+}
+
 // MoNTA needs expert sharding; the Lina testbed has esp = 1, so the planner skips it.
 TEST(PlannedStrategy, SkippedMethodsKeepTheNamedDefaultsWithTheReason) {
   const PlanInput in = preset_input("lina-gpt2");

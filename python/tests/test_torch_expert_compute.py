@@ -43,8 +43,28 @@ def reference(ffn_type, ps, sizes, x, dy, output_bias):
 
 def batches(sizes):
     padded = ec.padded_rows(sizes)
-    return ec.Batches(sizes, None if padded is None else
-                      (padded[0], torch.from_numpy(padded[1])))
+    if padded is None:
+        return ec.Batches(sizes, None)
+    most, real = padded
+    fill = ec.pad_positions(len(sizes) * most, real)
+    return ec.Batches(sizes, (most, torch.from_numpy(real), torch.from_numpy(fill)))
+
+
+def run(bank, b, x, dy, grads, saved=None, recompute=False):
+    """Forward (unless ``saved``) and backward through the GEMMs' layout, whose pad rows get
+    garbage inputs and output gradients: the backward must zero the latter itself."""
+    def compute(t):
+        t = b.to_compute(t)
+        if b.fill is not None:
+            t[b.fill] = 7.0
+        return t
+    y = None
+    if saved is None:
+        y, saved = bank.forward(compute(x), b, keep=not recompute)
+        y = b.from_compute(y)
+    if recompute:
+        saved = bank.recompute(saved[0], b)
+    return y, saved, b.from_compute(bank.backward(compute(dy), b, saved, grads))
 
 
 SIZES = {
@@ -77,12 +97,10 @@ def test_forward_and_backward_equal_autograd(ffn_type, name, output_bias, recomp
     want_y, want_dx, want_grads = reference(ffn_type, ps, sizes, x, dy, output_bias)
     bank = ec.ExpertBank(ffn_type, ps, output_bias)
     b = batches(sizes)
-    y, saved = bank.forward(x, b, keep=not recompute)
-    assert len(saved) == (1 if recompute else (3 if ffn_type == "gelu" else 4))
-    if recompute:
-        saved = bank.recompute(saved[0], b)
     grads = [torch.zeros_like(p) for p in ps]
-    dx = bank.backward(dy, b, saved, grads)
+    _, kept = bank.forward(b.to_compute(x), b, keep=not recompute)
+    assert len(kept) == (1 if recompute else (3 if ffn_type == "gelu" else 4))
+    y, _, dx = run(bank, b, x, dy, grads, recompute=recompute)
     torch.testing.assert_close(y, want_y, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(dx, want_dx, atol=1e-5, rtol=1e-5)
     for g, w in zip(grads, want_grads):
@@ -112,12 +130,13 @@ def test_backward_cut_otherwise_finds_the_saved_rows(ffn_type):
     for c in (0, 1):
         ids = canonical[chunk == c]
         op_sizes = np.bincount(e[ids], minlength=experts).tolist()
-        y, keep = bank.forward(x[order][ids], batches(op_sizes), keep=True)
-        torch.testing.assert_close(y, want_y[ids], atol=1e-5, rtol=1e-5)
-        saved.add(ids, batches(op_sizes), keep)
+        b = batches(op_sizes)
+        y, keep = bank.forward(b.to_compute(x[order][ids]), b, keep=True)
+        torch.testing.assert_close(b.from_compute(y), want_y[ids], atol=1e-5, rtol=1e-5)
+        saved.add(ids, b, keep)
     grads = [torch.zeros_like(p) for p in ps]
     b = batches(sizes)
-    dx = bank.backward(dy[order], b, saved.take(canonical, b), grads)
+    _, _, dx = run(bank, b, x, dy[order], grads, saved=saved.take(canonical, b))
     torch.testing.assert_close(dx, want_dx, atol=1e-5, rtol=1e-5)
     for g, w in zip(grads, want_grads):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .expert_compute import Batches, padded_rows
+from .expert_compute import Batches, pad_positions, padded_rows
 
 
 def cut(counts: np.ndarray, n: int, parts: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -94,9 +94,10 @@ class Indices:
 @dataclass
 class ExpertRows:
     """The rows one expert op computes on, ordered (l, c, i, v, p): ``sizes[l]`` rows per
-    local expert (host ints), their ``canonical`` ids, and the index that gathers them from
-    the op's chunks' received rows concatenated (``gather``) and the one that takes chunk c's
-    rows back in received order from the op's output (``back[c]``)."""
+    local expert (host ints), their ``canonical`` ids, how its GEMMs run (``batches``), the
+    index that gathers the GEMMs' layout (padding included) from the op's chunks' received
+    rows concatenated (``gather``; None: they are that layout already) and the one that takes
+    chunk c's rows back in received order from the op's output (``back[c]``)."""
     chunks: Tuple[int, ...]
     sizes: List[int]
     canonical: np.ndarray
@@ -188,23 +189,31 @@ class PhasePlan:
         for chunks in chunk_sets:
             sizes = self.received[list(chunks)]  # [C, v, i, l]: concatenated received order
             perm = regroup(sizes, (3, 0, 2, 1))  # -> (l, c, i, v)
-            inv = inverse(perm)
-            ends = np.cumsum(sizes.sum(axis=(1, 2, 3)))
-            back = {c: indices.add(inv[e - int(s):e])
-                    for c, s, e in zip(chunks, sizes.sum(axis=(1, 2, 3)), ends)}
+            sizes_c = sizes.sum(axis=(1, 2, 3))
+            per_expert = sizes.sum(axis=(0, 1, 2)).tolist()
+            padded = padded_rows(per_expert)
+            if padded is not None:  # the GEMMs' layout: each expert's rows padded to m
+                most, real = padded
+                fill = pad_positions(len(per_expert) * most, real)
+                gather = np.zeros(len(per_expert) * most, np.int64)  # a pad row reads row 0
+                gather[real] = perm
+                where = real[inverse(perm)]  # received row -> its row in the GEMMs' layout
+                pad = (most, indices.add(real), indices.add(fill))
+            else:
+                gather, where, pad = perm, inverse(perm), None
+            identity = pad is None and np.array_equal(perm, np.arange(perm.size))
+            ends = np.cumsum(sizes_c)
+            back = {c: indices.add(where[e - int(n):e]) for c, n, e in zip(chunks, sizes_c, ends)}
             starts = (lay.canonical_base.T[None, None]  # [1, 1, i, l]
                       + self.lo[list(chunks)][:, :, :, me, :])  # [C, v, i, l]
             canonical = ranges(starts.transpose(3, 0, 2, 1), sizes.transpose(3, 0, 2, 1))
-            identity = np.array_equal(perm, np.arange(perm.size))
-            per_expert = sizes.sum(axis=(0, 1, 2)).tolist()
-            padded = padded_rows(per_expert)
-            pad = None if padded is None else (padded[0], indices.add(padded[1]))
-            staged[chunks] = (per_expert, canonical, None if identity else indices.add(perm),
+            staged[chunks] = (per_expert, canonical, None if identity else indices.add(gather),
                               back, pad)
         on_device = indices.to(device)
         out = {}
         for chunks, (sizes, canonical, g, back, pad) in staged.items():
-            batches = Batches(sizes, None if pad is None else (pad[0], on_device[pad[1]]))
+            padding = None if pad is None else (pad[0], on_device[pad[1]], on_device[pad[2]])
             out[chunks] = ExpertRows(chunks, sizes, canonical, None if g is None else on_device[g],
-                                     {c: on_device[k] for c, k in back.items()}, batches)
+                                     {c: on_device[k] for c, k in back.items()},
+                                     Batches(sizes, padding))
         return out

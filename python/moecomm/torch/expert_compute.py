@@ -45,14 +45,18 @@ def padded_rows(sizes: Sequence[int]) -> Optional[Tuple[int, np.ndarray]]:
 
 class Batches:
     """How an expert op's rows run: as one batch [L, m] (equal counts, or padded to m), or
-    one batch of one per expert with rows. ``pad``: the device index of the padded layout's
-    real rows (None: the rows run as they are)."""
+    one batch of one per expert with rows. Under padding the GEMMs' layout (``compute_rows``
+    rows) holds the real rows at ``pad`` (a device index) and pad rows at ``fill``: the
+    token path gathers straight into it (a pad row's input is any real row's: its output
+    is never read), and the backward zeroes the pad rows' output gradients, so they add
+    exact zeros to the parameters' gradients."""
 
-    def __init__(self, sizes: Sequence[int], padded: Optional[Tuple[int, torch.Tensor]]) -> None:
+    def __init__(self, sizes: Sequence[int],
+                 padded: Optional[Tuple[int, torch.Tensor, torch.Tensor]]) -> None:
         self.sizes, self.rows = list(sizes), sum(sizes)
-        self.pad = None
+        self.pad = self.fill = None
         if padded is not None:
-            most, self.pad = padded
+            most, self.pad, self.fill = padded
             self.parts = [(0, len(sizes), 0, most)]
             self.compute_rows = len(sizes) * most
         elif len(set(sizes)) == 1:
@@ -67,13 +71,20 @@ class Batches:
             self.compute_rows = self.rows
 
     def to_compute(self, t: torch.Tensor) -> torch.Tensor:
-        """Rows in the experts' order -> the layout the GEMMs run on."""
+        """Rows in the experts' order -> the GEMMs' layout (pad rows zero)."""
         if self.pad is None:
             return t
         return t.new_zeros((self.compute_rows, *t.shape[1:])).index_copy_(0, self.pad, t)
 
     def from_compute(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.pad is None else t.index_select(0, self.pad)
+
+
+def pad_positions(compute_rows: int, real: np.ndarray) -> np.ndarray:
+    """The rows of a padded layout that hold no real row."""
+    used = np.zeros(compute_rows, bool)
+    used[real] = True
+    return np.flatnonzero(~used).astype(np.int64)
 
 
 def _rows(t: torch.Tensor, part: slice) -> torch.Tensor:
@@ -111,9 +122,8 @@ class ExpertBank:
             torch.bmm(a, w2, out=out)
 
     def forward(self, x: torch.Tensor, b: Batches, keep: bool) -> Tuple[torch.Tensor, Saved]:
-        """Rows x in the experts' order -> (y, what the backward needs in the GEMMs' layout:
-        every activation when ``keep``, else x alone)."""
-        x = b.to_compute(x)
+        """Rows x in the GEMMs' layout -> (y, same layout; what the backward needs: every
+        activation when ``keep``, else x alone)."""
         hidden = self.params[2].shape[1]
         y = x.new_empty((x.shape[0], hidden))
         kept: List[List[torch.Tensor]] = []
@@ -123,31 +133,32 @@ class ExpertBank:
             self._output(acts[-1], e, _rows(y, rows).view(count, r, hidden))
             kept.append([a.reshape(count * r, -1) for a in acts])
         if not keep:
-            return b.from_compute(y), (x,)
+            return y, (x,)
         if kept:
             saved = [torch.cat(a) if len(a) != 1 else a[0] for a in zip(*kept)]
         else:
             saved = [x.new_empty((0, self.params[0].shape[1]))
                      for _ in range(2 if self.gelu else 3)]
-        return b.from_compute(y), (x, *saved)
+        return y, (x, *saved)
 
     def recompute(self, x: torch.Tensor, b: Batches) -> Saved:
-        """What ``forward(keep=True)`` saves, from its saved x (the GEMMs' layout)."""
-        plain = Batches(b.sizes, None) if b.pad is None else _Unpadded(b)
-        return self.forward(x, plain, keep=True)[1]
+        """What ``forward(keep=True)`` saves, from its saved x."""
+        return self.forward(x, b, keep=True)[1]
 
     def backward(self, dy: torch.Tensor, b: Batches, saved: Saved,
                  grads: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Output gradient rows -> input gradient rows; adds the experts' parameter gradients
-        into ``grads`` (stacked as ``params``)."""
-        dy = b.to_compute(dy)
+        """Output gradient rows -> input gradient rows (the GEMMs' layout; ``dy``'s pad rows
+        are zeroed in place); adds the experts' parameter gradients into ``grads`` (stacked
+        as ``params``)."""
+        if b.fill is not None and b.fill.numel():
+            dy.index_fill_(0, b.fill, 0)
         dx = dy.new_empty(saved[0].shape)
         for first, count, row, r in b.parts:
             e, rows = slice(first, first + count), slice(row, row + count * r)
             batch = lambda t: _rows(t, rows).view(count, r, -1)
             acts = [batch(t) for t in saved[1:]]
             self._backward(batch(dy), batch(saved[0]), acts, e, grads, batch(dx))
-        return b.from_compute(dx)
+        return dx
 
     def _backward(self, dy: torch.Tensor, x: torch.Tensor, acts: List[torch.Tensor],
                   e: slice, grads: Sequence[torch.Tensor], dx: torch.Tensor) -> None:
@@ -173,14 +184,6 @@ class ExpertBank:
         g1.baddbmm_(dg.transpose(1, 2), x)
         g3.baddbmm_(du.transpose(1, 2), x)
         torch.baddbmm(torch.bmm(dg, p[0]), du, p[1], out=dx)
-
-
-class _Unpadded(Batches):
-    """A padded op's batches on rows already padded (recomputing from its saved x)."""
-
-    def __init__(self, b: Batches) -> None:
-        self.sizes, self.rows, self.pad = b.sizes, b.compute_rows, None
-        self.parts, self.compute_rows = b.parts, b.compute_rows
 
 
 class SavedActivations:

@@ -96,7 +96,6 @@ class TokenPath:
         self.expert_rows = expert_rows
         self.groups = groups
         self.schedule = schedule
-        self.result = rows.new_empty(rows.shape)
         n = plan.n
         # By chunk: what the experts' side received (order (v, i, l, p)), placed in the
         # experts' order (l, i, v, p) by a copy op, and the experts' output back in the
@@ -107,6 +106,7 @@ class TokenPath:
         self.reduced: List[Optional[torch.Tensor]] = [None] * n
         self.back: List[Optional[torch.Tensor]] = [None] * n
         self.assembled = [False] * n
+        self.result: Optional[torch.Tensor] = None  # the phase order's rows, chunk by chunk
 
     def kernels(self) -> Dict[object, Callable[[object], Optional[Pending]]]:
         return {R.dispatch_a2a: self.dispatch,
@@ -198,12 +198,16 @@ class TokenPath:
 
     def assemble(self, c: int) -> None:
         """What came back for chunk c, every part, into its place in the phase order."""
+        if self.result is None:
+            self.result = self.rows.new_empty(self.rows.shape)
         lo, hi = self.plan.chunk_rows(c)
         if hi > lo:
             self.result[lo:hi].copy_(self.back[c])
         self.assembled[c] = True
 
     def finish(self) -> torch.Tensor:
+        if self.plan.n == 1 and not self.assembled[0] and self.back[0] is not None:
+            return self.back[0]  # one chunk: what came back is the phase order already
         for c in range(self.plan.n):
             if not self.assembled[c]:
                 self.assemble(c)

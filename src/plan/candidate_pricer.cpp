@@ -32,13 +32,13 @@ CandidatePricer::Entry CandidatePricer::simulate(const Candidate& c) const {
     sched::validate(c.strategy, "candidate");
     const sched::Schedule schedule = sched::build_training_step(setup);
     const sim::SimReport r = sim::make_report(schedule, sim::simulate(schedule, topology_));
-    return {SimulatedStep{r.forward_s, r.backward_s, r.iteration_s}, ""};
+    return {PricedStep{r.forward_s, r.backward_s, r.iteration_s}, ""};
   } catch (const Error& e) {
     return {std::nullopt, e.what()};
   }
 }
 
-std::optional<SimulatedStep> CandidatePricer::price(const Candidate& c, std::string* why) {
+std::optional<PricedStep> CandidatePricer::price(const Candidate& c, std::string* why) {
   sched::Strategy knobs = c.strategy;
   knobs.name.clear();
   const std::string key = sched::to_string(knobs) + "|" + parallel_string(c.parallel);

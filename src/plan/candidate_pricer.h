@@ -20,9 +20,10 @@ struct Candidate {
   core::ParallelConfig parallel;
 };
 
-// One simulated training step: forward and backward of `layers` MoE blocks on every rank,
-// then the gradient sync (sim::SimReport's times).
-struct SimulatedStep {
+// The times of one priced training step: forward and backward of `layers` MoE blocks on
+// every rank, then the gradient sync (sim::SimReport's times). Not plan::SimulatedStep
+// (step_service.h), the whole simulated step: one name, one type.
+struct PricedStep {
   double forward_s = 0;
   double backward_s = 0;
   double step_s = 0;  // makespan
@@ -39,13 +40,13 @@ class CandidatePricer {
   // The simulated step of `candidate`, cached by its knobs and parallel sizes (not its name).
   // nullopt when the schedule builder refuses the candidate (knobs its layout cannot run);
   // `why` then gets the builder's message.
-  std::optional<SimulatedStep> price(const Candidate& candidate, std::string* why = nullptr);
+  std::optional<PricedStep> price(const Candidate& candidate, std::string* why = nullptr);
   int priced() const { return static_cast<int>(cache_.size()); }
   int refused() const { return refused_; }
 
  private:
   struct Entry {
-    std::optional<SimulatedStep> step;
+    std::optional<PricedStep> step;
     std::string why;
   };
   Entry simulate(const Candidate& candidate) const;

@@ -23,7 +23,7 @@ inline constexpr double kDefaultSearchBudgetS = 0.8;
 struct PlanRow {
   std::string name;  // a method (baseline, hier-a2a, ..., hybridep-sr) or "searched"
   Candidate candidate;
-  SimulatedStep simulated;
+  PricedStep simulated;
   double memory_bytes = 0;                // per device: MoNTA Eq. 1 plus HybridEP's copies
   std::optional<StrategyEstimate> model;  // the paper model's estimate of the method
   std::vector<std::string> notes;         // where the planned knobs came from

@@ -102,7 +102,7 @@ class PlainEP(torch.nn.Module):
             setattr(self, name, torch.nn.Parameter(experts[name][mine].clone()))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tokens, k, w, l = x.shape[0], self.top_k, self.world, self.local
+        k, w, l = self.top_k, self.world, self.local
         scores = x @ self.gate_weight.t()
         probs = torch.softmax(scores, dim=-1)
         chosen = torch.topk(scores, k, dim=-1).indices

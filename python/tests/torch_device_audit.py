@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 
-from torch_spawn import WORLD, guarded, run_on_ranks
+from torch_spawn import guarded, run_on_ranks
 
 HOST, DEVICE = "host", "device"
 MARK = "_moecomm_audit_device"

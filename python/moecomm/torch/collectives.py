@@ -22,7 +22,7 @@ together, and its :class:`Pending` gives an empty tensor of the rows' trailing s
 from __future__ import annotations
 
 import functools
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist

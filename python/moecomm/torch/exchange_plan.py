@@ -142,7 +142,7 @@ class PhasePlan:
 
     def __init__(self, lay: ExchangeLayout, n: int) -> None:
         self.lay, self.n = lay, n
-        me, u, U = lay.me, lay.part, lay.parts
+        me, U = lay.me, lay.parts
         lo, hi = cut(lay.counts, n, U)  # [n, U, i, j, l]
         self.lo, self.size = lo, hi - lo
         mine = self.size[:, :, me]  # [n, U, j, l]

@@ -6,7 +6,7 @@ strategy: a2a: rank 0 has 2dh, ranks 1-3 have flat``."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import torch
 import torch.distributed as dist

@@ -3,7 +3,7 @@ for a strategy, with torch tensors and torch.distributed (DESIGN.md "One schedul
 executors")."""
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch

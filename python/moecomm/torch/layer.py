@@ -213,7 +213,8 @@ class MoELayer(torch.nn.Module):
         by_key = torch.sort(keys, stable=True).indices
         keys = keys[by_key]
         if cap is not None:  # the key is one-to-one with the expert
-            starts = torch.cumsum(_count(keys, dropped + 1), 0) - _count(keys, dropped + 1)
+            per_key = _count(keys, dropped + 1)
+            starts = torch.cumsum(per_key, 0) - per_key
             place = torch.arange(keys.numel(), device=keys.device) - starts[keys]
             keys = torch.where(place < cap, keys, torch.full_like(keys, dropped))
             kept = torch.sort(keys, stable=True).indices

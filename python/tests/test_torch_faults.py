@@ -157,24 +157,24 @@ def test_stalled_rank_fails_its_peers_by_the_timeout(tmp_path):
         check_failure(got[torch_faults.FAULTY], torch_faults.FAULTY, case)
 
 
-def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
-    got = run_fault("kill", tmp_path)
+def check_dead_rank(fault: str, case: str, ops, tmp_path) -> None:
+    """The faulty rank exited; each other rank failed in ``case`` at one of ``ops`` within
+    the timeout and its margin."""
+    got = run_fault(fault, tmp_path)
     assert got[torch_faults.FAULTY]["exitcode"] == 1
     assert got[torch_faults.FAULTY]["result"] is None
     for rank in range(3):
-        op, s = check_failure(got[rank], rank, "forward")
-        assert op == "gate [layer 0, forward]"
+        op, s = check_failure(got[rank], rank, case)
+        assert op in ops, op
         assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
             f"rank {rank}: failed after {s:.2f} s"
+
+
+def test_dead_rank_fails_its_peers_within_the_timeout(tmp_path):
+    check_dead_rank("kill", "forward", ("gate [layer 0, forward]",), tmp_path)
 
 
 def test_rank_dead_in_grad_sync_step_fails_its_peers(tmp_path):
-    got = run_fault("kill-in-step", tmp_path)
-    assert got[torch_faults.FAULTY]["exitcode"] == 1
-    assert got[torch_faults.FAULTY]["result"] is None
-    for rank in range(3):
-        op, s = check_failure(got[rank], rank, "step")
-        assert op in ("grad.dense.allreduce [layer 0, backward]",
-                      "grad.expert.allreduce [layer 0, backward]"), op
-        assert s < torch_faults.TIMEOUT_S + torch_faults.MARGIN_S, \
-            f"rank {rank}: failed after {s:.2f} s"
+    check_dead_rank("kill-in-step", "step", ("grad.dense.allreduce [layer 0, backward]",
+                                             "grad.expert.allreduce [layer 0, backward]"),
+                    tmp_path)

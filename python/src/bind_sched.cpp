@@ -205,7 +205,8 @@ void bind_roles(py::module_& m) {
   py::enum_<sched::OpFamily> family(m, "OpFamily", "the part of the step a role belongs to");
   for (auto f : {sched::OpFamily::kDense, sched::OpFamily::kDenseComm, sched::OpFamily::kPipeline,
                  sched::OpFamily::kTokenPath, sched::OpFamily::kPlacement,
-                 sched::OpFamily::kExpertTransfer, sched::OpFamily::kGradSync})
+                 sched::OpFamily::kExpertTransfer, sched::OpFamily::kGradSync,
+                 sched::OpFamily::kOptimizer})
     family.value(std::string(sched::to_string(f)).c_str(), f);
   py::enum_<sched::OpRole> role(m, "OpRole", "what an op is for (sched::OpRole)");
   for (int i = 0; i < sched::kNumOpRoles; ++i) {

@@ -39,6 +39,13 @@ void check_model(const ModelConfig& m, JsonReader& r) {
                                       " does not divide hidden = " + std::to_string(m.hidden));
   if (m.dtype_bytes != 1 && m.dtype_bytes != 2 && m.dtype_bytes != 4 && m.dtype_bytes != 8)
     throw Error(r.where("dtype_bytes"), "must be 1, 2, 4 or 8");
+  if (m.dense_layers >= m.layers)
+    throw Error(r.where("dense_layers"), "dense_layers = " + std::to_string(m.dense_layers) +
+                                             " leaves no MoE layer of layers = " +
+                                             std::to_string(m.layers));
+  if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    throw Error(r.where("kv_heads"), "kv_heads = " + std::to_string(m.kv_heads) +
+                                         " does not divide heads = " + std::to_string(m.heads));
 }
 
 }  // namespace
@@ -58,6 +65,20 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   m.heads = r.positive_int("heads", kMaxHidden);
   m.seq_len = r.positive_int("seq_len", kMaxSeqLen);
   m.micro_batch = r.positive_int("micro_batch", kMaxMicroBatch);
+  if (r.has("micro_batches")) m.micro_batches = r.positive_int("micro_batches", kMaxMicroBatch);
+  const auto count = [&](const char* key, int64_t hi) -> int64_t {
+    if (!r.has(key)) return 0;
+    const int64_t v = r.integer(key);
+    if (v < 0 || v > hi)
+      throw Error(r.where(key), "must be in [0, " + std::to_string(hi) + "], got " +
+                                    std::to_string(v));
+    return v;
+  };
+  m.dense_layers = count("dense_layers", kMaxLayers);
+  m.dense_ffn_hidden = count("dense_ffn_hidden", kMaxHidden * 16);
+  m.shared_experts = count("shared_experts", kMaxExperts);
+  m.shared_expert_ffn_hidden = count("shared_expert_ffn_hidden", kMaxHidden * 16);
+  m.kv_heads = count("kv_heads", kMaxHidden);
   if (!r.value("capacity_factor").is_null())
     m.capacity_factor = r.in_range("capacity_factor", kCapacityFactor);
   m.dtype_bytes = r.positive_int("dtype_bytes");
@@ -115,10 +136,16 @@ json model_to_json(const ModelConfig& m) {
               {"heads", m.heads},
               {"seq_len", m.seq_len},
               {"micro_batch", m.micro_batch},
+              {"micro_batches", m.micro_batches},
               {"capacity_factor", m.capacity_factor ? json(*m.capacity_factor) : json(nullptr)},
               {"dtype_bytes", m.dtype_bytes},
               {"ffn_type", std::string(to_string(m.ffn_type))},
               {"vocab_size", m.vocab_size}};
+  if (m.dense_layers > 0) doc["dense_layers"] = m.dense_layers;
+  if (m.dense_ffn_hidden > 0) doc["dense_ffn_hidden"] = m.dense_ffn_hidden;
+  if (m.shared_experts > 0) doc["shared_experts"] = m.shared_experts;
+  if (m.shared_expert_ffn_hidden > 0) doc["shared_expert_ffn_hidden"] = m.shared_expert_ffn_hidden;
+  if (m.kv_heads > 0) doc["kv_heads"] = m.kv_heads;
   if (m.compute_dtype) doc["compute_dtype"] = std::string(to_string(*m.compute_dtype));
   if (!m.description.empty()) doc["description"] = m.description;
   if (m.cluster) doc["cluster"] = *m.cluster;

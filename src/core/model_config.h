@@ -41,6 +41,17 @@ struct ModelConfig {
   int64_t heads = 0;
   int64_t seq_len = 0;
   int64_t micro_batch = 0;
+  // Micro-batches of micro_batch sequences per step (gradient accumulation; the pipeline's M).
+  int64_t micro_batches = 1;
+  // Real models' other shapes (DeepSeek-V3, Mixtral): the first dense_layers of the layers
+  // have a dense FFN of dense_ffn_hidden in place of the MoE; every MoE layer also runs
+  // shared_experts experts of shared_expert_ffn_hidden on every token (DeepSeekMoE); attention
+  // has kv_heads key/value heads (grouped-query attention; = heads: multi-head).
+  int64_t dense_layers = 0;
+  int64_t dense_ffn_hidden = 0;  // 0: ffn_hidden
+  int64_t shared_experts = 0;
+  int64_t shared_expert_ffn_hidden = 0;  // 0: ffn_hidden
+  int64_t kv_heads = 0;                  // 0: heads
   std::optional<double> capacity_factor;  // nullopt: dropless
   int64_t dtype_bytes = 2;                // activations, weights and gradients as they travel
   // The dtype the GEMMs run in (the device's peak for it prices compute); nullopt: implied by
@@ -54,6 +65,11 @@ struct ModelConfig {
 
   Dtype compute() const { return compute_dtype.value_or(default_compute_dtype(dtype_bytes)); }
   int64_t tokens_per_micro_batch() const { return seq_len * micro_batch; }
+  int64_t dense_ffn() const { return dense_ffn_hidden > 0 ? dense_ffn_hidden : ffn_hidden; }
+  int64_t shared_ffn() const {
+    return shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : ffn_hidden;
+  }
+  int64_t kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
   // Parameters of one expert and of all experts of one layer (weights only, no biases).
   double expert_params() const { return double(ffn_gemms()) * hidden * ffn_hidden; }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "sched/build_block.h"
 #include "sched/build_context.h"
 #include "sched/build_dense.h"
 #include "sched/build_dispatch.h"
@@ -63,23 +64,6 @@ void check_setup(const LayerSetup& s) {
   check_size(s);
 }
 
-void forward_layer(BuildContext& ctx, int layer) {
-  ctx.layer = layer;
-  if (layer == 0) ctx.step_start = ctx.ready;
-  if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) build_hybrid_prefetch(ctx);
-  build_attention(ctx);
-  build_gate(ctx);
-  build_moe(ctx);
-}
-
-void backward_layer(BuildContext& ctx, int layer) {
-  ctx.layer = layer;
-  ctx.prefetch.assign(ctx.world(), kNone);  // the forward's gathered experts are still there
-  build_moe(ctx);
-  build_gate(ctx);
-  ctx.grads[layer].dense_ready = build_attention(ctx);
-}
-
 }  // namespace
 
 double step_ops_bound(const LayerSetup& s) {
@@ -110,7 +94,10 @@ Schedule build_training_step(const LayerSetup& setup) {
   ctx.phase = Phase::kForward;
   build_stage_receive(ctx);
   ctx.targets_moved = build_targets_gather(ctx);
-  for (int l = 0; l < setup.layers; ++l) forward_layer(ctx, l);
+  for (int l = 0; l < setup.layers; ++l) {
+    if (l == 0) ctx.step_start = ctx.ready;
+    build_block_forward(ctx, l);
+  }
   build_head(ctx);
   build_stage_send(ctx);
 
@@ -118,7 +105,7 @@ Schedule build_training_step(const LayerSetup& setup) {
   build_stage_receive(ctx);
   build_head(ctx);
   for (int l = setup.layers - 1; l >= 0; --l) {
-    backward_layer(ctx, l);
+    build_block_backward(ctx, l);
     grad_sync_after_layer(ctx, l);
   }
   build_stage_send(ctx);

@@ -73,6 +73,7 @@ std::string to_string(const Label& label) {
   if (label.phase != Phase::kNone) add(std::string(to_string(label.phase)));
   if (label.chunk >= 0) add("chunk " + std::to_string(label.chunk));
   if (!label.knob.empty()) add("knob " + label.knob);
+  if (label.micro_batch >= 0) add("micro-batch " + std::to_string(label.micro_batch));
   const std::string name(label.name());
   return extra.empty() ? name : name + " [" + extra + "]";
 }
@@ -80,7 +81,8 @@ std::string to_string(const Label& label) {
 size_t LabelHash::operator()(const Label& l) const {
   size_t h = size_t(l.role);
   for (size_t part :
-       {std::hash<std::string>{}(l.knob), size_t(l.layer), size_t(l.phase), size_t(l.chunk)})
+       {std::hash<std::string>{}(l.knob), size_t(l.layer), size_t(l.phase), size_t(l.chunk),
+        size_t(l.micro_batch)})
     h = h * 1000003u ^ part;
   return h;
 }

@@ -54,10 +54,13 @@ struct Label {
   Phase phase = Phase::kNone;
   int chunk = -1;    // pipelining chunk (MoNTA O2, FSMoE r); -1: unchunked
   std::string knob;  // the Strategy knob that built it, e.g. "lina"
+  // The micro-batch it belongs to; -1: not tied to one (gradient sync, optimizer) or the step
+  // has one micro-batch.
+  int micro_batch = -1;
   std::string_view name() const { return to_string(role); }  // "moe.dispatch.a2a"
   bool operator==(const Label&) const = default;
 };
-// "moe.dispatch.a2a [layer 0, forward, chunk 1, knob fsmoe]"; only the fields that are set.
+// "moe.dispatch.a2a [layer 0, forward, chunk 1, knob fsmoe, micro-batch 2]"; only the fields that are set.
 std::string to_string(const Label& label);
 struct LabelHash {
   size_t operator()(const Label& label) const;

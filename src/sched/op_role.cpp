@@ -43,6 +43,13 @@ constexpr std::array<RoleInfo, kNumOpRoles> kRoles{{
      OpFamily::kExpertTransfer},
     {OpRole::kGradDenseAllReduce, "grad.dense.allreduce", OpFamily::kGradSync},
     {OpRole::kGradExpertAllReduce, "grad.expert.allreduce", OpFamily::kGradSync},
+    {OpRole::kDenseFfn, "ffn", OpFamily::kDense},
+    {OpRole::kDenseFfnTpAllReduce, "ffn.tp.allreduce", OpFamily::kDenseComm},
+    {OpRole::kSharedExpert, "moe.shared_expert", OpFamily::kDense},
+    {OpRole::kGradDenseReduceScatter, "grad.dense.reducescatter", OpFamily::kGradSync},
+    {OpRole::kGradExpertReduceScatter, "grad.expert.reducescatter", OpFamily::kGradSync},
+    {OpRole::kZeroParamAllGather, "zero.param.allgather", OpFamily::kOptimizer},
+    {OpRole::kOptimizer, "optimizer", OpFamily::kOptimizer},
 }};
 
 constexpr bool table_in_order() {
@@ -84,6 +91,8 @@ std::string_view to_string(OpFamily family) {
       return "expert_transfer";
     case OpFamily::kGradSync:
       return "grad_sync";
+    case OpFamily::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }

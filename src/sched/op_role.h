@@ -43,8 +43,18 @@ enum class OpRole : uint8_t {
   // Gradient synchronization (bucketed, Lina's micro-ops, FSMoE's partitions).
   kGradDenseAllReduce,   // grad.dense.allreduce
   kGradExpertAllReduce,  // grad.expert.allreduce
+  // Real models' other sublayers.
+  kDenseFfn,              // ffn: a dense (non-MoE) layer's MLP
+  kDenseFfnTpAllReduce,   // ffn.tp.allreduce: its row-parallel output
+  kSharedExpert,          // moe.shared_expert: the experts every token uses (DeepSeekMoE)
+  // The end of the step: ZeRO's sharded gradients and parameters, the optimizer.
+  kGradDenseReduceScatter,   // grad.dense.reducescatter (ZeRO-2/3)
+  kGradExpertReduceScatter,  // grad.expert.reducescatter (ZeRO-2/3)
+  kZeroParamAllGather,       // zero.param.allgather: updated shards (ZeRO-1/2) or weights
+                             // before their use (ZeRO-3)
+  kOptimizer,                // optimizer: Adam's update of this rank's parameters
 };
-inline constexpr int kNumOpRoles = 28;
+inline constexpr int kNumOpRoles = 35;
 
 // The part of the step a role belongs to: what reports group, and what an executor must be
 // able to run before it accepts a schedule.
@@ -55,7 +65,8 @@ enum class OpFamily : uint8_t {
   kTokenPath,       // dispatch, ESP, experts, combine, TP gather, and their copies
   kPlacement,       // NetMoE's counts, solve, aux sums and targets
   kExpertTransfer,  // HybridEP's expert AllGather, gradient ReduceScatter, shared expert
-  kGradSync,        // data-parallel gradient AllReduces
+  kGradSync,        // data-parallel gradient AllReduces (ReduceScatters under ZeRO-2/3)
+  kOptimizer,       // the optimizer step and ZeRO's parameter AllGathers
 };
 
 std::string_view to_string(OpRole role);  // the dotted name, e.g. "moe.dispatch.a2a"

@@ -49,6 +49,10 @@ const std::vector<std::pair<std::string, ExpertTransfer>> kTransfers = {
     {"none", ExpertTransfer::kNone}, {"hybrid", ExpertTransfer::kHybrid}};
 const std::vector<std::pair<std::string, CommPriority>> kPriorities = {
     {"none", CommPriority::kNone}, {"monta", CommPriority::kMonta}};
+const std::vector<std::pair<std::string, PpSchedule>> kPpSchedules = {
+    {"gpipe", PpSchedule::kGpipe},
+    {"1f1b", PpSchedule::k1F1B},
+    {"interleaved:V", PpSchedule::kInterleaved}};
 const std::vector<std::pair<std::string, bool>> kBools = {{"true", true}, {"false", false}};
 
 template <class E>
@@ -154,6 +158,14 @@ const std::map<std::string, Setter>& setters() {
                            const std::string& w) { s.comm_priority = pick(kPriorities, v, w); }},
       {"recompute_experts", [](Strategy& s, const std::string& v,
                                const std::string& w) { s.recompute_experts = pick(kBools, v, w); }},
+      {"pp_schedule",
+       [](Strategy& s, const std::string& v, const std::string& w) { parse_pp_schedule(s, v, w); }},
+      {"overlap_microbatches",
+       [](Strategy& s, const std::string& v, const std::string& w) {
+         s.overlap_microbatches = pick(kBools, v, w);
+       }},
+      {"zero", [](Strategy& s, const std::string& v,
+                  const std::string& w) { s.zero = parse_int(v, 0, 3, w); }},
   };
   return table;
 }
@@ -259,6 +271,13 @@ void validate(const Strategy& s, const std::string& where) {
                     " differs from hybrid_domain=" + std::to_string(s.hybrid_domain));
   if (!(s.compression > 0 && s.compression <= 1))
     throw Error(where + ": compression", "must be in (0, 1]");
+  if (s.virtual_stages < 1 || s.virtual_stages > kMaxVirtualStages)
+    throw Error(where + ": pp_schedule", "virtual stages must be in [1, " +
+                                             std::to_string(kMaxVirtualStages) + "]");
+  if ((s.pp_schedule == PpSchedule::kInterleaved) != (s.virtual_stages > 1))
+    throw Error(where + ": pp_schedule",
+                "interleaved:V takes V >= 2 virtual stages, the other schedules 1");
+  if (s.zero < 0 || s.zero > 3) throw Error(where + ": zero", "must be 0, 1, 2 or 3");
   if (s.copy_pipelining && s.tp_dispatch != TpDispatch::kDropAllGather)
     throw Error(where + ": copy_pipelining",
                 "needs tp_dispatch=drop-allgather (MoNTA O3 pipelines the AllGather's copy)");
@@ -360,6 +379,36 @@ std::string_view to_string(CommPriority p) {
   return name_of(kPriorities, p);
 }
 
+std::string pp_schedule_name(const Strategy& s) {
+  if (s.pp_schedule == PpSchedule::kInterleaved)
+    return "interleaved:" + std::to_string(s.virtual_stages);
+  return std::string(name_of(kPpSchedules, s.pp_schedule));
+}
+
+std::vector<std::string> pp_schedule_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : kPpSchedules) out.push_back(name);
+  return out;
+}
+
+void parse_pp_schedule(Strategy& s, const std::string& value, const std::string& where) {
+  const std::string prefix = "interleaved:";
+  if (value.rfind(prefix, 0) == 0) {
+    s.pp_schedule = PpSchedule::kInterleaved;
+    s.virtual_stages = parse_int(value.substr(prefix.size()), 2, kMaxVirtualStages,
+                                 where + " (interleaved:V, V virtual stages per stage)");
+    return;
+  }
+  if (value == "interleaved")
+    throw Error(where, "interleaved needs its virtual stages per stage: interleaved:V, e.g. "
+                       "interleaved:2");
+  const PpSchedule kind = pick(kPpSchedules, value, where);
+  if (kind == PpSchedule::kInterleaved)
+    throw Error(where, "write V: interleaved:2, interleaved:4, ...");
+  s.pp_schedule = kind;
+  s.virtual_stages = 1;
+}
+
 double effective_compression(const Strategy& s) {
   const bool travels = s.expert_transfer == ExpertTransfer::kHybrid && s.hybrid_domain > 1;
   return travels ? s.compression : 1.0;
@@ -376,7 +425,8 @@ std::string to_string(const Strategy& s) {
      << ",expert_transfer=" << to_string(s.expert_transfer) << ",hybrid_domain=" << s.hybrid_domain
      << ",compression=" << s.compression << ",shared_expert=" << s.shared_expert
      << ",sr_feedback=" << s.sr_feedback << ",comm_priority=" << to_string(s.comm_priority)
-     << ",recompute_experts=" << s.recompute_experts;
+     << ",recompute_experts=" << s.recompute_experts << ",pp_schedule=" << pp_schedule_name(s)
+     << ",overlap_microbatches=" << s.overlap_microbatches << ",zero=" << s.zero;
   for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
     os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
   return os.str();

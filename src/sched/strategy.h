@@ -15,10 +15,16 @@ enum class TpDispatch { kReplicate, kDropAllGather };  // DeepSpeed baseline | M
 enum class GradSync { kBucketed, kLina, kFsmoe };      // gradient AllReduce scheduling
 enum class ExpertTransfer { kNone, kHybrid };          // HybridEP expert domains
 enum class CommPriority { kNone, kMonta };             // MoNTA: EP > PP > CP > DP on links
+// The order a pipeline stage runs its micro-batches' forwards and backwards in
+// (sched/pipeline_order.h): GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush,
+// Megatron's default), interleaved 1F1B over virtual stages (Megatron's
+// --num-layers-per-virtual-pipeline-stage).
+enum class PpSchedule { kGpipe, k1F1B, kInterleaved };
 
 // Upper bounds of the integer knobs (a typo must not build millions of ops per rank).
 inline constexpr int kMaxChunks = 1024;
 inline constexpr int kMaxGradPartitions = 1 << 16;
+inline constexpr int kMaxVirtualStages = 64;
 
 struct Strategy {
   std::string name = "baseline";
@@ -58,6 +64,17 @@ struct Strategy {
   // gradients, so a backward expert op costs 3x the forward's flops instead of 2x
   // (Korthikanti et al. 2022's selective recomputation, applied to the expert MLPs).
   bool recompute_experts = false;
+  // The pipeline schedule of a step's micro-batches; virtual_stages is interleaved's V (model
+  // chunks per stage, 1 otherwise). Written pp_schedule=interleaved:V.
+  PpSchedule pp_schedule = PpSchedule::k1F1B;
+  int virtual_stages = 1;
+  // One micro-batch's token A2As beside another micro-batch's compute in the pipeline's steady
+  // state (Megatron-Core's --overlap-moe-expert-parallel-comm in 1F1B, DeepSeek-V3's DualPipe).
+  bool overlap_microbatches = false;
+  // ZeRO stage of the data-parallel optimizer (Rajbhandari et al. 2020): 1 shards the Adam
+  // states, 2 also the gradients (ReduceScatter instead of AllReduce), 3 also the parameters
+  // (AllGathered before each use). 0: every rank keeps everything.
+  int zero = 0;
 
   bool operator==(const Strategy&) const = default;
 };
@@ -76,7 +93,8 @@ std::vector<std::string> strategy_names();
 // "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
-// shared_expert, sr_feedback, comm_priority, recompute_experts. `where`
+// shared_expert, sr_feedback, comm_priority, recompute_experts, pp_schedule,
+// overlap_microbatches, zero. `where`
 // names the source (e.g. "--strategy"); errors name the knob and list what is accepted, with
 // the near-miss name ("did you mean 'chunks'?"). A knob given twice (chunks counts as
 // chunks_fwd and chunks_bwd) and an empty item are refused.
@@ -109,5 +127,10 @@ std::string_view to_string(TpDispatch dispatch);
 std::string_view to_string(GradSync sync);
 std::string_view to_string(ExpertTransfer transfer);
 std::string_view to_string(CommPriority priority);
+// "gpipe", "1f1b", "interleaved:V": the pp_schedule knob's value.
+std::string pp_schedule_name(const Strategy& strategy);
+std::vector<std::string> pp_schedule_names();  // as accepted, interleaved as "interleaved:V"
+// Sets pp_schedule and virtual_stages from a pp_schedule value; throws naming `where`.
+void parse_pp_schedule(Strategy& strategy, const std::string& value, const std::string& where);
 
 }  // namespace moecomm::sched

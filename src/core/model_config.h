@@ -73,8 +73,33 @@ struct ModelConfig {
   int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
   // Parameters of one expert and of all experts of one layer (weights only, no biases).
   double expert_params() const { return double(ffn_gemms()) * hidden * ffn_hidden; }
-  // Dense parameters of one layer: attention (4 h^2) and the gate (h x E).
-  double dense_layer_params() const { return 4.0 * hidden * hidden + double(hidden) * experts; }
+  // Attention's projections: Q and O h x h each, K and V h x (h kv_heads / heads) each (4 h^2
+  // without grouped-query attention).
+  double attention_params() const {
+    return 2.0 * hidden * hidden + 2.0 * hidden * (double(hidden) * kv_head_count() / heads);
+  }
+  // Dense parameters of one MoE layer: attention and the gate (h x E).
+  double dense_layer_params() const { return attention_params() + double(hidden) * experts; }
+  // The FFN of one of the first dense_layers layers, and one MoE layer's shared experts.
+  double dense_ffn_params() const { return double(ffn_gemms()) * hidden * dense_ffn(); }
+  double shared_expert_params() const {
+    return double(shared_experts) * ffn_gemms() * hidden * shared_ffn();
+  }
+  int64_t moe_layers() const { return layers - dense_layers; }
+  // Every parameter of the model (embedding and LM head: 2 V h), and those one token uses
+  // (top_k routed experts): the 6 N flops per token of MFU count the active ones.
+  double total_params() const {
+    return layers * attention_params() + double(dense_layers) * dense_ffn_params() +
+           double(moe_layers()) * (double(hidden) * experts + shared_expert_params() +
+                                   double(experts) * expert_params()) +
+           2.0 * double(vocab_size) * hidden;
+  }
+  double active_params() const {
+    return layers * attention_params() + double(dense_layers) * dense_ffn_params() +
+           double(moe_layers()) * (double(hidden) * experts + shared_expert_params() +
+                                   double(top_k) * expert_params()) +
+           2.0 * double(vocab_size) * hidden;
+  }
 };
 
 ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);

@@ -74,8 +74,9 @@ def plan(model: Config = None, cluster: Config = None, parallel: Parallel = None
 
 
 def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = None,
-             strategy: str = "baseline", *, layers: int = 1,
-             compute_efficiency: Optional[float] = None,
+             strategy: str = "baseline", *, layers: Optional[int] = None,
+             micro_batches: Optional[int] = None, pp_schedule: Optional[str] = None,
+             zero: Optional[int] = None, compute_efficiency: Optional[float] = None,
              completion_tolerance: float = _moecomm.DEFAULT_COMPLETION_TOLERANCE,
              fairness: Optional[str] = None, routing: str = "auto", locality: float = 0.9,
              trace: bool = False) -> SimResult:
@@ -87,7 +88,13 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
             ``fsmoe``, ``lina``, ``hybridep``, ``netmoe``) or knobs such as
             ``"base=fsmoe,chunks_fwd=4"`` (a :class:`PlanRow`'s ``strategy`` re-runs the row);
             the tunable knobs left out come from the planner.
-        layers: MoE transformer blocks, 1-1024.
+        layers: transformer blocks over all pipeline stages, at most the model's (None: one
+            per stage and virtual stage).
+        micro_batches: micro-batches per step, the gradients synchronized once (None: the
+            model's ``micro_batches``, else 1).
+        pp_schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved:V"`` (None: the strategy's
+            ``pp_schedule`` knob, 1f1b by default).
+        zero: ZeRO stage 0-3 (None: the strategy's ``zero`` knob).
         compute_efficiency: share of the device's peak flop/s compute reaches (None: the
             cluster device's).
         completion_tolerance: the flow network's completion tolerance, in [0, 0.1].
@@ -109,12 +116,21 @@ def simulate(model: Config = None, cluster: Config = None, parallel: Parallel = 
     # 0.0 stands for "the device's" in the binding: an explicit 0 is out of range.
     if _args.optional_number("compute_efficiency", compute_efficiency) == 0:
         raise Error("compute_efficiency: must be in [0.01, 1] (or None: the device's)")
+    # So do 0 layers and micro-batches, and zero -1.
+    for name, value, least in (("layers", layers, 1), ("micro_batches", micro_batches, 1),
+                               ("zero", zero, 0)):
+        if value is not None and _args.integer(name, value) < least:
+            raise Error(f"{name}: must be at least {least}, got {value}")
     return _moecomm.simulate(
-        model, cluster, parallel, _args.text("strategy", strategy), _args.integer("layers", layers),
+        model, cluster, parallel, _args.text("strategy", strategy),
+        0 if layers is None else _args.integer("layers", layers),
         float(compute_efficiency or 0.0),
         _args.number("completion_tolerance", completion_tolerance),
         _args.optional_text("fairness", fairness) or "", _args.text("routing", routing),
-        _args.number("locality", locality), _args.flag("trace", trace))
+        _args.number("locality", locality), _args.flag("trace", trace),
+        0 if micro_batches is None else _args.integer("micro_batches", micro_batches),
+        _args.optional_text("pp_schedule", pp_schedule) or "",
+        -1 if zero is None else _args.integer("zero", zero))
 
 
 def presets(kind: str) -> list[str]:

@@ -146,8 +146,9 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
                                      const py::object& parallel, const std::string& strategy,
                                      int layers, int64_t seq_len, int64_t micro_batch,
                                      const RoutingArgs& args) {
-  if (layers < 1 || layers > 1024)
-    throw Error("layers", "must be in [1, 1024], got " + std::to_string(layers));
+  if (layers < 0 || layers > core::kMaxLayers)
+    throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "] (or 0: one "
+                          "per pipeline stage), got " + std::to_string(layers));
   plan::StepRequest request;
   request.routing = routing_arg(args.routing, args.locality);
   request.setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);

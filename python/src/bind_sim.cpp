@@ -38,15 +38,19 @@ struct SimOutcome {
 
 struct SimArgs {
   std::string strategy, fairness, routing;
-  int layers = 1;
+  int layers = 0;              // 0: one per stage and virtual stage
+  int64_t micro_batches = 0;   // 0: the model's
+  std::string pp_schedule;     // empty: the strategy's
+  int zero = -1;               // -1: the strategy's
   double compute_efficiency = 0, completion_tolerance = 0, locality = 0;
   bool trace = false;
 };
 
 // Checked before the inputs are resolved; returns the routing.
 plan::StepRouting check_args(const SimArgs& a) {
-  if (a.layers < 1 || a.layers > 1024)
-    throw Error("layers", "must be in [1, 1024], got " + std::to_string(a.layers));
+  if (a.layers < 0 || a.layers > core::kMaxLayers)
+    throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "] (or None: one "
+                          "per pipeline stage), got " + std::to_string(a.layers));
   if (a.compute_efficiency != 0 && !(a.compute_efficiency >= 0.01 && a.compute_efficiency <= 1))
     throw Error("compute_efficiency", "must be in [0.01, 1] (or None: the device's)");
   if (!(a.completion_tolerance >= 0 && a.completion_tolerance <= 0.1))
@@ -63,6 +67,9 @@ SimOutcome simulate(const py::object& model, const py::object& cluster, const py
   request.ep_given = parallel_spec(parallel).ep.has_value();
   request.strategy = args.strategy;
   request.layers = args.layers;
+  request.micro_batches = static_cast<int>(args.micro_batches);
+  request.pp_schedule = args.pp_schedule;
+  request.zero = args.zero;
   request.locality = args.locality;
   request.names = step_arg_names();
   py::gil_scoped_release release;  // building and simulating take milliseconds to seconds
@@ -142,14 +149,17 @@ void bind_sim(py::module_& m) {
       [](const py::object& model, const py::object& cluster, const py::object& parallel,
          const std::string& strategy, int layers, double compute_efficiency,
          double completion_tolerance, const std::string& fairness, const std::string& routing,
-         double locality, bool trace) {
-        SimArgs a{strategy, fairness, routing, layers, compute_efficiency, completion_tolerance,
-                  locality, trace};
+         double locality, bool trace, int64_t micro_batches, const std::string& pp_schedule,
+         int zero) {
+        SimArgs a{strategy,   fairness,      routing,     layers, micro_batches,
+                  pp_schedule, zero,         compute_efficiency, completion_tolerance,
+                  locality,   trace};
         return simulate(model, cluster, parallel, a);
       },
       py::arg("model"), py::arg("cluster"), py::arg("parallel"), py::arg("strategy"),
       py::arg("layers"), py::arg("compute_efficiency"), py::arg("completion_tolerance"),
       py::arg("fairness"), py::arg("routing"), py::arg("locality"), py::arg("trace"),
+      py::arg("micro_batches") = 0, py::arg("pp_schedule") = "", py::arg("zero") = -1,
       "build and simulate one training step");
   m.attr("DEFAULT_COMPLETION_TOLERANCE") = sim::SimOptions{}.completion_tolerance;
 }

@@ -10,6 +10,10 @@ plan::StepArgNames step_arg_names() {
   names.routing = "routing";
   names.ask_synthetic = "routing=\"synthetic\"";
   names.fairness = "fairness";
+  names.layers = "layers";
+  names.micro_batches = "micro_batches";
+  names.pp_schedule = "pp_schedule";
+  names.zero = "zero";
   return names;
 }
 

@@ -85,3 +85,21 @@ def test_fairness_defaults_to_the_clusters():
     assert per_flow == step(fairness="per-flow")
     assert per_flow != per_collective
     assert step(fairness="per-collective") == per_collective
+
+
+def test_a_whole_step_of_micro_batches_through_the_pipeline():
+    # netmoe-moe-gpt-s on its 32-rank testbed, split in 2 stages of 4 blocks each.
+    one = moecomm.simulate("netmoe-moe-gpt-s", parallel="pp=2,ep=8", layers=8)
+    four = moecomm.simulate("netmoe-moe-gpt-s", parallel="pp=2,ep=8", layers=8, micro_batches=4)
+    gpipe = moecomm.simulate("netmoe-moe-gpt-s", parallel="pp=2,ep=8", layers=8,
+                             micro_batches=4, pp_schedule="gpipe")
+    assert "pp_schedule=1f1b" in four.strategy and "pp_schedule=gpipe" in gpipe.strategy
+    # Four micro-batches fill the pipeline: more than one, less than four separate steps.
+    assert one.iteration_ms < four.iteration_ms < 4 * one.iteration_ms
+    assert gpipe.schedule_ops == four.schedule_ops
+    with pytest.raises(moecomm.Error, match="micro_batches"):
+        moecomm.simulate(micro_batches=0)
+    with pytest.raises(moecomm.Error, match="pp_schedule"):
+        moecomm.simulate(pp_schedule="zigzag")
+    with pytest.raises(moecomm.Error, match="layers"):
+        moecomm.simulate("netmoe-moe-gpt-s", layers=1000)

@@ -65,10 +65,12 @@ def test_one_gradient_sync_per_step(results, name):
 
 
 def test_overlap_issues_gradient_ops_during_the_last_backward(results):
+    """Bucketed: both buckets start in the last backward. (Lina's micro-ops wait for a gap
+    between A2As, which one layer's backward has none of: step() issues them, for M = 1
+    alike.)"""
     for rank, res in enumerate(results):
-        for name in ("baseline", "lina"):
-            acc = res[f"count-{name}-{M}"]["allreduce"]
-            assert acc.get(f"backward {M}", 0) > 0, (rank, name, acc)
+        acc = res[f"count-baseline-{M}"]["allreduce"]
+        assert acc == {f"backward {M}": res["count-baseline-1"]["grad_ops"]}, (rank, acc)
         after = res[f"count-fsmoe-after-{M}"]["allreduce"]
         assert set(after) == {"step"}, (rank, after)
 

@@ -271,13 +271,13 @@ def run_rank(rank: int, names) -> Dict[str, Any]:
             results[case[0]] = guarded(run_case, case, rank)
     if not names or "netmoe" in names:
         results["netmoe"] = guarded(run_netmoe, rank)
+    if not names or "refusals" in names:
+        results["refusals"] = guarded(refusals, rank)
     for name, strategy, parallel, overlap in COUNTED:
         for m in (1, M):
             if not names or f"count-{name}" in names:
                 results[f"count-{name}-{m}"] = guarded(count_step, strategy, parallel,
                                                        overlap, m, rank)
-    if not names or "refusals" in names:
-        results["refusals"] = guarded(refusals, rank)
     return results
 
 

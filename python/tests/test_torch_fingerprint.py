@@ -45,6 +45,7 @@ EXPECTED = {
     "netmoe-solver": "SampleMovingMoE: ranks disagree on solver: " + ONE.format("greedy", "flow"),
     "average": "GradSync: ranks disagree on average: " + ONE.format("true", "false"),
     "overlap": "GradSync: ranks disagree on overlap: " + ONE.format("false", "true"),
+    "micro_batches": "GradSync: ranks disagree on micro_batches: " + ONE.format(4, "none"),
     "frozen": "GradSync: ranks disagree on layer 0: expert gradients: rank 0 has 3 tensors, "
               "2240 values, ranks 1-3 have 4 tensors, 4288 values",
 }

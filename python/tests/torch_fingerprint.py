@@ -72,6 +72,7 @@ CASES: Dict[str, Any] = {
     "netmoe-solver": (lambda: _netmoe(solver="greedy"), lambda: _netmoe(), 1),
     "average": (lambda: _sync(average=True), lambda: _sync(), 1),
     "overlap": (lambda: _sync(overlap=False), lambda: _sync(), 1),
+    "micro_batches": (lambda: _sync(micro_batches=4), lambda: _sync(), 1),
     "frozen": (lambda: _sync(freeze=True), lambda: _sync(), 1),
 }
 

@@ -33,6 +33,26 @@ def strategy_text(strategy: Union[str, Any], who: str) -> str:
     return text
 
 
+def refuse_step_knobs(strategy: str, who: str) -> None:
+    """The knobs of a whole training step that a single layer cannot honour, refused by name
+    (the strategy as built: sched::to_string's text). ZeRO shards the optimizer state,
+    gradients and parameters over the data-parallel group (reduce-scatter and all-gather in
+    place of GradSync's AllReduce), and overlap_microbatches runs one micro-batch's forward
+    beside another's backward in a pipeline's 1F1B steady state: neither exists around one
+    layer. pp_schedule orders a pipeline's stages, which one layer has none of: accepted."""
+    knobs = dict(item.partition("=")[::2] for item in strategy.split(","))
+    if knobs.get("zero", "0") != "0":
+        raise Error(f"{who}: strategy: zero: ZeRO stage {knobs['zero']} shards optimizer "
+                    f"state, gradients or parameters over the data-parallel group, which "
+                    f"moecomm.torch does not run (GradSync AllReduces whole gradients); use "
+                    f"zero=0")
+    if knobs.get("overlap_microbatches", "false") != "false":
+        raise Error(f"{who}: strategy: overlap_microbatches: overlapping one micro-batch's "
+                    f"forward with another's backward needs a pipeline schedule, which "
+                    f"moecomm.torch's single layer does not run; use overlap_microbatches=false "
+                    f"(GradSync(micro_batches=M) accumulates micro-batches)")
+
+
 def check_ffn_type(ffn_type: str, who: str) -> None:
     if ffn_type not in FFN_TYPES:
         raise Error(f"{who}: ffn_type must be gelu or swiglu, got '{ffn_type}'")

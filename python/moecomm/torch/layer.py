@@ -13,8 +13,8 @@ from .. import Error, _moecomm
 from . import routing as rt
 from .exchange_plan import ExchangeLayout, ExpertRows, PhasePlan, on_device
 from .expert_compute import ExpertBank, SavedActivations
-from .experts import (check_ffn_type, check_layer_args, expert_names, init_weights, set_param,
-                      strategy_text)
+from .experts import (check_ffn_type, check_layer_args, expert_names, init_weights,
+                      refuse_step_knobs, set_param, strategy_text)
 from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
@@ -104,6 +104,7 @@ class MoELayer(torch.nn.Module):
             raise Error(f"MoELayer: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")
         self.strategy = self.schedule.strategy
+        refuse_step_knobs(self.strategy, "MoELayer")
         self._bind_ops()
         self.groups = ScheduleGroups(self.schedule, self.ranks_per_node, timeout)
         init_weights(self, seed, xmoe_dim)

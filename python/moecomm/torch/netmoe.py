@@ -54,7 +54,8 @@ from . import collectives as col
 from . import routing as rt
 from .collectives import Pending
 from .experts import (add_expert_grads, check_ffn_type, check_layer_args, expert_names,
-                      expert_rows, init_weights, one_expert, set_param, strategy_text)
+                      expert_rows, init_weights, one_expert, refuse_step_knobs, set_param,
+                      strategy_text)
 from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout, nodes_of
 from .layer import MOE_FAMILIES, default_cluster
@@ -166,6 +167,7 @@ class SampleMovingMoE(torch.nn.Module):
             raise Error(f"{NAME}: the layout has {self.schedule.world_size} ranks but "
                         f"torch.distributed's world has {world}")
         self.strategy = self.schedule.strategy
+        refuse_step_knobs(self.strategy, NAME)
         # One table with `moecomm train`: the semantic rules (tp, gate), then the ops this
         # layer cannot bind (sched/executor_caps.h).
         refused = self.schedule.refusal("torch_sample_moving", 0.0, gate != "expert-choice")

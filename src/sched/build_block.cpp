@@ -3,12 +3,14 @@
 #include "sched/build_dense.h"
 #include "sched/build_dispatch.h"
 #include "sched/build_hybridep.h"
+#include "sched/build_optimizer.h"
 
 namespace moecomm::sched {
 
 void build_block_forward(BuildContext& ctx, int layer) {
   ctx.layer = layer;
   if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) build_hybrid_prefetch(ctx);
+  zero3_gather_block(ctx, layer);
   build_attention(ctx);
   build_gate(ctx);
   build_moe(ctx);
@@ -17,6 +19,7 @@ void build_block_forward(BuildContext& ctx, int layer) {
 void build_block_backward(BuildContext& ctx, int layer) {
   ctx.layer = layer;
   ctx.prefetch.assign(ctx.world(), kNone);  // the forward's gathered experts are still there
+  zero3_gather_block(ctx, layer);
   build_moe(ctx);
   build_gate(ctx);
   ctx.grads[layer].dense_ready = build_attention(ctx);

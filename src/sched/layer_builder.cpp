@@ -10,6 +10,7 @@
 #include "sched/build_dispatch.h"
 #include "sched/build_grad_sync.h"
 #include "sched/build_hybridep.h"
+#include "sched/build_optimizer.h"
 
 namespace moecomm::sched {
 namespace {
@@ -110,6 +111,7 @@ Schedule build_training_step(const LayerSetup& setup) {
   }
   build_stage_send(ctx);
   grad_sync_finish(ctx);
+  build_optimizer(ctx);
   return std::move(ctx.schedule);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sched/build_grad_sync.h"
+#include "sched/executor_caps.h"
 #include "sched/layer_builder.h"
 
 namespace moecomm::sched {
@@ -318,6 +319,28 @@ TEST(Optimizer, OpsBoundCoversWhatItAdds) {
     EXPECT_LE(added, 4 * optimizer_ops_bound(with, 1));
     EXPECT_GT(added, 0);
   }
+}
+
+// The executors AllReduce whole gradients and update every parameter: they refuse zero > 0
+// by the knob's name, before building anything, and run zero=0 with or without the other knobs.
+TEST(Optimizer, ExecutorsRefuseZeroByName) {
+  for (int zero = 1; zero <= 3; ++zero)
+    for (int e = 0; e < kNumExecutors; ++e) {
+      const Strategy s = parse_strategy("base=baseline,zero=" + std::to_string(zero), "-");
+      EXPECT_EQ(semantic_refusal(s, RunFacts{}, Executor(e)),
+                (Refusal{"strategy: zero",
+                         "zero=" + std::to_string(zero) +
+                             " shards the data-parallel gradients, optimizer states or "
+                             "parameters, which the schedule runtime and moecomm.torch do not "
+                             "run (zero=0 only); `moecomm sim` and `moecomm plan` price it"}));
+    }
+  for (int e = 0; e < kNumExecutors; ++e)
+    EXPECT_EQ(semantic_refusal(parse_strategy("base=lina,zero=0", "-"), RunFacts{}, Executor(e)),
+              std::nullopt);
+  // The optimizer and ZeRO's ops are not MoE ops: no executor's MoE binding is asked for them.
+  for (OpRole role : {OpRole::kOptimizer, OpRole::kZeroParamAllGather,
+                      OpRole::kGradDenseReduceScatter, OpRole::kGradExpertReduceScatter})
+    EXPECT_TRUE(binds(Executor::kRuntime, MoePath::kTokens, role));
 }
 
 }  // namespace

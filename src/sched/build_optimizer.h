@@ -16,6 +16,12 @@
 // gradients that were ReduceScattered (build_grad_sync.h). zero=3: no full parameters at rest
 // either: each block's are AllGathered before its forward and again before its backward
 // (zero3_gather_block), so the step ends with Adam on the shard and no AllGather.
+//
+// With M micro-batches the gradients accumulate in full buffers and travel once per step (as
+// Megatron's distributed optimizer reduce-scatters them once, after the last micro-batch);
+// ZeRO-3's AllGathers run in every micro-batch's forward and backward, since the parameters
+// are released after each use. DeepSpeed's stages 2 and 3 reduce every micro-batch's
+// gradients instead; that is not modelled.
 #include "sched/build_context.h"
 
 namespace moecomm::sched {

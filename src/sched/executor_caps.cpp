@@ -142,8 +142,8 @@ const Rule kRules[] = {
      [](const Strategy& s, const RunFacts&) {
        return "zero=" + std::to_string(s.zero) +
               " shards the data-parallel gradients, optimizer states or parameters, which the "
-              "schedule runtime and moecomm.torch do not run (zero=0 only); `moecomm sim` and "
-              "`moecomm plan` price it";
+              "schedule runtime and moecomm.torch do not run (zero=0 only); the simulator prices "
+              "it";
      }},
     // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
     {kAll,

@@ -332,7 +332,7 @@ TEST(Optimizer, ExecutorsRefuseZeroByName) {
                          "zero=" + std::to_string(zero) +
                              " shards the data-parallel gradients, optimizer states or "
                              "parameters, which the schedule runtime and moecomm.torch do not "
-                             "run (zero=0 only); `moecomm sim` and `moecomm plan` price it"}));
+                             "run (zero=0 only); the simulator prices it"}));
     }
   for (int e = 0; e < kNumExecutors; ++e)
     EXPECT_EQ(semantic_refusal(parse_strategy("base=lina,zero=0", "-"), RunFacts{}, Executor(e)),

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "sched/pipeline_order.h"
+
 namespace moecomm::sched {
 namespace {
 
@@ -17,13 +19,33 @@ std::vector<double> group_sizes(const std::vector<core::RankGroup>& groups, int 
   return out;
 }
 
-// The groups of `groups` whose ranks hold `layer`'s part whose gradients `ready` records (a
-// data-parallel group lies in one pipeline stage: all its members or none).
+// Per layer, per rank: whether the rank holds the block. Virtual stage v = chunk x pp +
+// stage holds the blocks [off[v], off[v + 1]) of split_layers (pipeline_order.h); a rank's
+// stage is its place in its pp group.
+std::vector<std::vector<char>> holders(const BuildContext& ctx) {
+  const int pp = ctx.setup.parallel.pp;
+  const std::vector<int> off =
+      layer_offsets(split_layers(ctx.setup.layers, pp * ctx.strategy.virtual_stages, "layers"));
+  std::vector<int> stage(static_cast<size_t>(ctx.world()), 0);
+  for (const auto& g : ctx.groups.pp)
+    for (size_t i = 0; i < g.size(); ++i) stage[static_cast<size_t>(g[i])] = int(i);
+  std::vector<std::vector<char>> out(static_cast<size_t>(ctx.setup.layers));
+  for (size_t v = 0; v + 1 < off.size(); ++v)
+    for (int l = off[v]; l < off[v + 1]; ++l) {
+      auto& held = out[static_cast<size_t>(l)];
+      held.assign(stage.size(), 0);
+      for (size_t r = 0; r < stage.size(); ++r) held[r] = stage[r] == int(v) % pp;
+    }
+  return out;
+}
+
+// The groups of `groups` whose ranks hold the block (a data-parallel group lies in one
+// pipeline stage: all its members or none).
 std::vector<core::RankGroup> holding(const std::vector<core::RankGroup>& groups,
-                                     const std::vector<OpId>& ready) {
+                                     const std::vector<char>& held) {
   std::vector<core::RankGroup> out;
   for (const auto& g : groups)
-    if (!g.empty() && ready[static_cast<size_t>(g.front())] != kNone) out.push_back(g);
+    if (!g.empty() && held[static_cast<size_t>(g.front())]) out.push_back(g);
   return out;
 }
 
@@ -80,13 +102,13 @@ std::vector<OptimizerShard> optimizer_shards(const BuildContext& ctx) {
   const int world = ctx.world();
   const double dtype = double(ctx.setup.model.dtype_bytes);
   std::vector<OptimizerShard> out(static_cast<size_t>(world));
-  for (size_t l = 0; l < ctx.grads.size(); ++l) {
-    const LayerGrads& g = ctx.grads[l];
+  const std::vector<std::vector<char>> held = holders(ctx);
+  for (size_t l = 0; l < held.size(); ++l)
     for (size_t r = 0; r < out.size(); ++r) {
-      if (g.dense_ready[r] != kNone) out[r].dense += ctx.dense_grad_bytes(int(l)) / dtype;
-      if (g.expert_ready[r] != kNone) out[r].expert += ctx.work.expert_grad_bytes / dtype;
+      if (!held[l][r]) continue;
+      out[r].dense += ctx.dense_grad_bytes(int(l)) / dtype;
+      out[r].expert += ctx.work.expert_grad_bytes / dtype;
     }
-  }
   if (ctx.strategy.zero >= 1) {
     const std::vector<double> dense = group_sizes(ctx.groups.dp_cp, world);
     const std::vector<double> expert = group_sizes(ctx.groups.edp, world);
@@ -107,7 +129,8 @@ void zero3_gather_block(BuildContext& ctx, int layer) {
   Frontier issue(static_cast<size_t>(ctx.world()));
   for (int r = 0; r < ctx.world(); ++r) {
     const size_t i = static_cast<size_t>(r);
-    const bool gathers = dense_group[i] > 1 || (expert_bytes > 0 && expert_group[i] > 1);
+    const bool gathers =
+        ctx.active(r) && (dense_group[i] > 1 || (expert_bytes > 0 && expert_group[i] > 1));
     issue[i] = gathers ? prefetch_point(ctx, r, label) : ctx.ready[i];
   }
   std::vector<Frontier> gathered = {
@@ -124,6 +147,7 @@ void zero3_gather_block(BuildContext& ctx, int layer) {
 
 void build_optimizer(BuildContext& ctx) {
   if (!ctx.setup.optimizer) return;
+  ctx.in_stage.assign(static_cast<size_t>(ctx.world()), 1);  // every stage's ranks step
   const std::vector<OptimizerShard> shards = optimizer_shards(ctx);
   const double bytes = adam_bytes_per_element(ctx.setup.model.dtype_bytes);
   const Label adam{OpRole::kOptimizer, -1, Phase::kNone, -1, zero_knob(ctx.strategy)};
@@ -138,21 +162,22 @@ void build_optimizer(BuildContext& ctx) {
   // whole bucket at dtype_bytes) returns the full updated parameters to every member, bucket
   // by bucket in the next forward's order.
   const Frontier after = single(stepped);
-  for (size_t l = 0; l < ctx.grads.size(); ++l) {
+  const std::vector<std::vector<char>> held = holders(ctx);
+  for (size_t l = 0; l < held.size(); ++l) {
     const Label label{OpRole::kZeroParamAllGather, int(l), Phase::kNone, -1, "zero"};
-    const LayerGrads& g = ctx.grads[l];
-    group_step(ctx, holding(ctx.groups.dp_cp, g.dense_ready), OpKind::kAllGather,
+    group_step(ctx, holding(ctx.groups.dp_cp, held[l]), OpKind::kAllGather,
                ctx.dense_grad_bytes(int(l)), kGradStream, label, after);
     if (ctx.work.expert_grad_bytes > 0)
-      group_step(ctx, holding(ctx.groups.edp, g.expert_ready), OpKind::kAllGather,
+      group_step(ctx, holding(ctx.groups.edp, held[l]), OpKind::kAllGather,
                  ctx.work.expert_grad_bytes, kGradStream, label, after);
   }
 }
 
-double optimizer_ops_bound(const LayerSetup& s, int micro_batches) {
+double optimizer_ops_bound(const LayerSetup& s) {
   const int zero = s.strategy.zero;
+  const double micro_batches = std::max(1, s.micro_batches);
   const double gathers = zero == 3 ? 4.0 * micro_batches : zero >= 1 ? 2.0 : 0.0;
-  return double(s.layers) * gathers + 1.0;
+  return double(s.parallel.world()) * (double(s.layers) * gathers + 1.0);
 }
 
 }  // namespace moecomm::sched

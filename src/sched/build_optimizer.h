@@ -37,9 +37,9 @@ inline constexpr double kAdamFlopsPerElement = 14;
 // 24 + 2 = 28 bytes; fp32: 4 + 24 = 28.
 double adam_bytes_per_element(int64_t dtype_bytes);
 
-// Per rank: the parameter elements it holds, and those its Adam updates under the strategy's
-// ZeRO stage (dense / d_dp_cp + expert / d_edp when zero >= 1). Read after the backward (the
-// blocks a rank built are those with gradients on it).
+// Per rank: the parameter elements it holds (the blocks of its pipeline stage's model chunks,
+// split_layers in pipeline_order.h), and those its Adam updates under the strategy's ZeRO
+// stage (dense / d_dp_cp + expert / d_edp when zero >= 1).
 struct OptimizerShard {
   double dense = 0, expert = 0;              // elements held
   double dense_group = 1, expert_group = 1;  // the sizes their states are sharded over
@@ -62,9 +62,9 @@ void zero3_gather_block(BuildContext& ctx, int layer);
 // AllGathered per bucket (zero.param.allgather, gradient stream). Nothing when !optimizer.
 void build_optimizer(BuildContext& ctx);
 
-// An upper bound of the ops build_optimizer and zero3_gather_block add to a step, per rank:
-// ZeRO-3's 2 AllGathers per block per phase and micro-batch, Adam, ZeRO-1/2's 2 AllGathers
-// per block.
-double optimizer_ops_bound(const LayerSetup& setup, int micro_batches);
+// An upper bound of the ops build_optimizer and zero3_gather_block add to a step, over all
+// ranks: per rank and block at most ZeRO-3's 2 AllGathers per phase and micro-batch or
+// ZeRO-1/2's 2, and Adam once.
+double optimizer_ops_bound(const LayerSetup& setup);
 
 }  // namespace moecomm::sched

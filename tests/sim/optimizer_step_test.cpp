@@ -66,6 +66,23 @@ TEST(OptimizerStep, TheStepGrowsByAdamsTime) {
   }
 }
 
+// M micro-batches through the pipeline: the optimizer still ends the step, once.
+TEST(OptimizerStep, AfterTheLastMicroBatch) {
+  for (const std::string parallel : {"ep=2", "pp=2,ep=2"}) {
+    SCOPED_TRACE(parallel);
+    sched::LayerSetup without = setup("base=baseline", false, true);
+    without.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "-"), 4, 8, "-");
+    without.micro_batches = 4;
+    sched::LayerSetup with = without;
+    with.optimizer = true;
+    // pp=2: each stage holds one block (dp 2, edp 1): 16896 dense and 65536 expert parameters.
+    const double n = parallel == "ep=2" ? kDense + kExpert : 16896.0 + 65536;
+    const SimResult a = run(without), b = run(with);
+    for (size_t r = 0; r < 4; ++r)
+      EXPECT_NEAR(b.rank_end_s[r] - a.rank_end_s[r], adam_seconds(n), 1e-12 * b.makespan_s);
+  }
+}
+
 // With no memory bandwidth given the simulator prices flops only.
 TEST(OptimizerStep, WithoutAMemoryBandwidthAdamIsItsFlops) {
   sched::LayerSetup without = setup("base=baseline", false, true), with = without;

@@ -3,6 +3,7 @@
 #include "sched/build_dense.h"
 #include "sched/build_dispatch.h"
 #include "sched/build_hybridep.h"
+#include "sched/build_optimizer.h"
 
 namespace moecomm::sched {
 
@@ -18,6 +19,7 @@ void build_block_forward(BuildContext& ctx, int layer) {
       ctx.prefetch = ctx.layer_prefetch[size_t(layer)];
     }
   }
+  zero3_gather_block(ctx, layer);
   build_attention(ctx);
   build_gate(ctx);
   build_moe(ctx);
@@ -26,6 +28,7 @@ void build_block_forward(BuildContext& ctx, int layer) {
 void build_block_backward(BuildContext& ctx, int layer) {
   ctx.layer = layer;
   ctx.prefetch.assign(ctx.world(), kNone);  // the forward's gathered experts are still there
+  zero3_gather_block(ctx, layer);
   build_moe(ctx);
   build_gate(ctx);
   ctx.grads[layer].dense_ready = build_attention(ctx);

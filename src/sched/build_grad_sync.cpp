@@ -10,10 +10,10 @@ namespace {
 void bucketed_sync_layer(BuildContext& ctx, int layer) {
   const LayerGrads& g = ctx.grads[layer];
   const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "bucketed"};
-  allreduce_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
+  grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
                   expert, 0);
   const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "bucketed"};
-  allreduce_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), 1, single(g.dense_ready),
+  grad_sync_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), 1, single(g.dense_ready),
                   dense, 0);
 }
 
@@ -24,12 +24,27 @@ int traffic_priority(const Strategy& s, Traffic t) {
   return t == Traffic::kEp && s.grad_sync == GradSync::kLina ? kLinaA2APriority : 0;
 }
 
-void allreduce_parts(BuildContext& ctx, const std::vector<core::RankGroup>& groups, double bytes,
+OpKind grad_sync_kind(const Strategy& s) {
+  return s.zero >= 2 ? OpKind::kReduceScatter : OpKind::kAllReduce;
+}
+
+OpRole grad_sync_role(const Strategy& s, OpRole role) {
+  if (s.zero < 2) return role;
+  return role == OpRole::kGradExpertAllReduce ? OpRole::kGradExpertReduceScatter
+                                              : OpRole::kGradDenseReduceScatter;
+}
+
+void grad_sync_parts(BuildContext& ctx, const std::vector<core::RankGroup>& groups, double bytes,
                      int parts, const Frontier& after, const Label& label, int priority) {
+  // A ReduceScatter's buffer S is its input, the whole bucket, as the AllReduce's is: the
+  // ZeRO-2 bucket carries the same bytes and the network (n - 1) / n S of them instead of
+  // 2 (n - 1) / n S (ZeRO Sec. 7.2.1).
+  const OpKind kind = grad_sync_kind(ctx.strategy);
   for (int p = 0; p < parts; ++p) {
     Label l = label;
+    l.role = grad_sync_role(ctx.strategy, label.role);
     l.chunk = parts == 1 ? -1 : p;
-    group_step(ctx, groups, OpKind::kAllReduce, bytes / parts, kGradStream, l, after, priority);
+    group_step(ctx, groups, kind, bytes / parts, kGradStream, l, after, priority);
   }
 }
 

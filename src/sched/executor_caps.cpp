@@ -134,6 +134,17 @@ const Rule kRules[] = {
            "expert_transfer=hybrid pipelines its chunks through the experts only "
            "(pipeline_experts=true)");
      }},
+    // ZeRO (Rajbhandari et al. 2020) shards the gradients, Adam's states or the parameters
+    // over the data-parallel group. The runtime's GradBinding AllReduces whole gradients
+    // (grad.*.allreduce only) and its nn::Adam updates every parameter of the rank;
+    // moecomm.torch's GradSync AllReduces whole gradients and leaves the optimizer to PyTorch.
+    {kAll, [](const Strategy& s, const RunFacts&) { return s.zero > 0; }, "strategy: zero",
+     [](const Strategy& s, const RunFacts&) {
+       return "zero=" + std::to_string(s.zero) +
+              " shards the data-parallel gradients, optimizer states or parameters, which the "
+              "schedule runtime and moecomm.torch do not run (zero=0 only); the simulator prices "
+              "it";
+     }},
     // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
     {kAll,
      [](const Strategy& s, const RunFacts& f) {
@@ -181,6 +192,10 @@ MoePath moe_path(const Schedule& schedule) {
 }
 
 bool binds(Executor executor, MoePath path, OpRole role) {
+  // The dense part, the pipeline, the gradient sync and the optimizer are the bindings' own
+  // business: rt's ModelBinding::check_ops names any op it has no kernel or buffer for (the
+  // optimizer op: LayerSetup::optimizer, which the runtime leaves off and steps nn::Adam after
+  // the schedule). ZeRO's sharded ops are refused by the zero rule above, before any is built.
   if (!is_moe_family(family(role))) return true;
   switch (executor) {
     case Executor::kRuntime:

@@ -11,6 +11,7 @@
 #include "sched/build_dispatch.h"
 #include "sched/build_grad_sync.h"
 #include "sched/build_hybridep.h"
+#include "sched/build_optimizer.h"
 #include "sched/pipeline_order.h"
 
 namespace moecomm::sched {
@@ -196,7 +197,8 @@ double step_ops_bound(const LayerSetup& s) {
   const double pp = std::max(1, s.parallel.pp), chunks = std::max(1, st.virtual_stages);
   // A stage's world / pp ranks run its blocks; the stages' blocks add up to the layers.
   const double world = s.parallel.world(), micro_batches = std::max(1, s.micro_batches);
-  return micro_batches * (world / pp * double(s.layers) * per_layer + world * chunks * per_task);
+  return micro_batches * (world / pp * double(s.layers) * per_layer + world * chunks * per_task) +
+         optimizer_ops_bound(s);
 }
 
 Schedule build_training_step(const LayerSetup& setup) {
@@ -212,6 +214,7 @@ Schedule build_training_step(const LayerSetup& setup) {
   ctx.grads.assign(setup.layers, LayerGrads{none, none, none});
   ctx.layer_prefetch.assign(setup.layers, none);
   for (int stage = 0; stage < pipeline.stages; ++stage) build_stage(ctx, pipeline, stage);
+  build_optimizer(ctx);
   return std::move(ctx.schedule);
 }
 

@@ -70,6 +70,12 @@ struct LayerSetup {
   // 2 t h V flops forward and 4 t h V backward (V = model.vocab_size). The runtime binds its
   // kernels there. false: the blocks alone, as the papers' per-layer figures are.
   bool lm_head = false;
+  // A whole model's step ends with the optimizer (sched/build_optimizer.h): Adam on the
+  // parameters each rank holds, its states sharded and the updated parameters gathered by the
+  // strategy's zero stage. false: the step ends with the gradient synchronization (ZeRO-2/3's
+  // gradient ReduceScatters and ZeRO-3's per-block parameter AllGathers still apply: they are
+  // how the gradients and parameters travel).
+  bool optimizer = false;
 };
 
 // Throws moecomm::Error naming the field when the setup does not fit (world sizes differ,

@@ -69,6 +69,9 @@ SimCommand::SimCommand(CLI::App& app) {
             }
           },
           "gpipe|1f1b|interleaved:V"));
+  sub_->add_flag("--whole-step", whole_step_,
+                 "the model's whole training step: every layer (unless --layers), the LM head and "
+                 "loss on the last stage, and the optimizer (Adam, ZeRO by --zero) at the end");
   sub_->add_option("--zero", zero_,
                    "ZeRO stage of the data-parallel optimizer (0-3); the strategy knob zero")
       ->check(CLI::Range(0, 3));
@@ -122,6 +125,7 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   request.micro_batches = micro_batches_;
   request.pp_schedule = pp_schedule_;
   request.zero = zero_;
+  request.whole_step = whole_step_;
   request.routing = plan::parse_step_routing(routing_, "--routing");
   request.locality = locality_;
   plan::PreparedStep prepared = plan::prepare_step(request);

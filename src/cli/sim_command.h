@@ -25,6 +25,7 @@ class SimCommand {
   int64_t micro_batches_ = 0;  // 0: the model's
   std::string pp_schedule_;    // empty: the strategy's
   int zero_ = -1;              // -1: the strategy's
+  bool whole_step_ = false;
   int64_t seq_len_ = 0, micro_batch_ = 0;  // 0: the model's
   double compute_efficiency_ = 0;          // 0: the device's
   double completion_tolerance_ = sim::SimOptions{}.completion_tolerance;

@@ -83,7 +83,7 @@ void apply_step_knobs(const StepRequest& request, sched::Strategy& strategy) {
 int step_layers(const StepRequest& request, const sched::LayerSetup& layer) {
   const int64_t model = layer.model.layers;
   const int per_stage = layer.parallel.pp * layer.strategy.virtual_stages;
-  if (request.layers == 0) return per_stage;
+  if (request.layers == 0) return request.whole_step ? static_cast<int>(model) : per_stage;
   if (request.layers < 0 || request.layers > model)
     throw Error(request.names.layers, "must be in [1, " + std::to_string(model) +
                                           "] (the model's layers, over all pipeline stages), got " +
@@ -121,7 +121,8 @@ PreparedStep prepare_step(const StepRequest& request) {
   layer.micro_batches = static_cast<int>(request.micro_batches > 0 ? request.micro_batches
                                                                    : layer.model.micro_batches);
   layer.model.micro_batches = layer.micro_batches;
-  layer.lm_head = request.lm_head;
+  layer.lm_head = request.lm_head || request.whole_step;
+  layer.optimizer = request.whole_step;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && request.routing == StepRouting::kUniform)
     throw Error(request.names.routing, "placement=netmoe moves samples by their routing: use " +

@@ -55,6 +55,9 @@ struct StepRequest {
   std::string pp_schedule;  // the pp_schedule knob; empty: the strategy's
   int zero = -1;            // the zero knob; -1: the strategy's
   bool lm_head = false;   // the whole model's step (sched::LayerSetup::lm_head)
+  // The model's whole training step: every layer (unless `layers` says otherwise), the LM head
+  // and loss, and the optimizer (sched::LayerSetup::optimizer).
+  bool whole_step = false;
   StepRouting routing = StepRouting::kAuto;
   double locality = 0.9;  // synthetic routing: share of a sample's tokens on its preferred experts
   StepArgNames names;

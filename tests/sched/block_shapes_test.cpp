@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/rank_groups.h"
+#include "core/error.h"
 #include "sched/layer_builder.h"
 #include "sched/layer_workload.h"
 
@@ -269,6 +270,48 @@ TEST(BlockShapes, GroupedQueryAttentionShrinksKvProjectionsAndCpBytes) {
     const auto attn = ops_with(s, r, OpRole::kAttention, 0, Phase::kBackward);
     EXPECT_EQ(s.op(attn[0]).flops, 2 * b.attention_flops);
   }
+}
+
+// Every strategy builds a valid step on every layout for a model with all three shapes, within
+// the op bound the step is priced by before it is built.
+TEST(BlockShapes, EveryStrategyBuildsTheShapesWithinTheOpBound) {
+  core::ModelConfig m = model();
+  m.layers = 3;
+  m.dense_layers = 1;
+  m.shared_experts = 2;
+  m.kv_heads = 2;
+  m.vocab_size = 100;
+  const char* strategies[] = {"baseline",
+                              "base=monta-o3,chunks_fwd=3,chunks_bwd=5",
+                              "base=fsmoe,chunks_fwd=2,chunks_bwd=3,grad_partitions=5",
+                              "base=lina,chunks=3,grad_partitions=7",
+                              "base=hybridep,hybrid_domain=2,compression=0.1",
+                              "hier-a2a"};
+  int built = 0;
+  for (const char* parallel : {"ep=8", "tp=2,esp=2,ep=4", "tp=2,cp=2,esp=2,ep=2", "cp=2,ep=4",
+                               "tp=2,esp=1,ep=4"})
+    for (const char* strategy : strategies) {
+      LayerSetup s = setup(m, parallel, strategy);
+      s.lm_head = true;
+      Schedule sched(1);
+      try {
+        sched = build_training_step(s);
+      } catch (const Error&) {
+        continue;  // knobs this layout cannot run
+      }
+      ++built;
+      EXPECT_NO_THROW(sched.validate()) << parallel << " " << strategy;
+      EXPECT_LE(sched.num_ops(), step_ops_bound(s)) << parallel << " " << strategy;
+      // Block 0 is dense under every strategy: no A2A, no expert, no expert gradients.
+      for (OpRole role : {OpRole::kDispatchA2A, OpRole::kCombineA2A, OpRole::kExpert,
+                          OpRole::kGradExpertAllReduce, OpRole::kExpertTransferAllGather,
+                          OpRole::kExpertTransferGradReduceScatter})
+        EXPECT_EQ(count_role(sched, role, 0), 0) << parallel << " " << strategy;
+      EXPECT_EQ(count_role(sched, OpRole::kDenseFfn, 0), 16) << parallel << " " << strategy;
+      EXPECT_EQ(count_role(sched, OpRole::kSharedExpert, 1), 16) << parallel << " " << strategy;
+      EXPECT_EQ(count_role(sched, OpRole::kSharedExpert, 2), 16) << parallel << " " << strategy;
+    }
+  EXPECT_GE(built, 25);
 }
 
 }  // namespace

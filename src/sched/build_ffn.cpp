@@ -22,12 +22,11 @@ void build_dense_ffn(BuildContext& ctx) {
 
 Frontier build_shared_experts(BuildContext& ctx) {
   if (ctx.setup.model.shared_experts == 0) return ctx.ready;
-  const Frontier out =
-      compute_step(ctx, ctx.work.shared_expert_flops * phase_factor(ctx),
-                   ctx.label(OpRole::kSharedExpert), ctx.ready);
+  const Frontier out = compute_step(ctx, ctx.work.shared_expert_flops * phase_factor(ctx),
+                                    ctx.label(OpRole::kSharedExpert), ctx.ready);
   // Off the token stream, which the first A2A of the token path takes next.
-  return group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes,
-                    kIntraStream, ctx.label(OpRole::kDenseFfnTpAllReduce, "shared-expert"), out);
+  return group_step(ctx, ctx.groups.tp, OpKind::kAllReduce, ctx.work.activation_bytes, kIntraStream,
+                    ctx.label(OpRole::kDenseFfnTpAllReduce, "shared-expert"), out);
 }
 
 }  // namespace moecomm::sched

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/rank_groups.h"
 #include "core/error.h"
+#include "core/rank_groups.h"
 #include "sched/layer_builder.h"
 #include "sched/layer_workload.h"
 
@@ -99,10 +99,10 @@ TEST(BlockShapes, ADenseBlockRunsItsFfnAndNoTokenPath) {
   const Schedule s = build_training_step(setup(m, "tp=2,esp=1,ep=4"));
   EXPECT_NO_THROW(s.validate());
   // Block 0 is dense: no gate, no A2A, no expert, no ESP collective, no expert gradients.
-  for (OpRole role : {OpRole::kGate, OpRole::kDispatchA2A, OpRole::kCombineA2A, OpRole::kExpert,
-                      OpRole::kDispatchEspAllGather, OpRole::kCombineEspAllReduce,
-                      OpRole::kCombineEspReduceScatter, OpRole::kGradExpertAllReduce,
-                      OpRole::kSharedExpert})
+  for (OpRole role :
+       {OpRole::kGate, OpRole::kDispatchA2A, OpRole::kCombineA2A, OpRole::kExpert,
+        OpRole::kDispatchEspAllGather, OpRole::kCombineEspAllReduce,
+        OpRole::kCombineEspReduceScatter, OpRole::kGradExpertAllReduce, OpRole::kSharedExpert})
     EXPECT_EQ(count_role(s, role, 0), 0) << to_string(role);
   // Block 1 is the MoE block it was: no dense FFN.
   EXPECT_EQ(count_role(s, OpRole::kDenseFfn, 1), 0);
@@ -226,8 +226,8 @@ TEST(BlockShapes, SharedExpertsUnderTpAllReduceOnTheIntraNodeStream) {
     for (Phase phase : {Phase::kForward, Phase::kBackward}) {
       const auto shared = ops_with(s, r, OpRole::kSharedExpert, 0, phase);
       ASSERT_EQ(shared.size(), 1u);
-      EXPECT_EQ(s.op(shared[0]).flops, (phase == Phase::kForward ? 1.0 : 2.0) * 2 * 64 * 64 * 128 *
-                                           2 / 2);
+      EXPECT_EQ(s.op(shared[0]).flops,
+                (phase == Phase::kForward ? 1.0 : 2.0) * 2 * 64 * 64 * 128 * 2 / 2);
       const auto ar = ops_with(s, r, OpRole::kDenseFfnTpAllReduce, 0, phase);
       ASSERT_EQ(ar.size(), 1u);
       EXPECT_EQ(s.label(ar[0]).knob, "shared-expert");
@@ -288,8 +288,8 @@ TEST(BlockShapes, EveryStrategyBuildsTheShapesWithinTheOpBound) {
                               "base=hybridep,hybrid_domain=2,compression=0.1",
                               "hier-a2a"};
   int built = 0;
-  for (const char* parallel : {"ep=8", "tp=2,esp=2,ep=4", "tp=2,cp=2,esp=2,ep=2", "cp=2,ep=4",
-                               "tp=2,esp=1,ep=4"})
+  for (const char* parallel :
+       {"ep=8", "tp=2,esp=2,ep=4", "tp=2,cp=2,esp=2,ep=2", "cp=2,ep=4", "tp=2,esp=1,ep=4"})
     for (const char* strategy : strategies) {
       LayerSetup s = setup(m, parallel, strategy);
       s.lm_head = true;

@@ -40,8 +40,8 @@ struct Span {
   double start = 0, end = 0;
 };
 
-Span span_of(const sched::Schedule& s, const SimResult& r, int rank, sched::OpRole role,
-             int layer, sched::Phase phase) {
+Span span_of(const sched::Schedule& s, const SimResult& r, int rank, sched::OpRole role, int layer,
+             sched::Phase phase) {
   for (sched::OpId id : s.ops_of(rank)) {
     const sched::Label& l = s.label(id);
     if (l.role == role && l.layer == layer && l.phase == phase)

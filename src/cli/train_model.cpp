@@ -12,6 +12,21 @@ namespace {
 
 constexpr double kMaxTrainGB = 4;
 
+// The trainer's blocks are multi-head attention and an MoE of routed experts only; a model
+// with other sublayers is refused, not trained as a different model.
+void check_trainable(const core::ModelConfig& c) {
+  const auto refuse = [&](const char* key, int64_t value, const char* what) {
+    throw Error(c.source + ": " + key,
+                std::string(key) + " = " + std::to_string(value) + " (" + what +
+                    "): the trainer (moecomm train, bench) builds every block as multi-head "
+                    "attention and routed experts only; sim and plan model it");
+  };
+  if (c.dense_layers > 0) refuse("dense_layers", c.dense_layers, "dense FFN blocks");
+  if (c.shared_experts > 0) refuse("shared_experts", c.shared_experts, "shared experts");
+  if (c.kv_heads > 0 && c.kv_heads != c.heads)
+    refuse("kv_heads", c.kv_heads, "grouped-query attention");
+}
+
 }  // namespace
 
 nn::MoeTransformerConfig tiny_model(int world) {
@@ -29,6 +44,7 @@ nn::MoeTransformerConfig tiny_model(int world) {
 
 nn::MoeTransformerConfig preset_model(const std::string& name) {
   const core::ModelConfig c = core::load_model(name);
+  check_trainable(c);
   nn::MoeTransformerConfig m;
   m.vocab = static_cast<int>(c.vocab_size > 0 ? c.vocab_size : 64);
   m.max_seq = static_cast<int>(c.seq_len);

@@ -20,7 +20,7 @@ int BuildContext::chunks() const {
 }
 
 double BuildContext::dense_grad_bytes(int l) const {
-  return setup.dense_grad_bytes.empty() ? work.dense_grad_bytes
+  return setup.dense_grad_bytes.empty() ? work.block_dense_grad_bytes(l)
                                         : setup.dense_grad_bytes[static_cast<size_t>(l)];
 }
 

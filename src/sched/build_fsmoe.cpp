@@ -13,8 +13,9 @@ void fsmoe_sync_layer(BuildContext& ctx, int layer, const std::vector<OpId>& win
   const LayerGrads& g = ctx.grads[layer];
   const int parts = ctx.strategy.grad_partitions;
   const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "fsmoe"};
-  grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts,
-                  merge({single(g.expert_ready), single(window)}), expert, 0);
+  if (!ctx.work.dense_block(layer))  // a dense block has no expert gradients
+    grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts,
+                    merge({single(g.expert_ready), single(window)}), expert, 0);
   const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "fsmoe"};
   grad_sync_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), parts,
                   merge({single(g.dense_ready), single(window)}), dense, 0);

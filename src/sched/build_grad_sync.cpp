@@ -10,8 +10,9 @@ namespace {
 void bucketed_sync_layer(BuildContext& ctx, int layer) {
   const LayerGrads& g = ctx.grads[layer];
   const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "bucketed"};
-  grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
-                  expert, 0);
+  if (!ctx.work.dense_block(layer))  // a dense block has no expert gradients
+    grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, 1, single(g.expert_ready),
+                    expert, 0);
   const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "bucketed"};
   grad_sync_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), 1, single(g.dense_ready),
                   dense, 0);

@@ -11,8 +11,9 @@ void lina_sync_layer(BuildContext& ctx, int layer) {
   const LayerGrads& g = ctx.grads[layer];
   const int parts = ctx.strategy.grad_partitions;
   const Label expert{OpRole::kGradExpertAllReduce, layer, Phase::kBackward, -1, "lina"};
-  grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts, single(g.expert_ready),
-                  expert, kLinaGradPriority);
+  if (!ctx.work.dense_block(layer))  // a dense block has no expert gradients
+    grad_sync_parts(ctx, ctx.groups.edp, ctx.work.expert_grad_bytes, parts, single(g.expert_ready),
+                    expert, kLinaGradPriority);
   const Label dense{OpRole::kGradDenseAllReduce, layer, Phase::kBackward, -1, "lina"};
   grad_sync_parts(ctx, ctx.groups.dp_cp, ctx.dense_grad_bytes(layer), parts, single(g.dense_ready),
                   dense, kLinaGradPriority);

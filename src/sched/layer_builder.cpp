@@ -189,8 +189,11 @@ double step_ops_bound(const LayerSetup& s) {
   // gate), 1 HybridEP prefetch and 3 NetMoE ops (two AllGathers and the solve); backward 4
   // dense ops and 2 HybridEP gradient ops; per chunk of either phase 8 MoE ops (dispatch A2A,
   // ESP AllGather and its copy, experts, ESP ReduceScatter, combine A2A, TP AllGather and its
-  // copy); 2 gradient AllReduces per partition.
-  const double per_layer = 14.0 + 8.0 * (st.chunks_fwd + st.chunks_bwd) + 2.0 * st.grad_partitions;
+  // copy); 2 gradient AllReduces per partition; per phase 2 shared-expert ops (the compute
+  // and its TP AllReduce). A dense block (dense_layers) has fewer: 5 per phase.
+  const double shared = s.model.shared_experts > 0 ? 4.0 : 0.0;
+  const double per_layer =
+      14.0 + shared + 8.0 * (st.chunks_fwd + st.chunks_bwd) + 2.0 * st.grad_partitions;
   // Per rank and micro-batch of a model chunk: a stage receive and send per phase, the head
   // per phase, NetMoE's targets.
   const double per_task = 7.0;

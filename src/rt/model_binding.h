@@ -70,9 +70,28 @@ struct HybridBinding {
   HybridCodec* codec = nullptr;
 };
 
+// The pipeline stage this rank runs: the global blocks [first_block, end_block) (-1: to the
+// model's last), the embedding when it is the first stage, the LM head when the last. The
+// schedule's Label.layer is layer_offset short of the global block (0: it is global).
+struct StageBinding {
+  int first_block = 0, end_block = -1;
+  bool first = true, last = true;
+  int layer_offset = 0;
+};
+
 struct BindingOptions {
   HybridBinding hybrid = {};
   int ranks_per_node = 1;  // NetMoE's placement places samples on nodes and their devices
+  StageBinding stage = {};
+  // The ops of this rank the binding runs: those of micro-batch `micro_batch` (-1: those tied
+  // to none), and with step_ops also those tied to none (the gradient sync).
+  int micro_batch = -1;
+  bool step_ops = true;
+  // The micro-batches' models whose gradients the gradient sync sums into `model` (the others
+  // than model itself; empty: model alone).
+  std::vector<nn::MoeTransformer*> grad_sources = {};
+  // The kernel of the schedule's optimizer op, when it has one (the caller's Adam step).
+  std::function<void()> optimizer = {};
 };
 
 // The registry: the dense kernels (attention, head) and the attention's TP AllReduce here; the
@@ -94,6 +113,16 @@ class ModelBinding {
 
   // Registers the kernels, buffers and epilogues with the executor, which must run `schedule`.
   void bind(Executor& executor);
+  // For a runtime that holds several bindings (one per micro-batch in flight): whether this
+  // binding runs op `id`; its kernels only; the buffer and epilogue of one of its ops.
+  bool owns(sched::OpId id) const { return labels_.count(id) > 0; }
+  bool owns_any() const { return !ops_.empty(); }
+  void bind_kernels(Executor& executor);
+  OpBuffer* buffer(sched::OpId op);
+  void after(sched::OpId op);
+  // After the run: the gradients no gradient-sync op of this binding summed (groups of one)
+  // summed from grad_sources into the model.
+  void finish_step() { grads_.finish_step(); }
   // Before each run: the batch the forward reads.
   void start_step(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   float loss() const { return loss_; }  // the last run's loss, as forward() returns it
@@ -120,18 +149,23 @@ class ModelBinding {
   void wire_rows(sched::OpId id, sched::OpId& first, bool& bf16) const;
   void bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_member,
                  const BindingOptions& options);
-  void register_kernels();
+  void register_kernels(const std::function<void()>& optimizer);
   void check_ops() const;
 
   void attn(const sched::Label& label);
   void head(const sched::Label& label);
   void attn_done(int layer, int phase, const nn::Tensor& summed);
-  OpBuffer* buffer(sched::OpId op);
-  void after(sched::OpId op);
+  OpBuffer* stage_buffer(sched::OpRole role, OpBuffer& buf);
+  void stage_after(sched::OpRole role, const OpBuffer& buf);
+  const sched::Label& label(sched::OpId id) const { return labels_.at(id); }
 
   const sched::Schedule& s_;
   int rank_;
   nn::MoeTransformer& model_;
+  StageBinding stage_;
+  // This binding's ops and their labels, Label.layer made the global block.
+  std::unordered_map<sched::OpId, sched::Label> labels_;
+  std::vector<sched::OpId> ops_;  // in the schedule's order
   int layers_;    // MoE layers
   int64_t cols_;  // hidden: floats per token row
   GradBinding grads_;

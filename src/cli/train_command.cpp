@@ -311,8 +311,8 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
         << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
         << "), " << c.micro_batches << " x " << c.batch << " x " << c.seq_len
-        << " tokens per rank per step" << (c.pp > 1 ? " on " + std::to_string(c.pp) + " stages" : "")
-        << "\n"
+        << " tokens per rank per step"
+        << (c.pp > 1 ? " on " + std::to_string(c.pp) + " stages" : "") << "\n"
         << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << ")\n";
     for (const std::string& n : notes) out << "  planned: " << n << "\n";
     out.flush();

@@ -55,7 +55,8 @@ void check_memory(const rt::TrainConfig& c, int world) {
   const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden / tp;
   // Adam's weights, gradients and two moments; each further micro-batch's model its weights
   // and gradients (rt/scheduled_train.cpp).
-  const double gb = (16.0 + 8.0 * (std::max(c.micro_batches, 1) - 1)) * (dense + local_experts) / 1e9;
+  const double gb =
+      (16.0 + 8.0 * (std::max(c.micro_batches, 1) - 1)) * (dense + local_experts) / 1e9;
   if (gb > kMaxTrainGB)
     throw Error("--model", "needs about " + std::to_string(static_cast<int>(gb)) +
                                " GB per rank for parameters and optimizer state (limit " +

@@ -59,8 +59,7 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
   if (stage_.end_block < 0) stage_.end_block = layers_;
   for (OpId id : s_.ops_of(rank_)) {
     sched::Label label = s_.label(id);
-    if (label.micro_batch != options.micro_batch &&
-        !(options.step_ops && label.micro_batch == -1))
+    if (label.micro_batch != options.micro_batch && !(options.step_ops && label.micro_batch == -1))
       continue;
     if (label.layer >= 0) label.layer += stage_.layer_offset;
     labels_.emplace(id, std::move(label));
@@ -106,12 +105,13 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
   for (OpId id : ops_) {
     const sched::Op& op = s_.op(id);
     const sched::Label& label = this->label(id);
-    if (label.role != R::kLmHead && !stage_role(label.role) &&
-        (label.layer < stage_.first_block || label.layer >= stage_.end_block))
-      throw Error("schedule runtime", s_.describe(id) + ": this rank's pipeline stage runs blocks [" +
-                                          std::to_string(stage_.first_block) + ", " +
-                                          std::to_string(stage_.end_block) + ") of " +
-                                          std::to_string(layers_));
+    const bool step_wide =
+        label.role == R::kLmHead || label.role == R::kOptimizer || stage_role(label.role);
+    if (!step_wide && (label.layer < stage_.first_block || label.layer >= stage_.end_block))
+      throw Error("schedule runtime",
+                  s_.describe(id) + ": this rank's pipeline stage runs blocks [" +
+                      std::to_string(stage_.first_block) + ", " + std::to_string(stage_.end_block) +
+                      ") of " + std::to_string(layers_));
     if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) {
       if (!has_buffer(label.role))
         throw Error("schedule runtime", s_.describe(id) + ": no buffer is registered for '" +

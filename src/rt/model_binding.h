@@ -166,8 +166,8 @@ class ModelBinding {
   // This binding's ops and their labels, Label.layer made the global block.
   std::unordered_map<sched::OpId, sched::Label> labels_;
   std::vector<sched::OpId> ops_;  // in the schedule's order
-  int layers_;    // MoE layers
-  int64_t cols_;  // hidden: floats per token row
+  int layers_;                    // MoE layers
+  int64_t cols_;                  // hidden: floats per token row
   GradBinding grads_;
   std::optional<ExpertTransferBinding> transfer_;  // HybridEP with expert transfer
   std::unique_ptr<TokenPathBinding> token_path_;   // or

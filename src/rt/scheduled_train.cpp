@@ -51,7 +51,9 @@ std::vector<int> stage_offsets(const TrainConfig& c) {
 
 // The blocks the step's schedule has per rank: the builder lays out one stage's blocks and
 // labels them from 0 on every stage.
-int schedule_layers(const TrainConfig& c) { return c.model.layers / c.pp; }
+int schedule_layers(const TrainConfig& c) {
+  return c.model.layers / c.pp;
+}
 
 sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTransformer& model) {
   sched::LayerSetup s;
@@ -280,13 +282,12 @@ void check_scheduled(const TrainConfig& c) {
   if (c.micro_batches < 1)
     throw Error("--micro-batches", "must be >= 1, got " + std::to_string(c.micro_batches));
   if (c.pp < 1) throw Error("--parallel", pp + ": must be >= 1");
-  const int v = c.strategy.pp_schedule == sched::PpSchedule::kInterleaved
-                    ? c.strategy.virtual_stages
-                    : 1;
+  const int v =
+      c.strategy.pp_schedule == sched::PpSchedule::kInterleaved ? c.strategy.virtual_stages : 1;
   if (v != 1)
-    throw Error("strategy: pp_schedule",
-                "interleaved:" + std::to_string(v) + ": the runtime runs one model chunk per stage "
-                "(gpipe or 1f1b)");
+    throw Error("strategy: pp_schedule", "interleaved:" + std::to_string(v) +
+                                             ": the runtime runs one model chunk per stage "
+                                             "(gpipe or 1f1b)");
   if (c.model.layers < c.pp * v || c.model.layers % c.pp != 0)
     throw Error("--parallel", pp + ": the model's " + std::to_string(c.model.layers) +
                                   " layers must split evenly over the stages, at least one each");
@@ -412,7 +413,8 @@ void ScheduledTraining::make_bindings() {
     o.micro_batch = mbs == 1 ? -1 : m;
     o.step_ops = m == 0;
     if (m == 0)
-      for (int other = 1; other < mbs; ++other) o.grad_sources.push_back(models_[size_t(other)].get());
+      for (int other = 1; other < mbs; ++other)
+        o.grad_sources.push_back(models_[size_t(other)].get());
     if (m == 0) o.optimizer = [this] { optimize(); };
     bindings_.push_back(std::make_unique<ModelBinding>(*schedule_, me_, *models_[size_t(m)], o));
   }
@@ -428,9 +430,9 @@ void ScheduledTraining::make_bindings() {
   }
   for (auto& b : bindings_)
     if (mbs > 1 && !b->owns_any())
-      throw Error("--micro-batches", std::to_string(mbs) +
-                                         ": the step's schedule has no ops of one of them on rank " +
-                                         std::to_string(me_));
+      throw Error("--micro-batches",
+                  std::to_string(mbs) + ": the step's schedule has no ops of one of them on rank " +
+                      std::to_string(me_));
   for (auto& b : bindings_) b->bind_kernels(executor_);
   executor_.set_buffers([this](sched::OpId id) { return owner_[size_t(id)]->buffer(id); });
   executor_.set_after([this](sched::OpId id) { owner_[size_t(id)]->after(id); });
@@ -476,8 +478,7 @@ ExecResult ScheduledTraining::run(int step) {
 // micro-batches' models take the new weights.
 void ScheduledTraining::optimize() {
   bindings_.front()->finish_step();
-  nn::scale_grad(model().params(),
-                 1.0f / static_cast<float>(g_.data_ranks * c_.micro_batches));
+  nn::scale_grad(model().params(), 1.0f / static_cast<float>(g_.data_ranks * c_.micro_batches));
   if (keep_now_) {
     kept_gradients_.clear();
     for (nn::Param* p : model().params()) kept_gradients_.emplace_back(p->name, *p->grad);
@@ -549,8 +550,8 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
     headers.add(me_, rank, meta[size_t(rank)], c_.ranks_per_node);
   for (int l = 0; l < kNumLinkLevels; ++l) token.bytes[size_t(l)] -= headers.bytes[size_t(l)];
   headers += bytes.meta;
-  const StepReport totals = step_report(step + 1, loss * scale, lm_loss * scale, ms, token,
-                                        bytes.grad, grads, world_);
+  const StepReport totals =
+      step_report(step + 1, loss * scale, lm_loss * scale, ms, token, bytes.grad, grads, world_);
   r.step = totals.step;
   r.loss = totals.loss;
   r.lm_loss = totals.lm_loss;

@@ -17,11 +17,10 @@ TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const s
     throw Error(where, "tp=" + std::to_string(tp) + " must divide the " +
                            std::to_string(stage_ranks) + " ranks of a pipeline stage");
   if (ep < 1 || (stage_ranks / tp) % ep != 0)
-    throw Error(where, "ep=" + std::to_string(ep) + " must divide the " +
-                           std::to_string(stage_ranks / tp) +
-                           " ranks of one TP index in a pipeline stage (world " +
-                           std::to_string(world) + " / tp " + std::to_string(tp) + " / pp " +
-                           std::to_string(pp) + ")");
+    throw Error(
+        where, "ep=" + std::to_string(ep) + " must divide the " + std::to_string(stage_ranks / tp) +
+                   " ranks of one TP index in a pipeline stage (world " + std::to_string(world) +
+                   " / tp " + std::to_string(tp) + " / pp " + std::to_string(pp) + ")");
   if (experts % ep != 0)
     throw Error("model",
                 std::to_string(experts) + " experts do not split over ep=" + std::to_string(ep));

@@ -16,7 +16,7 @@
 namespace moecomm::rt {
 
 struct TrainGroups {
-  core::ParallelConfig parallel;  // world = tp x dp x pp; MoE: esp (= tp) x ep x edp x pp
+  core::ParallelConfig parallel;           // world = tp x dp x pp; MoE: esp (= tp) x ep x edp x pp
   core::RankGroup world, tp, dp, ep, edp;  // this rank's groups (tp is also the ESP group)
   core::RankGroup pp;                      // this rank's pipeline: one rank per stage
   int tp_index = 0;                        // this rank's index in its TP group (its expert shard)

@@ -52,8 +52,8 @@ TrainConfig checked_train_config(const TrainConfig& config) {
   if (c.ranks_per_node == 0) c.ranks_per_node = world_size();
   check(c);
   check_scheduled(c);
-  const TrainGroups g = train_groups(world_size(), c.tp, c.ep, c.model.moe.experts, world_rank(),
-                                     "--parallel", c.pp);
+  const TrainGroups g =
+      train_groups(world_size(), c.tp, c.ep, c.model.moe.experts, world_rank(), "--parallel", c.pp);
   if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {  // the domains fit the EP
     const int index = int(std::find(g.ep.begin(), g.ep.end(), world_rank()) - g.ep.begin());
     hybrid_layout(g.ep, index, c.strategy.hybrid_domain, c.hybrid_order, "strategy: hybrid_domain");

@@ -45,6 +45,7 @@ TEST(PipelineTrain, TwoStagesTrainLikeOne) {
   for (const auto& [strategy, tp] : {std::pair{"baseline", 1},
                                      {"hier-a2a", 1},
                                      {"lina", 1},
+                                     {"hybridep", 1},
                                      {"monta-o1", 2},
                                      {"monta-o3", 2},
                                      {"fsmoe", 2}}) {

@@ -56,7 +56,7 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
       layers_(int(model.moe_layers().size())),
       cols_(model.config().hidden),
       grads_(model, options.grad_sources) {
-  if (stage_.end_block < 0) stage_.end_block = layers_;
+  if (stage_.chunks.empty()) stage_.chunks = {{0, layers_}};
   for (OpId id : s_.ops_of(rank_)) {
     sched::Label label = s_.label(id);
     if (label.micro_batch != options.micro_batch && !(options.step_ops && label.micro_batch == -1))
@@ -107,11 +107,14 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
     const sched::Label& label = this->label(id);
     const bool step_wide =
         label.role == R::kLmHead || label.role == R::kOptimizer || stage_role(label.role);
-    if (!step_wide && (label.layer < stage_.first_block || label.layer >= stage_.end_block))
-      throw Error("schedule runtime",
-                  s_.describe(id) + ": this rank's pipeline stage runs blocks [" +
-                      std::to_string(stage_.first_block) + ", " + std::to_string(stage_.end_block) +
-                      ") of " + std::to_string(layers_));
+    const auto holds = [&](const std::pair<int, int>& c) {
+      return label.layer >= c.first && label.layer < c.second;
+    };
+    if (!step_wide && std::none_of(stage_.chunks.begin(), stage_.chunks.end(), holds))
+      throw Error("schedule runtime", s_.describe(id) +
+                                          ": not a block of this rank's pipeline "
+                                          "stage (of " +
+                                          std::to_string(layers_) + ")");
     if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) {
       if (!has_buffer(label.role))
         throw Error("schedule runtime", s_.describe(id) + ": no buffer is registered for '" +
@@ -223,6 +226,8 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   tokens_ = tokens;
   targets_ = targets;
   seq_len_ = seq_len;
+  forward_block_ = -1;
+  backward_chunk_ = int(stage_.chunks.size()) - 1;
   grads_.start_step();
   moe_->start_step(targets, seq_len);
   if (transfer_) transfer_->start_step();
@@ -235,13 +240,19 @@ const std::vector<int64_t>& ModelBinding::dispatch_rows() const {
 
 // --- the dense kernels
 
+bool ModelBinding::chunk_starts(int block) const {
+  return std::any_of(stage_.chunks.begin(), stage_.chunks.end(),
+                     [&](const std::pair<int, int>& c) { return c.first == block; });
+}
+
 void ModelBinding::attn(const sched::Label& label) {
   const int l = label.layer, phase = phase_index(label.phase);
   if (phase == 0) {
     if (l == 0)
       model_.embed_forward(tokens_, targets_, seq_len_);
-    else if (l > stage_.first_block)
-      moe_->forward_done(l - 1);  // a later stage's first block starts from the received x
+    else if (!chunk_starts(l))
+      moe_->forward_done(l - 1);  // a chunk's first block starts from the received x
+    forward_block_ = l;
   }
   nn::Tensor partial =
       phase == 0 ? model_.attention_partial(l) : model_.attention_backward_partial(l);
@@ -253,17 +264,18 @@ void ModelBinding::attn(const sched::Label& label) {
 void ModelBinding::attn_done(int l, int phase, const nn::Tensor& summed) {
   if (phase == 0) return model_.attention_done(l, summed);
   model_.attention_backward_done(l, summed);
-  if (l > stage_.first_block) moe_->backward_begin(l - 1);
+  if (!chunk_starts(l)) moe_->backward_begin(l - 1);
 }
 
 void ModelBinding::head(const sched::Label& label) {
-  const int last = stage_.end_block - 1;
+  const int last = stage_.chunks.back().second - 1;
   if (label.phase == sched::Phase::kForward) {
     moe_->forward_done(last);
     loss_ = model_.head_forward();
     return;
   }
   model_.head_backward();
+  --backward_chunk_;
   moe_->backward_begin(last);
 }
 
@@ -291,7 +303,7 @@ OpBuffer* ModelBinding::stage_buffer(sched::OpRole role, OpBuffer& buf) {
   using R = sched::OpRole;
   switch (role) {
     case R::kStageSendActivations:
-      moe_->forward_done(stage_.end_block - 1);
+      moe_->forward_done(forward_block_);  // the chunk's last block
       buf.data = bytes_of(model_.residual());
       break;
     case R::kStageSendGrads:
@@ -308,7 +320,7 @@ void ModelBinding::stage_after(sched::OpRole role, const OpBuffer& buf) {
     return model_.stage_forward(targets_, seq_len_, tensor_of(buf.data, cols_));
   if (role == sched::OpRole::kStageRecvGrads) {
     model_.stage_backward(tensor_of(buf.data, cols_));
-    moe_->backward_begin(stage_.end_block - 1);
+    moe_->backward_begin(stage_.chunks.at(size_t(backward_chunk_--)).second - 1);
   }
 }
 

@@ -47,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "nn/moe_transformer.h"
@@ -70,12 +71,13 @@ struct HybridBinding {
   HybridCodec* codec = nullptr;
 };
 
-// The pipeline stage this rank runs: the global blocks [first_block, end_block) (-1: to the
-// model's last), the embedding when it is the first stage, the LM head when the last. The
-// schedule's Label.layer is layer_offset short of the global block (0: it is global).
+// The pipeline stage this rank runs: its model chunks' global blocks [first, end), in order
+// (one chunk per virtual stage; empty: the whole model). The embedding runs at block 0 and the
+// LM head where the schedule puts it; a chunk that starts elsewhere starts from the received
+// residual stream, and its backward ends by sending its gradient. The schedule's Label.layer is
+// layer_offset short of the global block (0: it is global).
 struct StageBinding {
-  int first_block = 0, end_block = -1;
-  bool first = true, last = true;
+  std::vector<std::pair<int, int>> chunks = {};
   int layer_offset = 0;
 };
 
@@ -157,6 +159,7 @@ class ModelBinding {
   void attn_done(int layer, int phase, const nn::Tensor& summed);
   OpBuffer* stage_buffer(sched::OpRole role, OpBuffer& buf);
   void stage_after(sched::OpRole role, const OpBuffer& buf);
+  bool chunk_starts(int block) const;  // the first block of one of the stage's chunks
   const sched::Label& label(sched::OpId id) const { return labels_.at(id); }
 
   const sched::Schedule& s_;
@@ -180,6 +183,9 @@ class ModelBinding {
   std::vector<std::array<sched::OpId, 2>> attn_tp_;
   std::vector<int> tokens_, targets_;
   int seq_len_ = 0;
+  // This run's pipeline progress: the last block whose forward started, and the chunk whose
+  // backward starts next (chunks run forward in order and backward in reverse).
+  int forward_block_ = -1, backward_chunk_ = 0;
   float loss_ = 0;
 };
 

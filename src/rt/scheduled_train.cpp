@@ -400,11 +400,8 @@ std::vector<std::unique_ptr<nn::MoeTransformer>> ScheduledTraining::make_models(
 void ScheduledTraining::make_bindings() {
   const std::vector<int> off = stage_offsets(c_);
   StageBinding stage;
-  stage.first_block = off[size_t(g_.stage)];
-  stage.end_block = off[size_t(g_.stage) + 1];
-  stage.first = g_.stage == 0;
-  stage.last = g_.stage + 1 == c_.pp;
-  stage.layer_offset = stage.first_block;
+  stage.chunks = {{off[size_t(g_.stage)], off[size_t(g_.stage) + 1]}};
+  stage.layer_offset = off[size_t(g_.stage)];
   const int mbs = c_.micro_batches;
   for (int m = 0; m < mbs; ++m) {
     BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, m == 0 ? codec_.get() : nullptr},

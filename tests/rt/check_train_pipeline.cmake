@@ -21,7 +21,7 @@ function(micro value out)
   math(EXPR result "${CMAKE_MATCH_1} * 1000000 + 1${fraction} - 1000000")
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
-train("tp=2" one --routing-trace "")
+train("tp=2" one --routing-trace=)
 train("pp=2" two)  # no routing trace by default: each stage sees its own layers
 string(JSON strategy GET "${two}" strategy)
 if(NOT strategy MATCHES "pp_schedule=gpipe")

@@ -1,12 +1,19 @@
 # `moecomm train --parallel pp=2` on 4 ranks: two pipeline stages of one block each train the
 # tiny model as one stage of two does on the same data, i.e. with as many data ranks (tp=2),
 # every step's loss within 1e-5. Arguments: MPIEXEC, MOECOMM.
-# ARGN: further flags.
-function(train parallel out_var)
-  execute_process(
-    COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} train --steps 3 --json --ranks-per-node 2
-            --batch 2 --seq-len 16 --parallel ${parallel} --pp-schedule gpipe ${ARGN}
-    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
+# trace: whether to pass --routing-trace "" (else the default).
+function(train parallel trace out_var)
+  if(trace)
+    execute_process(
+      COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} train --steps 3 --json --ranks-per-node 2
+              --batch 2 --seq-len 16 --parallel ${parallel} --pp-schedule gpipe --routing-trace ""
+      OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
+  else()
+    execute_process(
+      COMMAND ${MPIEXEC} --oversubscribe -n 4 ${MOECOMM} train --steps 3 --json --ranks-per-node 2
+              --batch 2 --seq-len 16 --parallel ${parallel} --pp-schedule gpipe
+      OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE status)
+  endif()
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "train --parallel ${parallel} exited ${status}:\n${out}\n${err}")
   endif()
@@ -21,8 +28,8 @@ function(micro value out)
   math(EXPR result "${CMAKE_MATCH_1} * 1000000 + 1${fraction} - 1000000")
   set(${out} ${result} PARENT_SCOPE)
 endfunction()
-train("tp=2" one --routing-trace=)
-train("pp=2" two)  # no routing trace by default: each stage sees its own layers
+train("tp=2" ON one)
+train("pp=2" OFF two)  # no routing trace by default: each stage sees its own layers
 string(JSON strategy GET "${two}" strategy)
 if(NOT strategy MATCHES "pp_schedule=gpipe")
   message(FATAL_ERROR "--pp-schedule gpipe did not set the knob: ${strategy}")

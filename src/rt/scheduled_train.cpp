@@ -44,15 +44,23 @@ class ScheduledExchange : public nn::TokenExchange {
   int ranks_, rank_;
 };
 
-// Which blocks each pipeline stage holds (sched/pipeline_order.h's split, the schedule's).
-std::vector<int> stage_offsets(const TrainConfig& c) {
-  return sched::layer_offsets(sched::split_layers(c.model.layers, c.pp, "--parallel pp"));
+// Model chunks per stage: interleaved's V, else 1.
+int virtual_stages(const TrainConfig& c) {
+  return c.strategy.pp_schedule == sched::PpSchedule::kInterleaved ? c.strategy.virtual_stages : 1;
 }
 
-// The blocks the step's schedule has per rank: the builder lays out one stage's blocks and
-// labels them from 0 on every stage.
-int schedule_layers(const TrainConfig& c) {
-  return c.model.layers / c.pp;
+// The global blocks of each of `stage`'s model chunks: virtual stage v = chunk pp + stage holds
+// the v-th part of the layers (sched/pipeline_order.h's split, the schedule's).
+std::vector<std::pair<int, int>> stage_chunks(const TrainConfig& c, int stage) {
+  const int v = virtual_stages(c);
+  const std::vector<int> off =
+      sched::layer_offsets(sched::split_layers(c.model.layers, c.pp * v, "--parallel pp"));
+  std::vector<std::pair<int, int>> out;
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const size_t at = size_t(sched::virtual_stage(stage, chunk, c.pp));
+    out.emplace_back(off[at], off[at + 1]);
+  }
+  return out;
 }
 
 sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTransformer& model) {
@@ -61,7 +69,8 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
   s.cluster = c.cluster;
   s.parallel = g.parallel;
   s.strategy = c.strategy;
-  s.layers = schedule_layers(c);
+  s.layers = c.model.layers;
+  s.micro_batches = c.micro_batches;
   s.lm_head = true;
   // NetMoE's schedule needs routed matrices; uniform ones size its ops for the simulator, while
   // the runtime moves the rows the step routes.
@@ -282,15 +291,16 @@ void check_scheduled(const TrainConfig& c) {
   if (c.micro_batches < 1)
     throw Error("--micro-batches", "must be >= 1, got " + std::to_string(c.micro_batches));
   if (c.pp < 1) throw Error("--parallel", pp + ": must be >= 1");
-  const int v =
-      c.strategy.pp_schedule == sched::PpSchedule::kInterleaved ? c.strategy.virtual_stages : 1;
-  if (v != 1)
-    throw Error("strategy: pp_schedule", "interleaved:" + std::to_string(v) +
-                                             ": the runtime runs one model chunk per stage "
-                                             "(gpipe or 1f1b)");
-  if (c.model.layers < c.pp * v || c.model.layers % c.pp != 0)
+  const int v = virtual_stages(c);
+  if (c.model.layers < c.pp * v)
     throw Error("--parallel", pp + ": the model's " + std::to_string(c.model.layers) +
-                                  " layers must split evenly over the stages, at least one each");
+                                  " layers cannot give each of " + std::to_string(c.pp * v) +
+                                  " (virtual) stages one");
+  if (v > 1 && c.micro_batches % c.pp != 0)
+    throw Error("--micro-batches",
+                std::to_string(c.micro_batches) + ": pp_schedule=interleaved:" + std::to_string(v) +
+                    " runs micro-batches in groups of " + pp +
+                    " stages: they must be a multiple of " + std::to_string(c.pp));
   if (c.strategy.zero > 0)
     throw Error("strategy: zero",
                 "zero=" + std::to_string(c.strategy.zero) +
@@ -398,10 +408,8 @@ std::vector<std::unique_ptr<nn::MoeTransformer>> ScheduledTraining::make_models(
 }
 
 void ScheduledTraining::make_bindings() {
-  const std::vector<int> off = stage_offsets(c_);
   StageBinding stage;
-  stage.chunks = {{off[size_t(g_.stage)], off[size_t(g_.stage) + 1]}};
-  stage.layer_offset = off[size_t(g_.stage)];
+  stage.chunks = stage_chunks(c_, g_.stage);
   const int mbs = c_.micro_batches;
   for (int m = 0; m < mbs; ++m) {
     BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, m == 0 ? codec_.get() : nullptr},

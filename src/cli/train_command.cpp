@@ -63,9 +63,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "tp=T,ep=N,pp=P: TP group size (consecutive ranks, default 1; attention "
                    "heads and experts are sharded over it, esp = tp), EP group size (default: "
                    "the ranks / tp / pp) and pipeline stages (default 1; the slowest rank "
-                   "dimension: stage s holds the s-th of P equal runs of the layers, the "
+                   "dimension: stage s holds the s-th of P runs of the layers, the "
                    "embedding on the first, the LM head on the last; P must divide the ranks "
-                   "and the layers); dp is the rest; cp = 1");
+                   "and be at most the layers); dp is the rest; cp = 1");
   sub_->add_option("--steps", steps_, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -80,7 +80,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   sub_->add_option("--pp-schedule", pp_schedule_,
                    "the order of the micro-batches' forwards and backwards on the pipeline "
-                   "stages: gpipe or 1f1b (the default); sets the strategy's pp_schedule "
+                   "stages: gpipe, 1f1b (the default) or interleaved:V (V model chunks per "
+                   "stage; micro-batches a multiple of pp); sets the strategy's pp_schedule "
                    "knob (--strategy must not set another)")
       ->check(parsed_by(
           [](const std::string& v) {

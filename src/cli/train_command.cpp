@@ -60,15 +60,35 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "top_k, seq_len, vocab_size)")
       ->capture_default_str();
   sub_->add_option("--parallel", parallel_,
-                   "tp=T,ep=N: TP group size (consecutive ranks, default 1; attention heads "
-                   "and experts are sharded over it, esp = tp) and EP group size (default: "
-                   "the ranks / tp); dp is the rest; cp, pp = 1");
+                   "tp=T,ep=N,pp=P: TP group size (consecutive ranks, default 1; attention "
+                   "heads and experts are sharded over it, esp = tp), EP group size (default: "
+                   "the ranks / tp / pp) and pipeline stages (default 1; the slowest rank "
+                   "dimension: stage s holds the s-th of P runs of the layers, the "
+                   "embedding on the first, the LM head on the last; P must divide the ranks "
+                   "and be at most the layers); dp is the rest; cp = 1");
   sub_->add_option("--steps", steps_, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  sub_->add_option("--batch", batch_, "sequences per rank per step")
+  sub_->add_option("--batch", batch_, "sequences per rank per micro-batch")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  sub_->add_option("--micro-batches", micro_batches_,
+                   "micro-batches of --batch sequences per step (default: the model's "
+                   "micro_batches, else 1): their gradients are summed and synced once, Adam "
+                   "steps once, so a step equals one batch of M x --batch sequences (the "
+                   "capacity and the auxiliary loss are taken per micro-batch)")
+      ->check(CLI::Range(1, 1024));
+  sub_->add_option("--pp-schedule", pp_schedule_,
+                   "the order of the micro-batches' forwards and backwards on the pipeline "
+                   "stages: gpipe, 1f1b (the default) or interleaved:V (V model chunks per "
+                   "stage; micro-batches a multiple of pp); sets the strategy's pp_schedule "
+                   "knob (--strategy must not set another)")
+      ->check(parsed_by(
+          [](const std::string& v) {
+            sched::Strategy s;
+            sched::parse_pp_schedule(s, v, "--pp-schedule");
+          },
+          sched::pp_schedule_names()));
   sub_->add_option("--seq-len", seq_len_, "tokens per sequence")
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
@@ -229,7 +249,10 @@ rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
   c.model.moe.capacity_factor = capacity_factor_;
   c.model.moe.expert_spread = expert_spread_;
   c.model.max_seq = std::max(c.model.max_seq, seq_len_);
-  apply_train_parallel(c, parallel_, world);
+  apply_train_parallel(c, parallel_, world, /*pipeline=*/true);
+  c.micro_batches = micro_batches_ > 0 ? micro_batches_
+                    : model_ == "tiny" ? 1
+                                       : std::max(1, int(core::load_model(model_).micro_batches));
   c.batch = batch_;
   c.seq_len = seq_len_;
   c.steps = steps_;
@@ -242,7 +265,12 @@ rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
   c.timeout_s = timeout_s_;
   c.bf16_a2a = bf16_;
   notes = resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
+  apply_pp_schedule(c, strategy_, pp_schedule_);
   c.record_routing = !routing_trace_.empty();
+  if (c.pp > 1 && c.record_routing && !sub_->count("--routing-trace")) {
+    c.record_routing = false;  // each stage sees only its layers
+    if (me == 0 && !json_) out << "(pp=" << c.pp << ": no routing trace is written)\n";
+  }
   if (data_ != "synthetic") c.corpus = read_corpus(data_, c.model.vocab);
   check_memory(c, world);
   if (c.model.moe.gate == nn::GateKind::kExpertChoice && c.record_routing) {
@@ -283,7 +311,9 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
     out << "training " << (model_ == "tiny" ? "tiny MoE LM" : model_) << " on " << world
         << " ranks: " << c.model.layers << " layers, hidden " << c.model.hidden << ", "
         << c.model.moe.experts << " experts (top-" << c.model.moe.top_k << ", gate " << gate_
-        << "), " << c.batch << " x " << c.seq_len << " tokens per rank per step\n"
+        << "), " << c.micro_batches << " x " << c.batch << " x " << c.seq_len
+        << " tokens per rank per step"
+        << (c.pp > 1 ? " on " + std::to_string(c.pp) + " stages" : "") << "\n"
         << "strategy " << c.strategy.name << " (" << sched::to_string(c.strategy) << ")\n";
     for (const std::string& n : notes) out << "  planned: " << n << "\n";
     out.flush();

@@ -24,10 +24,10 @@ class TrainCommand {
 
   CLI::App* sub_;
   std::string model_ = "tiny", parallel_, cluster_, data_ = "synthetic", gate_ = "gshard",
-              ffn_type_, renamed_expert_, a2a_ = "flat", strategy_,
+              ffn_type_, renamed_expert_, a2a_ = "flat", strategy_, pp_schedule_,
               routing_trace_ = "routing-trace.json";
   int steps_ = 200, batch_ = 4, seq_len_ = 32, ranks_per_node_ = 0, log_every_ = 10;
-  int text_order_ = 1;
+  int text_order_ = 1, micro_batches_ = 0;  // 0: the model's micro_batches
   float lr_ = 3e-3f, capacity_factor_ = 0.0f, expert_spread_ = -1.0f;
   double timeout_s_ = 60;
   uint64_t seed_ = 1;

@@ -69,7 +69,10 @@ void check_memory(const rt::TrainConfig& c, int world) {
   const double gemms = m.moe.ffn_type == core::FfnType::kSwiglu ? 3 : 2;
   const double dense = 2.0 * m.vocab * h + m.max_seq * h + layers * (4 * h * h + h * experts);
   const double local_experts = layers * experts / ep * gemms * h * m.moe.ffn_hidden / tp;
-  const double gb = 16.0 * (dense + local_experts) / 1e9;
+  // Adam's weights, gradients and two moments; each further micro-batch's model its weights
+  // and gradients (rt/scheduled_train.cpp).
+  const double gb =
+      (16.0 + 8.0 * (std::max(c.micro_batches, 1) - 1)) * (dense + local_experts) / 1e9;
   if (gb > kMaxTrainGB)
     throw Error("--model", "needs about " + std::to_string(static_cast<int>(gb)) +
                                " GB per rank for parameters and optimizer state (limit " +
@@ -85,22 +88,30 @@ void apply_batch_shape(rt::TrainConfig& c, const std::string& model, int batch, 
   c.model.max_seq = std::max(c.model.max_seq, c.seq_len);
 }
 
-void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world) {
+void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world, bool pipeline) {
   if (text.empty()) return;
   const core::ParallelSpec spec = core::parse_parallel_spec(text, "--parallel");
   for (const auto& [key, value] : {std::pair{"cp", spec.cp}, {"pp", spec.pp}})
-    if (value && *value != 1)
-      throw Error("--parallel", std::string(key) + "=" + std::to_string(*value) +
-                                    ": train runs tensor, expert and data parallelism only");
+    if (value && *value != 1 && !(pipeline && std::string(key) == "pp"))
+      throw Error("--parallel", std::string(key) + "=" + std::to_string(*value) + ": runs " +
+                                    (pipeline ? "tensor, expert, pipeline" : "tensor, expert") +
+                                    " and data parallelism only");
+  if (spec.pp) {
+    if (*spec.pp < 1 || world % *spec.pp != 0)
+      throw Error("--parallel", "pp=" + std::to_string(*spec.pp) + " must divide the " +
+                                    std::to_string(world) + " ranks");
+    c.pp = *spec.pp;
+  }
   if (spec.tp) c.tp = *spec.tp;
   if (spec.esp && *spec.esp != c.tp)
     throw Error("--parallel", "esp=" + std::to_string(*spec.esp) +
                                   ": train shards the experts over the TP group (esp = tp = " +
                                   std::to_string(c.tp) + ")");
   if (spec.ep) c.ep = *spec.ep;
-  if (spec.dp && *spec.dp * c.tp != world) {
+  if (spec.dp && *spec.dp * c.tp * c.pp != world) {
     throw Error("--parallel", "dp=" + std::to_string(*spec.dp) + " must be the " +
-                                  std::to_string(world) + " ranks / tp " + std::to_string(c.tp));
+                                  std::to_string(world) + " ranks / tp " + std::to_string(c.tp) +
+                                  " / pp " + std::to_string(c.pp));
   }
 }
 

@@ -21,11 +21,13 @@ nn::MoeTransformerConfig train_model(const std::string& name, int world);
 // positional table grows to fit.
 void apply_batch_shape(rt::TrainConfig& c, const std::string& model, int batch, int seq_len);
 
-// --parallel's tp=T,ep=N (cp, pp = 1; esp = tp; dp = world / tp) into c.tp and c.ep.
-void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world);
+// --parallel's tp=T,ep=N (cp = 1; esp = tp; dp = world / (tp pp)) into c.tp and c.ep, and with
+// `pipeline` pp=P into c.pp (without it pp must be 1).
+void apply_train_parallel(rt::TrainConfig& c, const std::string& text, int world,
+                          bool pipeline = false);
 
-// Parameters with their gradients and Adam's two moments (16 bytes each) must fit in 4 GB
-// per rank; throws Error naming --model otherwise.
+// Parameters with their gradients and Adam's two moments (16 bytes each), and 8 bytes each
+// per further micro-batch, must fit in 4 GB per rank; throws Error naming --model otherwise.
 void check_memory(const rt::TrainConfig& c, int world);
 
 }  // namespace moecomm::cli

@@ -64,11 +64,13 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
     if (in.cluster.world_size() != world)
       throw Error("--cluster", cluster + " has " + std::to_string(in.cluster.world_size()) +
                                    " devices, the job " + std::to_string(world) + " ranks");
-    const int tp = std::max(c.tp, 1), ep = c.ep > 0 ? c.ep : world / tp;
+    const int tp = std::max(c.tp, 1), pp = std::max(c.pp, 1), stage = world / pp;
+    const int ep = c.ep > 0 ? c.ep : stage / tp;
     in.parallel.tp = in.parallel.esp = tp;
-    in.parallel.dp = world / tp;
+    in.parallel.pp = pp;
+    in.parallel.dp = stage / tp;
     in.parallel.ep = ep;
-    in.parallel.edp = world / (tp * ep);
+    in.parallel.edp = stage / (tp * ep);
     std::string text_notes;
     c.strategy = plan::planned_strategy(parsed, in, &text_notes);
     std::istringstream lines(text_notes);
@@ -83,6 +85,22 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
   }
   if (a2a_given) c.strategy.a2a = flag;
   return notes;
+}
+
+void apply_pp_schedule(rt::TrainConfig& c, const std::string& strategy_text,
+                       const std::string& pp_schedule) {
+  if (pp_schedule.empty()) return;
+  sched::Strategy flag = c.strategy;
+  sched::parse_pp_schedule(flag, pp_schedule, "--pp-schedule");
+  const sched::ParsedStrategy parsed =
+      sched::parse_strategy_knobs(strategy_text.empty() ? "baseline" : strategy_text, "--strategy");
+  if (parsed.explicit_knobs.count("pp_schedule") &&
+      (parsed.strategy.pp_schedule != flag.pp_schedule ||
+       parsed.strategy.virtual_stages != flag.virtual_stages))
+    throw Error("--pp-schedule", pp_schedule + " but --strategy says pp_schedule=" +
+                                     sched::pp_schedule_name(parsed.strategy));
+  c.strategy.pp_schedule = flag.pp_schedule;
+  c.strategy.virtual_stages = flag.virtual_stages;
 }
 
 }  // namespace moecomm::cli

@@ -22,4 +22,10 @@ std::vector<std::string> resolve_strategy(rt::TrainConfig& c, const std::string&
                                           const std::string& cluster, const std::string& model,
                                           int world);
 
+// --pp-schedule gpipe|1f1b|interleaved:V into c.strategy's pp_schedule knob (empty: as the
+// strategy has it). Throws Error naming --pp-schedule when `strategy_text` (--strategy) sets
+// pp_schedule to another value.
+void apply_pp_schedule(rt::TrainConfig& c, const std::string& strategy_text,
+                       const std::string& pp_schedule);
+
 }  // namespace moecomm::cli

@@ -114,6 +114,22 @@ void MoeTransformer::embed_forward(const std::vector<int>& tokens, const std::ve
   has_forward_ = false;
 }
 
+void MoeTransformer::stage_forward(const std::vector<int>& targets, int seq_len, Tensor x) {
+  const int batch = static_cast<int>(targets.size()) / seq_len;
+  if (x.rows() != static_cast<int64_t>(targets.size()) || x.cols() != config_.hidden)
+    throw Error("moe transformer", "a stage's input of " + std::to_string(x.rows()) + " x " +
+                                       std::to_string(x.cols()) + " for " +
+                                       std::to_string(targets.size()) + " tokens of hidden " +
+                                       std::to_string(config_.hidden));
+  x_ = std::move(x);
+  samples_.resize(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) samples_[static_cast<size_t>(b)] = exchange_.rank() * batch + b;
+  seq_len_ = seq_len;
+  targets_ = targets;
+  aux_loss_ = 0.0f;
+  has_forward_ = false;
+}
+
 Tensor MoeTransformer::attention_partial(int block) {
   Block& b = *blocks_.at(static_cast<size_t>(block));
   return b.attn.forward(b.ln1.forward(x_), seq_len_);

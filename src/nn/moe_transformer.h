@@ -85,6 +85,13 @@ class MoeTransformer {
   // embedding's backward at block 0). Under TP, these sum the attention shards over
   // set_tensor_parallel()'s group; the _partial and _done halves leave that to the caller.
   void embed_forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
+  // A later pipeline stage's start in place of embed_forward: x is the previous stage's output
+  // (its residual()); the targets are the micro-batch's, for the head on the last stage.
+  void stage_forward(const std::vector<int>& targets, int seq_len, Tensor x);
+  const Tensor& residual() const { return x_; }
+  // A stage's backward start below the head: dx is the next stage's input gradient (its
+  // residual_grad() after its first block's attention_backward).
+  void stage_backward(Tensor dx) { dx_ = std::move(dx); }
   void attention_forward(int block);  // x += Attention(LN1(x)), summed over the TP group
   // attention_forward in two, for an executor that sums the TP shards itself: this rank's
   // heads' output, then x += that output summed over the TP group.

@@ -148,6 +148,8 @@ std::vector<Setting> train_settings(const TrainConfig& c) {
       {"head_init_std", text(m.head_init_std)},
       {"tp", text(c.tp)},
       {"ep", text(c.ep)},
+      {"pp", text(c.pp)},
+      {"micro_batches", text(c.micro_batches)},
       {"ranks_per_node", text(c.ranks_per_node)},
       {"cluster", cluster_digest(c.cluster)},
       {"hybrid_order", joined(c.hybrid_order, ',')},

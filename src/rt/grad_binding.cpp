@@ -41,7 +41,39 @@ void GradBinding::pack(sched::OpRole role, int layer, int part, int parts, OpBuf
     std::memcpy(out, p, size_t(n) * sizeof(float));
     out += n * int64_t(sizeof(float));
   });
+  if (!sources_.empty()) {
+    float* sum = reinterpret_cast<float*>(buf.data.data());
+    for (nn::MoeTransformer* source : sources_) {
+      float* at = sum;
+      for_range(grad_params(*source, role, layer), first, last, [&](const float* p, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) at[i] += p[i];
+        at += n;
+      });
+    }
+    const std::lock_guard lock(m_);
+    packed_.insert({role, layer});
+  }
   bytes_ += int64_t(buf.data.size());
+}
+
+void GradBinding::start_step() {
+  bytes_ = 0;
+  packed_.clear();
+}
+
+void GradBinding::finish_step() {
+  if (sources_.empty()) return;
+  const int blocks = model_.config().layers;
+  for (const sched::OpRole role :
+       {sched::OpRole::kGradDenseAllReduce, sched::OpRole::kGradExpertAllReduce})
+    for (int l = 0; l < blocks; ++l) {
+      if (packed_.count({role, l})) continue;
+      const auto params = grad_params(model_, role, l);
+      for (nn::MoeTransformer* source : sources_) {
+        const auto from = grad_params(*source, role, l);
+        for (size_t i = 0; i < params.size(); ++i) params[i]->grad->add(*from[i]->grad);
+      }
+    }
 }
 
 void GradBinding::unpack(sched::OpRole role, int layer, int part, int parts, const OpBuffer& buf) {

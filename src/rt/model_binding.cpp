@@ -13,14 +13,22 @@ namespace {
 using sched::OpId;
 using sched::OpKind;
 
+bool stage_role(sched::OpRole r);
+
 // The collectives this binding gives buffers to: the attention's TP AllReduce, and every
-// collective of the MoE path (token path or NetMoE), the gradient sync and HybridEP's
-// transfers. Pipeline hand-offs and CP collectives have none.
+// collective of the MoE path (token path or NetMoE), the gradient sync, HybridEP's
+// transfers and the pipeline's hand-offs. CP collectives have none.
 bool has_buffer(sched::OpRole role) {
   using F = sched::OpFamily;
   const F f = sched::family(role);
   return role == sched::OpRole::kAttnTpAllReduce || f == F::kTokenPath || f == F::kPlacement ||
-         f == F::kGradSync || f == F::kExpertTransfer;
+         f == F::kGradSync || f == F::kExpertTransfer || stage_role(role);
+}
+
+bool stage_role(sched::OpRole r) {
+  using R = sched::OpRole;
+  return r == R::kStageSendActivations || r == R::kStageRecvActivations ||
+         r == R::kStageSendGrads || r == R::kStageRecvGrads;
 }
 
 bool grad_role(sched::OpRole r) {
@@ -44,16 +52,26 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
     : s_(schedule),
       rank_(rank),
       model_(model),
+      stage_(options.stage),
       layers_(int(model.moe_layers().size())),
       cols_(model.config().hidden),
-      grads_(model) {
+      grads_(model, options.grad_sources) {
+  if (stage_.chunks.empty()) stage_.chunks = {{0, layers_}};
+  for (OpId id : s_.ops_of(rank_)) {
+    sched::Label label = s_.label(id);
+    if (label.micro_batch != options.micro_batch && !(options.step_ops && label.micro_batch == -1))
+      continue;
+    if (label.layer >= 0) label.layer += stage_.layer_offset;
+    labels_.emplace(id, std::move(label));
+    ops_.push_back(id);
+  }
   attn_tp_.assign(size_t(layers_), {sched::kNone, sched::kNone});
   bool has_netmoe = false;
   int a2a_member = 0;
   TokenPathWiring wiring = scan_ops(options.hybrid, has_netmoe, a2a_member);
   if (options.hybrid.codec) transfer_.emplace(*options.hybrid.codec);
   bind_path(std::move(wiring), has_netmoe, a2a_member, options);
-  register_kernels();
+  register_kernels(options.optimizer);
   check_ops();
 }
 
@@ -84,12 +102,19 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
   std::map<std::pair<R, int>, int> parts;
   bool has_a2a = false;
   OpId a2a_dtype = sched::kNone;  // the first token A2A: the dtype its rows travel as
-  for (OpId id : s_.ops_of(rank_)) {
+  for (OpId id : ops_) {
     const sched::Op& op = s_.op(id);
-    const sched::Label& label = s_.label(id);
-    if (label.role != R::kLmHead && (label.layer < 0 || label.layer >= layers_))
-      throw Error("schedule runtime",
-                  s_.describe(id) + ": the model has " + std::to_string(layers_) + " MoE layers");
+    const sched::Label& label = this->label(id);
+    const bool step_wide =
+        label.role == R::kLmHead || label.role == R::kOptimizer || stage_role(label.role);
+    const auto holds = [&](const std::pair<int, int>& c) {
+      return label.layer >= c.first && label.layer < c.second;
+    };
+    if (!step_wide && std::none_of(stage_.chunks.begin(), stage_.chunks.end(), holds))
+      throw Error("schedule runtime", s_.describe(id) +
+                                          ": not a block of this rank's pipeline "
+                                          "stage (of " +
+                                          std::to_string(layers_) + ")");
     if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) {
       if (!has_buffer(label.role))
         throw Error("schedule runtime", s_.describe(id) + ": no buffer is registered for '" +
@@ -123,7 +148,9 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
   for (auto& [id, slot] : slots_) {
     const bool grad = grad_role(slot.role);
     if (grad) slot.parts = parts[{slot.role, slot.layer}];
-    if (grad || slot.role == R::kAttnTpAllReduce || transfer_role(slot.role)) own_buffers_[id];
+    if (grad || slot.role == R::kAttnTpAllReduce || transfer_role(slot.role) ||
+        stage_role(slot.role))
+      own_buffers_[id];
   }
   w.order = hybrid.order;
   w.world = s_.world_size();
@@ -155,18 +182,19 @@ void ModelBinding::bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_me
   moe_ = token_path_.get();
 }
 
-void ModelBinding::register_kernels() {
+void ModelBinding::register_kernels(const std::function<void()>& optimizer) {
   using R = sched::OpRole;
   kernels_[R::kAttention] = [this](const sched::Label& l) { attn(l); };
   kernels_[R::kLmHead] = [this](const sched::Label& l) { head(l); };
+  if (optimizer) kernels_[R::kOptimizer] = [optimizer](const sched::Label&) { optimizer(); };
   moe_->add_kernels(kernels_);
 }
 
 // Every op of this rank must have a kernel or a buffer.
 void ModelBinding::check_ops() const {
-  for (OpId id : s_.ops_of(rank_)) {
+  for (OpId id : ops_) {
     const sched::Op& op = s_.op(id);
-    const sched::Label& label = s_.label(id);
+    const sched::Label& label = this->label(id);
     if (op.kind == OpKind::kCompute || op.kind == OpKind::kCopy) {
       if (!kernels_.count(label.role))
         throw Error("schedule runtime", s_.describe(id) + ": no kernel is registered for '" +
@@ -179,14 +207,18 @@ void ModelBinding::check_ops() const {
 }
 
 void ModelBinding::bind(Executor& executor) {
-  for (OpId id : s_.ops_of(rank_)) {
-    const sched::Op& op = s_.op(id);
-    if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) continue;
-    const sched::Label& label = s_.label(id);
-    executor.set_kernel(id, [this, &label] { kernels_.at(label.role)(label); });
-  }
+  bind_kernels(executor);
   executor.set_buffers([this](OpId id) { return buffer(id); });
   executor.set_after([this](OpId id) { after(id); });
+}
+
+void ModelBinding::bind_kernels(Executor& executor) {
+  for (OpId id : ops_) {
+    const sched::Op& op = s_.op(id);
+    if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) continue;
+    const sched::Label& label = this->label(id);
+    executor.set_kernel(id, [this, &label] { kernels_.at(label.role)(label); });
+  }
 }
 
 void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<int>& targets,
@@ -194,6 +226,8 @@ void ModelBinding::start_step(const std::vector<int>& tokens, const std::vector<
   tokens_ = tokens;
   targets_ = targets;
   seq_len_ = seq_len;
+  forward_block_ = -1;
+  backward_chunk_ = int(stage_.chunks.size()) - 1;
   grads_.start_step();
   moe_->start_step(targets, seq_len);
   if (transfer_) transfer_->start_step();
@@ -206,13 +240,19 @@ const std::vector<int64_t>& ModelBinding::dispatch_rows() const {
 
 // --- the dense kernels
 
+bool ModelBinding::chunk_starts(int block) const {
+  return std::any_of(stage_.chunks.begin(), stage_.chunks.end(),
+                     [&](const std::pair<int, int>& c) { return c.first == block; });
+}
+
 void ModelBinding::attn(const sched::Label& label) {
   const int l = label.layer, phase = phase_index(label.phase);
   if (phase == 0) {
     if (l == 0)
       model_.embed_forward(tokens_, targets_, seq_len_);
-    else
-      moe_->forward_done(l - 1);
+    else if (!chunk_starts(l))
+      moe_->forward_done(l - 1);  // a chunk's first block starts from the received x
+    forward_block_ = l;
   }
   nn::Tensor partial =
       phase == 0 ? model_.attention_partial(l) : model_.attention_backward_partial(l);
@@ -224,17 +264,18 @@ void ModelBinding::attn(const sched::Label& label) {
 void ModelBinding::attn_done(int l, int phase, const nn::Tensor& summed) {
   if (phase == 0) return model_.attention_done(l, summed);
   model_.attention_backward_done(l, summed);
-  if (l > 0) moe_->backward_begin(l - 1);
+  if (!chunk_starts(l)) moe_->backward_begin(l - 1);
 }
 
 void ModelBinding::head(const sched::Label& label) {
-  const int last = layers_ - 1;
+  const int last = stage_.chunks.back().second - 1;
   if (label.phase == sched::Phase::kForward) {
     moe_->forward_done(last);
     loss_ = model_.head_forward();
     return;
   }
   model_.head_backward();
+  --backward_chunk_;
   moe_->backward_begin(last);
 }
 
@@ -252,7 +293,35 @@ OpBuffer* ModelBinding::buffer(OpId id) {
   }
   if (transfer_role(slot.role))
     return transfer_->buffer(slot.role, slot.layer, own_buffers_.at(id));
+  if (stage_role(slot.role)) return stage_buffer(slot.role, own_buffers_.at(id));
   return moe_->buffer(slot.role, slot.layer, slot.phase, slot.chunk);
+}
+
+// The pipeline's hand-offs carry the residual stream x (forward) and its gradient (backward)
+// in fp32, whatever dtype the schedule prices them at.
+OpBuffer* ModelBinding::stage_buffer(sched::OpRole role, OpBuffer& buf) {
+  using R = sched::OpRole;
+  switch (role) {
+    case R::kStageSendActivations:
+      moe_->forward_done(forward_block_);  // the chunk's last block
+      buf.data = bytes_of(model_.residual());
+      break;
+    case R::kStageSendGrads:
+      buf.data = bytes_of(model_.residual_grad());
+      break;
+    default:  // a receive: this micro-batch's tokens' rows
+      buf.data.assign(tokens_.size() * size_t(cols_) * sizeof(float), std::byte{0});
+  }
+  return &buf;
+}
+
+void ModelBinding::stage_after(sched::OpRole role, const OpBuffer& buf) {
+  if (role == sched::OpRole::kStageRecvActivations)
+    return model_.stage_forward(targets_, seq_len_, tensor_of(buf.data, cols_));
+  if (role == sched::OpRole::kStageRecvGrads) {
+    model_.stage_backward(tensor_of(buf.data, cols_));
+    moe_->backward_begin(stage_.chunks.at(size_t(backward_chunk_--)).second - 1);
+  }
 }
 
 void ModelBinding::after(OpId id) {
@@ -264,6 +333,7 @@ void ModelBinding::after(OpId id) {
   if (grad_role(s.role))
     return grads_.unpack(s.role, s.layer, std::max(s.chunk, 0), s.parts, own_buffers_.at(id));
   if (transfer_role(s.role)) return transfer_->after(s.role, s.layer, own_buffers_.at(id));
+  if (stage_role(s.role)) return stage_after(s.role, own_buffers_.at(id));
   moe_->after(s.role, s.layer, s.phase, s.chunk);
 }
 

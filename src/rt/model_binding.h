@@ -47,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "nn/moe_transformer.h"
@@ -70,9 +71,29 @@ struct HybridBinding {
   HybridCodec* codec = nullptr;
 };
 
+// The pipeline stage this rank runs: its model chunks' global blocks [first, end), in order
+// (one chunk per virtual stage; empty: the whole model). The embedding runs at block 0 and the
+// LM head where the schedule puts it; a chunk that starts elsewhere starts from the received
+// residual stream, and its backward ends by sending its gradient. The schedule's Label.layer is
+// layer_offset short of the global block (0: it is global).
+struct StageBinding {
+  std::vector<std::pair<int, int>> chunks = {};
+  int layer_offset = 0;
+};
+
 struct BindingOptions {
   HybridBinding hybrid = {};
   int ranks_per_node = 1;  // NetMoE's placement places samples on nodes and their devices
+  StageBinding stage = {};
+  // The ops of this rank the binding runs: those of micro-batch `micro_batch` (-1: those tied
+  // to none), and with step_ops also those tied to none (the gradient sync).
+  int micro_batch = -1;
+  bool step_ops = true;
+  // The micro-batches' models whose gradients the gradient sync sums into `model` (the others
+  // than model itself; empty: model alone).
+  std::vector<nn::MoeTransformer*> grad_sources = {};
+  // The kernel of the schedule's optimizer op, when it has one (the caller's Adam step).
+  std::function<void()> optimizer = {};
 };
 
 // The registry: the dense kernels (attention, head) and the attention's TP AllReduce here; the
@@ -94,6 +115,16 @@ class ModelBinding {
 
   // Registers the kernels, buffers and epilogues with the executor, which must run `schedule`.
   void bind(Executor& executor);
+  // For a runtime that holds several bindings (one per micro-batch in flight): whether this
+  // binding runs op `id`; its kernels only; the buffer and epilogue of one of its ops.
+  bool owns(sched::OpId id) const { return labels_.count(id) > 0; }
+  bool owns_any() const { return !ops_.empty(); }
+  void bind_kernels(Executor& executor);
+  OpBuffer* buffer(sched::OpId op);
+  void after(sched::OpId op);
+  // After the run: the gradients no gradient-sync op of this binding summed (groups of one)
+  // summed from grad_sources into the model.
+  void finish_step() { grads_.finish_step(); }
   // Before each run: the batch the forward reads.
   void start_step(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   float loss() const { return loss_; }  // the last run's loss, as forward() returns it
@@ -120,20 +151,26 @@ class ModelBinding {
   void wire_rows(sched::OpId id, sched::OpId& first, bool& bf16) const;
   void bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_member,
                  const BindingOptions& options);
-  void register_kernels();
+  void register_kernels(const std::function<void()>& optimizer);
   void check_ops() const;
 
   void attn(const sched::Label& label);
   void head(const sched::Label& label);
   void attn_done(int layer, int phase, const nn::Tensor& summed);
-  OpBuffer* buffer(sched::OpId op);
-  void after(sched::OpId op);
+  OpBuffer* stage_buffer(sched::OpRole role, OpBuffer& buf);
+  void stage_after(sched::OpRole role, const OpBuffer& buf);
+  bool chunk_starts(int block) const;  // the first block of one of the stage's chunks
+  const sched::Label& label(sched::OpId id) const { return labels_.at(id); }
 
   const sched::Schedule& s_;
   int rank_;
   nn::MoeTransformer& model_;
-  int layers_;    // MoE layers
-  int64_t cols_;  // hidden: floats per token row
+  StageBinding stage_;
+  // This binding's ops and their labels, Label.layer made the global block.
+  std::unordered_map<sched::OpId, sched::Label> labels_;
+  std::vector<sched::OpId> ops_;  // in the schedule's order
+  int layers_;                    // MoE layers
+  int64_t cols_;                  // hidden: floats per token row
   GradBinding grads_;
   std::optional<ExpertTransferBinding> transfer_;  // HybridEP with expert transfer
   std::unique_ptr<TokenPathBinding> token_path_;   // or
@@ -146,6 +183,9 @@ class ModelBinding {
   std::vector<std::array<sched::OpId, 2>> attn_tp_;
   std::vector<int> tokens_, targets_;
   int seq_len_ = 0;
+  // This run's pipeline progress: the last block whose forward started, and the chunk whose
+  // backward starts next (chunks run forward in order and backward in reverse).
+  int forward_block_ = -1, backward_chunk_ = 0;
   float loss_ = 0;
 };
 

@@ -20,6 +20,7 @@
 #include "rt/train_groups.h"
 #include "rt/train_report.h"
 #include "sched/executor_caps.h"
+#include "sched/pipeline_order.h"
 #include "sched/reported_phase.h"
 
 namespace moecomm::rt {
@@ -43,6 +44,25 @@ class ScheduledExchange : public nn::TokenExchange {
   int ranks_, rank_;
 };
 
+// Model chunks per stage: interleaved's V, else 1.
+int virtual_stages(const TrainConfig& c) {
+  return c.strategy.pp_schedule == sched::PpSchedule::kInterleaved ? c.strategy.virtual_stages : 1;
+}
+
+// The global blocks of each of `stage`'s model chunks: virtual stage v = chunk pp + stage holds
+// the v-th part of the layers (sched/pipeline_order.h's split, the schedule's).
+std::vector<std::pair<int, int>> stage_chunks(const TrainConfig& c, int stage) {
+  const int v = virtual_stages(c);
+  const std::vector<int> off =
+      sched::layer_offsets(sched::split_layers(c.model.layers, c.pp * v, "--parallel pp"));
+  std::vector<std::pair<int, int>> out;
+  for (int chunk = 0; chunk < v; ++chunk) {
+    const size_t at = size_t(sched::virtual_stage(stage, chunk, c.pp));
+    out.emplace_back(off[at], off[at + 1]);
+  }
+  return out;
+}
+
 sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTransformer& model) {
   sched::LayerSetup s;
   s.model = schedule_model(c);
@@ -50,6 +70,7 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
   s.parallel = g.parallel;
   s.strategy = c.strategy;
   s.layers = c.model.layers;
+  s.micro_batches = c.micro_batches;
   s.lm_head = true;
   // NetMoE's schedule needs routed matrices; uniform ones size its ops for the simulator, while
   // the runtime moves the rows the step routes.
@@ -58,7 +79,7 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
     for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep)
       s.a2a_pair_bytes.emplace_back(ep.size() * ep.size(), bytes / double(ep.size()));
   }
-  for (int b = 0; b < c.model.layers; ++b) {
+  for (int b = 0; b < s.layers; ++b) {
     double bytes = 0;
     for (const nn::Param* p : model.block_dense_params(b)) bytes += 4.0 * p->value->size();
     s.dense_grad_bytes.push_back(bytes);
@@ -266,6 +287,35 @@ void check_scheduled(const TrainConfig& c) {
     throw Error("--bf16-a2a",
                 "bf16 token rows run on the plain EP A2A only (tp=1, no HybridEP "
                 "or NetMoE)");
+  const std::string pp = "pp=" + std::to_string(c.pp);
+  if (c.micro_batches < 1)
+    throw Error("--micro-batches", "must be >= 1, got " + std::to_string(c.micro_batches));
+  if (c.pp < 1) throw Error("--parallel", pp + ": must be >= 1");
+  const int v = virtual_stages(c);
+  if (c.model.layers < c.pp * v)
+    throw Error("--parallel", pp + ": the model's " + std::to_string(c.model.layers) +
+                                  " layers cannot give each of " + std::to_string(c.pp * v) +
+                                  " (virtual) stages one");
+  if (v > 1 && c.micro_batches % c.pp != 0)
+    throw Error("--micro-batches",
+                std::to_string(c.micro_batches) + ": pp_schedule=interleaved:" + std::to_string(v) +
+                    " runs micro-batches in groups of " + pp +
+                    " stages: they must be a multiple of " + std::to_string(c.pp));
+  if (c.strategy.zero > 0)
+    throw Error("strategy: zero",
+                "zero=" + std::to_string(c.strategy.zero) +
+                    ": the runtime keeps the optimizer states and parameters whole on every "
+                    "rank (zero=0)");
+  if (c.pp > 1 && c.strategy.placement == sched::Placement::kNetMoe)
+    throw Error("strategy: placement",
+                "netmoe moves samples between ranks of a stage; the runtime runs it with pp=1");
+  if (c.pp > 1 && c.record_routing)
+    throw Error("--routing-trace", pp + ": each stage sees only its layers' routing; record it "
+                                        "with pp=1");
+  if (c.micro_batches > 1 && c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid)
+    throw Error("--micro-batches",
+                std::to_string(c.micro_batches) +
+                    ": HybridEP's travelling experts run one micro-batch per step in the runtime");
 }
 
 namespace {
@@ -278,9 +328,18 @@ std::shared_ptr<const sched::Schedule> bindable(sched::Schedule schedule) {
   return std::make_shared<const sched::Schedule>(std::move(schedule));
 }
 
-// One training run on the schedule runtime: the groups, the model, its step's schedule, the
-// executor that runs it and the binding of the model's kernels, built once; then per step:
-// draw the batch, run the schedule, step the optimizer, report.
+// One training run on the schedule runtime: the groups, the models, its step's schedule, the
+// executor that runs it and the bindings of the models' kernels, built once; then per step:
+// draw the batch, run the schedule (the optimizer steps in it or right after), report.
+//
+// Micro-batches: the layers keep their activations inside them (nn/moe_transformer.h), and a
+// pipeline keeps several micro-batches' forwards alive on a stage (1F1B up to pp, GPipe all M).
+// Each micro-batch therefore runs on a model of its own, with its own binding: the models are
+// built from the same seeds, so their weights are equal, and stay equal because Adam steps the
+// first and its weights are copied to the others. The gradient sync sums the micro-batches'
+// gradients into the first model as it packs them (GradBinding's sources), so the sum over
+// micro-batches and ranks is exact and moves once per step. This costs M copies of the weights,
+// which the small models `moecomm train` runs afford, and needs no change to any layer.
 class ScheduledTraining {
  public:
   explicit ScheduledTraining(const TrainConfig& c);
@@ -290,7 +349,11 @@ class ScheduledTraining {
   void finish(TrainResult& result);
 
  private:
+  nn::MoeTransformer& model() { return *models_.front(); }
+  std::vector<std::unique_ptr<nn::MoeTransformer>> make_models();
+  void make_bindings();
   ExecResult run(int step);
+  void optimize();
   void keep(int step, const ExecResult& run, TrainResult& result);
   StepReport report(int step, const ExecResult& run, double ms);
   void record_routing(TrainResult& result);
@@ -301,13 +364,19 @@ class ScheduledTraining {
   TrainGroups g_;
   HybridLayout hybrid_;
   ScheduledExchange exchange_;
-  nn::MoeTransformer model_;
+  std::vector<std::unique_ptr<nn::MoeTransformer>> models_;  // per micro-batch
   std::shared_ptr<const sched::Schedule> schedule_;
   std::unique_ptr<HybridCodec> codec_;  // after schedule_: its config is the ops' codec
   Executor executor_;
-  ModelBinding binding_;
+  std::vector<std::unique_ptr<ModelBinding>> bindings_;  // per micro-batch
+  std::vector<ModelBinding*> owner_;                     // by OpId: its binding, or nullptr
   nn::Adam adam_;
   nn::SyntheticText text_;
+  bool has_optimizer_op_ = false;  // the schedule steps the optimizer as an op
+  bool optimized_ = false;         // this step's optimizer ran
+  // With keep_gradients, the last step's gradients as the optimizer saw them.
+  std::vector<std::pair<std::string, nn::Tensor>> kept_gradients_;
+  bool keep_now_ = false;
 };
 
 int peer_index(const HybridLayout& h, int me) {
@@ -318,19 +387,60 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
     : c_(c),
       world_(world_size()),
       me_(world_rank()),
-      g_(train_groups(world_, c.tp, c.ep, c.model.moe.experts, me_, "--parallel")),
+      g_(train_groups(world_, c.tp, c.ep, c.model.moe.experts, me_, "--parallel", c.pp)),
       hybrid_(hybrid_of(c, g_, me_)),
       exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
-      model_(model_config(c, g_, hybrid_), exchange_),
-      schedule_(bindable(sched::build_training_step(setup_of(c, g_, model_)))),
-      codec_(hybrid_codec(c, g_, hybrid_, model_, *schedule_, me_)),
+      models_(make_models()),
+      schedule_(bindable(sched::build_training_step(setup_of(c, g_, model())))),
+      codec_(hybrid_codec(c, g_, hybrid_, model(), *schedule_, me_)),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
-      binding_(*schedule_, me_, model_,
-               {{c.hybrid_order, hybrid_.domain_size, codec_.get()}, c.ranks_per_node}),
-      adam_(model_.params(), nn::AdamConfig{.lr = c.lr}),
+      adam_(model().params(), nn::AdamConfig{.lr = c.lr}),
       text_(nn::SyntheticTextConfig{
           .vocab = c.model.vocab, .seed = c.data_seed, .topics = c.topics, .order = c.text_order}) {
-  binding_.bind(executor_);
+  make_bindings();
+}
+
+std::vector<std::unique_ptr<nn::MoeTransformer>> ScheduledTraining::make_models() {
+  std::vector<std::unique_ptr<nn::MoeTransformer>> out;
+  for (int m = 0; m < c_.micro_batches; ++m)
+    out.push_back(std::make_unique<nn::MoeTransformer>(model_config(c_, g_, hybrid_), exchange_));
+  return out;
+}
+
+void ScheduledTraining::make_bindings() {
+  StageBinding stage;
+  stage.chunks = stage_chunks(c_, g_.stage);
+  const int mbs = c_.micro_batches;
+  for (int m = 0; m < mbs; ++m) {
+    BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, m == 0 ? codec_.get() : nullptr},
+                     c_.ranks_per_node};
+    o.stage = stage;
+    o.micro_batch = mbs == 1 ? -1 : m;
+    o.step_ops = m == 0;
+    if (m == 0)
+      for (int other = 1; other < mbs; ++other)
+        o.grad_sources.push_back(models_[size_t(other)].get());
+    if (m == 0) o.optimizer = [this] { optimize(); };
+    bindings_.push_back(std::make_unique<ModelBinding>(*schedule_, me_, *models_[size_t(m)], o));
+  }
+  owner_.assign(size_t(schedule_->num_ops()), nullptr);
+  for (sched::OpId id : schedule_->ops_of(me_)) {
+    for (auto& b : bindings_)
+      if (b->owns(id)) owner_[size_t(id)] = b.get();
+    if (!owner_[size_t(id)])
+      throw Error("schedule runtime", schedule_->describe(id) + ": micro-batch " +
+                                          std::to_string(schedule_->label(id).micro_batch) +
+                                          " of a step of " + std::to_string(mbs));
+    has_optimizer_op_ |= schedule_->label(id).role == sched::OpRole::kOptimizer;
+  }
+  for (auto& b : bindings_)
+    if (mbs > 1 && !b->owns_any())
+      throw Error("--micro-batches",
+                  std::to_string(mbs) + ": the step's schedule has no ops of one of them on rank " +
+                      std::to_string(me_));
+  for (auto& b : bindings_) b->bind_kernels(executor_);
+  executor_.set_buffers([this](sched::OpId id) { return owner_[size_t(id)]->buffer(id); });
+  executor_.set_after([this](sched::OpId id) { owner_[size_t(id)]->after(id); });
 }
 
 TrainResult ScheduledTraining::start() const {
@@ -344,21 +454,55 @@ TrainResult ScheduledTraining::start() const {
   return result;
 }
 
+// The step's batch of micro_batches x batch sequences, the same on every stage of a pipeline
+// (its data rank); micro-batch m takes sequences [m batch, (m + 1) batch), so a step of M
+// micro-batches sees what one micro-batch of M x batch sequences would.
 ExecResult ScheduledTraining::run(int step) {
+  const int mbs = c_.micro_batches, all = mbs * c_.batch;
   const nn::TextBatch batch =
       c_.corpus.empty()
-          ? text_.sample(c_.batch, c_.seq_len, static_cast<uint64_t>(step), g_.data_rank)
-          : corpus_batch(c_.corpus, c_.batch, c_.seq_len, c_.data_seed, step, g_.data_rank);
-  adam_.zero_grad();
-  binding_.start_step(batch.tokens, batch.targets, c_.seq_len);
-  return executor_.run();
+          ? text_.sample(all, c_.seq_len, static_cast<uint64_t>(step), g_.data_rank)
+          : corpus_batch(c_.corpus, all, c_.seq_len, c_.data_seed, step, g_.data_rank);
+  const size_t tokens = size_t(c_.batch) * size_t(c_.seq_len);
+  for (int m = 0; m < mbs; ++m) {
+    models_[size_t(m)]->zero_grad();
+    const auto from = [&](const std::vector<int>& v) {
+      return std::vector<int>(v.begin() + long(size_t(m) * tokens),
+                              v.begin() + long(size_t(m + 1) * tokens));
+    };
+    bindings_[size_t(m)]->start_step(from(batch.tokens), from(batch.targets), c_.seq_len);
+  }
+  optimized_ = false;
+  ExecResult result = executor_.run();
+  if (!has_optimizer_op_) optimize();
+  return result;
+}
+
+// The step's gradients, summed over the micro-batches and the ranks that hold copies, scaled
+// to the mean over the step's M x batch sequences of every data rank; one Adam step; the
+// micro-batches' models take the new weights.
+void ScheduledTraining::optimize() {
+  bindings_.front()->finish_step();
+  nn::scale_grad(model().params(), 1.0f / static_cast<float>(g_.data_ranks * c_.micro_batches));
+  if (keep_now_) {
+    kept_gradients_.clear();
+    for (nn::Param* p : model().params()) kept_gradients_.emplace_back(p->name, *p->grad);
+  }
+  adam_.step();
+  const std::vector<nn::Param*> params = model().params();
+  for (size_t m = 1; m < models_.size(); ++m) {
+    const std::vector<nn::Param*> copy = models_[m]->params();
+    for (size_t i = 0; i < params.size(); ++i) *copy[i]->value = *params[i]->value;
+  }
+  optimized_ = true;
 }
 
 StepReport ScheduledTraining::step(int step, TrainResult& result) {
   const auto start = std::chrono::steady_clock::now();
+  keep_now_ = c_.keep_gradients && step + 1 == c_.steps;
   const ExecResult run = this->run(step);
+  if (!optimized_) throw Error("schedule runtime", "the step's optimizer op did not run");
   keep(step, run, result);
-  adam_.step();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const StepReport r = report(step, run, ms);
@@ -366,8 +510,9 @@ StepReport ScheduledTraining::step(int step, TrainResult& result) {
   return r;
 }
 
-// The mean over the distinct batches (as train_loop.cpp scales), then what the caller asked
-// to keep: op times, the last step's ops as calls, its gradients and samples' losses.
+// What the caller asked to keep: op times, the last step's ops as calls, its gradients (the
+// mean over the distinct batches, as the optimizer saw them) and the first micro-batch's
+// samples' losses.
 void ScheduledTraining::keep(int step, const ExecResult& run, TrainResult& result) {
   const bool last = step + 1 == c_.steps, traced = c_.trace_last_step && last;
   if (c_.keep_op_times || traced) {
@@ -375,29 +520,43 @@ void ScheduledTraining::keep(int step, const ExecResult& run, TrainResult& resul
     if (me_ == 0 && traced) result.last_step_calls = call_events(*schedule_, all);
     if (me_ == 0 && c_.keep_op_times) result.op_times.push_back(std::move(all));
   }
-  nn::scale_grad(model_.params(), 1.0f / static_cast<float>(g_.data_ranks));
   if (c_.keep_gradients && last) {
-    for (nn::Param* p : model_.params()) result.gradients.emplace_back(p->name, *p->grad);
-    gather_samples(model_, g_, binding_.netmoe() != nullptr, c_.batch, world_, result);
+    result.gradients = std::move(kept_gradients_);
+    gather_samples(model(), g_, bindings_.front()->netmoe() != nullptr, c_.batch, world_, result);
   }
 }
 
+// The step's loss, as step_report means it over the world: the mean over micro-batches of the
+// cross-entropy (on the last stage) and the auxiliary losses of this stage's layers, times pp,
+// so that the mean over the world is the mean over the pipelines of their sums over stages.
 StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms) {
+  const bool last_stage = g_.stage + 1 == c_.pp;
+  float loss = 0, lm_loss = 0;
+  for (size_t m = 0; m < models_.size(); ++m) {
+    const nn::MoeTransformer& model = *models_[m];
+    loss += last_stage ? bindings_[m]->loss() : c_.model.aux_loss_weight * model.aux_loss();
+    lm_loss += last_stage ? model.lm_loss() : 0.0f;
+  }
+  const float scale = float(c_.pp) / float(c_.micro_batches);
   GradSyncStats grads;
-  grads.bytes = binding_.grad_bytes();
+  grads.bytes = bindings_.front()->grad_bytes();
   grads.votes = run.gate_votes;
   grads.held_s = run.gate_held_s;
   StepReport r;
   add_op_phases(r, *schedule_, run, me_, world_, grads);
   const OpBytes bytes = op_bytes(*schedule_, run, me_);
   LinkBytes headers, token = bytes.token;  // the layout's counts are metadata, not rows
-  const std::vector<int64_t> meta = binding_.meta_bytes();
+  std::vector<int64_t> meta(size_t(world_), 0);
+  for (const auto& b : bindings_) {
+    const std::vector<int64_t> mine = b->meta_bytes();
+    for (size_t i = 0; i < mine.size() && i < meta.size(); ++i) meta[i] += mine[i];
+  }
   for (int rank = 0; rank < world_; ++rank)
     headers.add(me_, rank, meta[size_t(rank)], c_.ranks_per_node);
   for (int l = 0; l < kNumLinkLevels; ++l) token.bytes[size_t(l)] -= headers.bytes[size_t(l)];
   headers += bytes.meta;
-  const StepReport totals = step_report(step + 1, binding_.loss(), model_.lm_loss(), ms, token,
-                                        bytes.grad, grads, world_);
+  const StepReport totals =
+      step_report(step + 1, loss * scale, lm_loss * scale, ms, token, bytes.grad, grads, world_);
   r.step = totals.step;
   r.loss = totals.loss;
   r.lm_loss = totals.lm_loss;
@@ -416,7 +575,7 @@ StepReport ScheduledTraining::report(int step, const ExecResult& run, double ms)
 
 // placement=netmoe's solver times (zero without it), maxed over ranks.
 void ScheduledTraining::add_placement(StepReport& r) const {
-  const NetMoeBinding* netmoe = binding_.netmoe();
+  const NetMoeBinding* netmoe = bindings_.front()->netmoe();
   double ms[2] = {netmoe ? netmoe->stats().solve_us / 1e3 : 0,
                   netmoe ? netmoe->stats().wait_us / 1e3 : 0};
   MPI_Allreduce(MPI_IN_PLACE, ms, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -424,26 +583,29 @@ void ScheduledTraining::add_placement(StepReport& r) const {
   r.placement_wait_ms = ms[1];
 }
 
+// The first micro-batch's routing (record_routing needs pp = 1).
 void ScheduledTraining::record_routing(TrainResult& result) {
   std::vector<place::LayerRouting> layers;
-  for (nn::MoeLayer* layer : model_.moe_layers()) {
+  for (nn::MoeLayer* layer : model().moe_layers()) {
     layers.emplace_back();
     record(*layer, c_.batch, c_.seq_len, world_, c_.tp, me_, layers.back());
   }
   if (me_ == 0) result.routing.iterations.push_back(std::move(layers));
 }
 
+// The routing matrices of the first micro-batch's dispatches.
 void ScheduledTraining::finish(TrainResult& result) {
-  result.block_dense_grad_bytes = setup_of(c_, g_, model_).dense_grad_bytes;
+  result.block_dense_grad_bytes = setup_of(c_, g_, model()).dense_grad_bytes;
   const double row = 4.0 * c_.model.hidden;
-  if (const NetMoeBinding* netmoe = binding_.netmoe()) {
+  const ModelBinding& binding = *bindings_.front();
+  if (const NetMoeBinding* netmoe = binding.netmoe()) {
     result.dispatch_bytes =
         ep_matrices(netmoe->scatter_rows(), netmoe->scatters(), row, g_, world_);
     result.combine_bytes = ep_matrices(netmoe->gather_rows(), netmoe->scatters(), row, g_, world_);
     return;
   }
   result.dispatch_bytes =
-      ep_matrices(binding_.dispatch_rows(), binding_.dispatches(), row, g_, world_);
+      ep_matrices(binding.dispatch_rows(), binding.dispatches(), row, g_, world_);
 }
 
 }  // namespace
@@ -453,7 +615,7 @@ TrainResult train_scheduled(const TrainConfig& c,
   check_scheduled(c);
   TrainConfig config = c;  // expert choice has no per-token top-k to record
   if (config.model.moe.gate == nn::GateKind::kExpertChoice) config.record_routing = false;
-  ScheduledTraining training(config);  // build the schedule, bind the model's kernels
+  ScheduledTraining training(config);  // build the schedule, bind the models' kernels
   TrainResult result = training.start();
   for (int step = 0; step < config.steps; ++step) {  // run, report
     result.steps.push_back(training.step(step, result));

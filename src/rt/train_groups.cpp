@@ -7,22 +7,29 @@
 
 namespace moecomm::rt {
 
-TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const std::string& where) {
-  if (tp < 1 || world % tp != 0)
+TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const std::string& where,
+                         int pp) {
+  if (pp < 1 || world % pp != 0)
     throw Error(
-        where, "tp=" + std::to_string(tp) + " must divide the " + std::to_string(world) + " ranks");
-  if (ep < 1 || (world / tp) % ep != 0)
-    throw Error(where, "ep=" + std::to_string(ep) + " must divide the " +
-                           std::to_string(world / tp) + " ranks of one TP index (world " +
-                           std::to_string(world) + " / tp " + std::to_string(tp) + ")");
+        where, "pp=" + std::to_string(pp) + " must divide the " + std::to_string(world) + " ranks");
+  const int stage_ranks = world / pp;
+  if (tp < 1 || stage_ranks % tp != 0)
+    throw Error(where, "tp=" + std::to_string(tp) + " must divide the " +
+                           std::to_string(stage_ranks) + " ranks of a pipeline stage");
+  if (ep < 1 || (stage_ranks / tp) % ep != 0)
+    throw Error(
+        where, "ep=" + std::to_string(ep) + " must divide the " + std::to_string(stage_ranks / tp) +
+                   " ranks of one TP index in a pipeline stage (world " + std::to_string(world) +
+                   " / tp " + std::to_string(tp) + " / pp " + std::to_string(pp) + ")");
   if (experts % ep != 0)
     throw Error("model",
                 std::to_string(experts) + " experts do not split over ep=" + std::to_string(ep));
   TrainGroups g;
   g.parallel.tp = g.parallel.esp = tp;
-  g.parallel.dp = world / tp;
+  g.parallel.pp = pp;
+  g.parallel.dp = stage_ranks / tp;
   g.parallel.ep = ep;
-  g.parallel.edp = world / (tp * ep);
+  g.parallel.edp = stage_ranks / (tp * ep);
   const core::RankGroups all = core::build_rank_groups(g.parallel);
   g.world.resize(static_cast<size_t>(world));
   std::iota(g.world.begin(), g.world.end(), 0);
@@ -30,9 +37,11 @@ TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const s
   g.dp = all.of("dp", me);
   g.ep = all.of("ep", me);
   g.edp = all.of("edp", me);
+  g.pp = all.of("pp", me);
   g.tp_index = me % tp;
-  g.data_rank = me / tp;
-  g.data_ranks = world / tp;
+  g.stage = me / stage_ranks;
+  g.data_rank = (me % stage_ranks) / tp;
+  g.data_ranks = stage_ranks / tp;
   return g;
 }
 

@@ -16,15 +16,22 @@
 namespace moecomm::rt {
 
 struct TrainGroups {
-  core::ParallelConfig parallel;           // world = tp x dp; MoE: esp (= tp) x ep x edp
+  core::ParallelConfig parallel;           // world = tp x dp x pp; MoE: esp (= tp) x ep x edp x pp
   core::RankGroup world, tp, dp, ep, edp;  // this rank's groups (tp is also the ESP group)
+  core::RankGroup pp;                      // this rank's pipeline: one rank per stage
   int tp_index = 0;                        // this rank's index in its TP group (its expert shard)
-  int data_rank = 0;                       // which batch this rank trains on: its TP group's
-  int data_ranks = 1;                      // distinct batches per step (world / tp)
+  int stage = 0;                           // this rank's pipeline stage
+  // Which batch this rank trains on: its TP group's within the stage, the same on every stage
+  // of a pipeline.
+  int data_rank = 0;
+  int data_ranks = 1;  // distinct batches per step (world / (tp pp))
 };
 
-// Throws moecomm::Error naming `where` when tp or ep do not fit the world or the experts.
-TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const std::string& where);
+// Throws moecomm::Error naming `where` when tp, ep or pp do not fit the world or the experts.
+// pp stages are the slowest dimension: stage s holds ranks [s world/pp, (s+1) world/pp), each
+// folded into tp, dp, ep and edp as a world of its own (core::build_rank_groups).
+TrainGroups train_groups(int world, int tp, int ep, int experts, int me, const std::string& where,
+                         int pp = 1);
 
 // Every group of every rank on `channels` channels (0: the token path; more for its
 // communication threads and the gradient AllReduce thread), the same list on every rank.

@@ -48,12 +48,12 @@ void check(const TrainConfig& c) {
 
 TrainConfig checked_train_config(const TrainConfig& config) {
   TrainConfig c = config;
-  if (c.ep == 0) c.ep = world_size() / std::max(c.tp, 1);
+  if (c.ep == 0) c.ep = world_size() / std::max(c.pp, 1) / std::max(c.tp, 1);
   if (c.ranks_per_node == 0) c.ranks_per_node = world_size();
   check(c);
   check_scheduled(c);
   const TrainGroups g =
-      train_groups(world_size(), c.tp, c.ep, c.model.moe.experts, world_rank(), "--parallel");
+      train_groups(world_size(), c.tp, c.ep, c.model.moe.experts, world_rank(), "--parallel", c.pp);
   if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {  // the domains fit the EP
     const int index = int(std::find(g.ep.begin(), g.ep.end(), world_rank()) - g.ep.begin());
     hybrid_layout(g.ep, index, c.strategy.hybrid_domain, c.hybrid_order, "strategy: hybrid_domain");

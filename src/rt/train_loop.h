@@ -27,6 +27,14 @@ struct TrainConfig {
   nn::MoeTransformerConfig model;  // model.moe.experts must be a multiple of ep
   int ep = 0;                      // EP group size; 0: the world / tp
   int tp = 1;  // TP = ESP group size (train_groups.h): replicated dense, sharded experts
+  // Pipeline stages (the slowest rank dimension, Megatron-Core's order): stage s runs the
+  // blocks sched::split_layers gives it, the embedding on the first, the head on the last.
+  int pp = 1;
+  // Micro-batches of `batch` sequences per step, run as the strategy's pp_schedule orders
+  // them: their gradients are summed and scaled by 1 / micro_batches, so a step equals one
+  // of micro_batches x batch sequences (with per-batch quantities such as the capacity and
+  // the auxiliary loss taken per micro-batch); Adam steps once.
+  int micro_batches = 1;
   // Every knob runs as its schedule's ops; placement=netmoe needs tp = 1 and dropless
   // token-choice layers (rt/netmoe_binding.h); expert_transfer=hybrid needs tp = 1 and no
   // placement (the token A2A reaches the peers at this rank's domain offset).
@@ -37,7 +45,7 @@ struct TrainConfig {
   // The machine the ranks run on, when known (--cluster): the schedule runtime builds the
   // step's schedule on it (HybridEP's per-level domains need its levels).
   core::Cluster cluster;
-  int batch = 4;  // sequences per rank per step
+  int batch = 4;  // sequences per rank per micro-batch
   int seq_len = 32;
   int steps = 200;
   float lr = 3e-3f;
@@ -66,8 +74,10 @@ struct GradSyncStats {
 
 struct StepReport {
   int step = 0;
-  float loss = 0;      // mean over ranks, with the auxiliary loss
-  float lm_loss = 0;   // mean over ranks, cross-entropy only
+  // Mean over the pipelines (data-parallel ranks) and the step's micro-batches: with the
+  // auxiliary loss of every stage's layers, and the cross-entropy only.
+  float loss = 0;
+  float lm_loss = 0;
   double step_ms = 0;  // slowest rank
   // All ranks, this step: the token path (A2As, and under TP the ESP/TP AllGather,
   // ReduceScatter, AllReduce; dispatch and combine, forward and backward), and the gradient

@@ -516,6 +516,47 @@ TEST(Transformer, ParamsSplitIntoDenseAndExperts) {
   EXPECT_ERROR_HAS(model.forward({1, 2}, {1}, 2), "1 targets for 2 tokens");
 }
 
+// Two pipeline stages of one block each, as two models built alike: the first embeds and runs
+// block 0, the second starts from its residual stream (stage_forward), runs block 1 and the
+// head; the backward hands the residual gradient back (stage_backward). The loss and every
+// stage's gradients equal the whole model's.
+TEST(Transformer, PipelineStagesEqualTheWholeModel) {
+  MoeTransformerConfig c = tiny_config();
+  c.layers = 2;
+  LocalExchange e0, e1, e2;
+  MoeTransformer whole(c, e0), first(c, e1), second(c, e2);
+  const std::vector<int> tokens = {1, 2, 3, 4, 5, 6, 0, 1}, targets = {2, 3, 4, 5, 6, 0, 1, 2};
+  const float loss = whole.forward(tokens, targets, 4);
+  whole.backward();
+  const auto block = [&](MoeTransformer& m, int l) {
+    m.attention_forward(l);
+    m.moe_forward_done(l, m.moe_layers()[size_t(l)]->forward(m.moe_input(l)));
+  };
+  const auto block_backward = [&](MoeTransformer& m, int l) {
+    m.moe_backward_done(l,
+                        m.moe_layers()[size_t(l)]->backward(m.residual_grad(), c.aux_loss_weight));
+    m.attention_backward(l);
+  };
+  first.embed_forward(tokens, targets, 4);
+  block(first, 0);
+  second.stage_forward(targets, 4, first.residual());
+  block(second, 1);
+  const float staged = second.head_forward();
+  EXPECT_NEAR(staged + c.aux_loss_weight * first.aux_loss(), loss, 1e-6);
+  second.head_backward();
+  block_backward(second, 1);
+  first.stage_backward(second.residual_grad());
+  block_backward(first, 0);
+  const std::vector<Param*> all = whole.params(), a = first.params(), b = second.params();
+  for (size_t i = 0; i < all.size(); ++i) {
+    Tensor sum = *a[i]->grad;  // each parameter's gradient lives on one stage, zeros elsewhere
+    sum.add(*b[i]->grad);
+    EXPECT_LE(max_abs_diff(sum, *all[i]->grad), 1e-6f) << all[i]->name;
+  }
+  EXPECT_ERROR_HAS(second.stage_forward(targets, 4, Tensor(std::vector<int64_t>{8, 3})),
+                   "a stage's input of 8 x 3");
+}
+
 // EP ranks as threads with their own tokens against one process holding all experts: the
 // same initial weights, the same loss per rank, dense gradients per rank, and expert
 // gradients summed over the ranks.

@@ -94,15 +94,22 @@ std::map<std::string, std::string> knob_values(const sched::Strategy& s) {
   return out;
 }
 
-// The knobs that differ from the baseline's, and the EP size when it moved.
-std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in) {
+// The knobs that differ from the baseline's ("-" when none).
+std::string knob_summary(const sched::Strategy& s) {
   std::string out;
   const auto base = knob_values(sched::Strategy{});
-  for (const auto& [knob, value] : knob_values(r.candidate.strategy)) {
+  for (const auto& [knob, value] : knob_values(s)) {
     if (knob == "name") continue;
     const auto b = base.find(knob);
     if (b == base.end() || b->second != value) out += (out.empty() ? "" : " ") + knob + "=" + value;
   }
+  return out.empty() ? "-" : out;
+}
+
+// The knobs that differ from the baseline's, and the EP size when it moved.
+std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in) {
+  std::string out = knob_summary(r.candidate.strategy);
+  if (out == "-") out.clear();
   if (r.candidate.parallel.ep != in.ep)
     out += (out.empty() ? "" : " ") + std::string("ep=") + std::to_string(r.candidate.parallel.ep);
   return out.empty() ? "-" : out;
@@ -188,13 +195,19 @@ void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64
         << " (try --zero 3, --recompute full, a smaller micro-batch, or more devices)\n";
     return;
   }
+  if (s.rows.empty() && s.simulated == 0) {
+    out << "no layout was simulated within the budget: no layout is recommended (raise "
+           "--budget-s)\n";
+    return;
+  }
   if (s.rows.empty()) {
     out << "no simulated layout fits the device's memory with the knobs its search found: no "
            "layout is recommended (raise --max-layouts)\n";
     return;
   }
   std::snprintf(line, sizeof line, "%-38s %6s %-14s %10s %12s %6s %9s  %s\n", "layout", "M",
-                "schedule", "step_ms", "tokens/s", "MFU", "mem_GB", "strategy");
+                "schedule", "step_ms", "tokens/s", "MFU", "mem_GB",
+                "knobs (beside the baseline's; --json: the whole strategy)");
   out << line;
   for (const auto& r : s.rows) {
     std::snprintf(line, sizeof line, "%-38s %6lld %-14s %10.2f %12.0f %5.1f%% %9.2f  ",
@@ -202,7 +215,7 @@ void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64
                   static_cast<long long>(r.layout.micro_batches),
                   sched::pp_schedule_name(r.layout.pipeline).c_str(), r.step_s * 1e3,
                   r.tokens_per_s, r.mfu * 100, r.memory.total() / 1e9);
-    out << line << r.strategy << "\n";
+    out << line << knob_summary(r.knobs) << "\n";
   }
   const auto& best = s.rows.front();
   out << "recommended: " << plan::layout_string(best.layout.parallel) << " M="

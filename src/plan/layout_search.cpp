@@ -189,14 +189,16 @@ core::Cluster stage_cluster(const core::Cluster& cluster, int ranks) {
     core::Level& level = out.levels[i];
     if (left >= level.count) {
       if (left % level.count != 0)
-        throw Error("stage cluster", std::to_string(ranks) + " ranks do not fill whole " +
-                                         level.name + " workers of " +
-                                         std::to_string(level.count));
+        throw Error("stage cluster", std::to_string(ranks) +
+                                         " ranks do not split into whole groups of " +
+                                         std::to_string(level.count) + " (the " + level.name +
+                                         " level's count)");
       left /= level.count;
     } else {
       if (level.count % left != 0)
-        throw Error("stage cluster", std::to_string(ranks) + " ranks do not divide a " +
-                                         level.name + " worker of " + std::to_string(level.count));
+        throw Error("stage cluster", std::to_string(ranks) + " ranks do not divide the " +
+                                         level.name + " level's count " +
+                                         std::to_string(level.count));
       level.count = left;
       left = 1;
     }
@@ -342,7 +344,14 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
     SearchOptions so;
     so.layers = 1;
     so.budget_s = left / (to_simulate - i);
-    const Plan plan = make_plan(sub, so);
+    Plan plan;
+    try {
+      plan = make_plan(sub, so);
+    } catch (const Error& e) {  // no method's schedule builds on this layout
+      ++out.refused;
+      if (o.progress) o.progress("plan: layout " + order[i] + " refused: " + e.what() + "\n");
+      continue;
+    }
     ++out.simulated;
     out.simulations += plan.search.candidates;
     // Rows fastest first; each layout of this configuration takes the fastest that fits it.
@@ -372,7 +381,7 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
         lr.layout.parallel = at.whole->parallel;
         lr.memory = mem;
         lr.estimate_s = r.estimate_s;
-        lr.strategy = sched::to_string(row->candidate.strategy);
+        lr.knobs = row->candidate.strategy;
         lr.block_s = t.forward_s + t.backward_s;
         lr.stage_s = c.stage_s;
         lr.hop_s = c.hop_s;
@@ -394,9 +403,20 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
       o.progress(line);
     }
   }
-  out.unsimulated = static_cast<int>(order.size()) - out.simulated;
+  out.unsimulated = static_cast<int>(order.size()) - out.simulated - out.refused;
+  // One row per parallel layout: its fastest schedule (Lina's packing may map two
+  // configurations onto one).
   std::stable_sort(out.rows.begin(), out.rows.end(),
                    [](const LayoutRow& a, const LayoutRow& b) { return a.step_s < b.step_s; });
+  std::vector<LayoutRow> best;
+  for (LayoutRow& r : out.rows) {
+    const std::string key = layout_string(r.layout.parallel);
+    if (std::none_of(best.begin(), best.end(), [&key](const LayoutRow& b) {
+          return layout_string(b.layout.parallel) == key;
+        }))
+      best.push_back(std::move(r));
+  }
+  out.rows = std::move(best);
   out.wall_s = elapsed();
   return out;
 }
@@ -421,7 +441,7 @@ nlohmann::json layout_search_to_json(const LayoutSearch& s, const PlanInput& in,
                     {"parallel", r.layout.parallel.to_json()},
                     {"micro_batches", r.layout.micro_batches},
                     {"pp_schedule", schedule_name(r.layout)},
-                    {"strategy", r.strategy},
+                    {"strategy", sched::to_string(r.knobs)},
                     {"step_ms", r.step_s * 1e3},
                     {"tokens_per_s", r.tokens_per_s},
                     {"mfu", r.mfu},
@@ -447,6 +467,7 @@ nlohmann::json layout_search_to_json(const LayoutSearch& s, const PlanInput& in,
           {"simulated", s.simulated},
           {"simulations", s.simulations},
           {"unsimulated", s.unsimulated},
+          {"refused", s.refused},
           {"budget_s", s.budget_s},
           {"wall_s", s.wall_s},
           {"budget_spent", s.budget_spent},

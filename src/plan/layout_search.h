@@ -80,7 +80,7 @@ struct LayoutRow {
   Layout layout;
   MemoryBreakdown memory;  // with the chosen knobs
   double estimate_s = 0;   // the analytical pre-estimate of the step
-  std::string strategy;    // the chosen knobs
+  sched::Strategy knobs;   // the chosen knobs
   double block_s = 0;      // the simulated MoE block, one micro-batch, forward + backward
   double stage_s = 0;      // the heaviest stage, one micro-batch
   double hop_s = 0;        // one stage hand-off
@@ -91,11 +91,14 @@ struct LayoutRow {
 };
 
 struct LayoutSearch {
-  std::vector<LayoutRow> rows;  // simulated, fastest first; the first is the recommendation
+  // One per simulated parallel layout (its fastest schedule), fastest first; the first is the
+  // recommendation.
+  std::vector<LayoutRow> rows;
   int enumerated = 0;           // layouts (parallel sizes x schedules)
   int fitting = 0;              // of which fit memory
   int simulated = 0;            // parallel configurations whose knob search ran
   int simulations = 0;          // simulated candidates in all
+  int refused = 0;              // configurations no method's schedule builds on
   double budget_s = 0;
   double wall_s = 0;
   int unsimulated = 0;        // fitting configurations left unsimulated (max_layouts, budget)
@@ -111,7 +114,7 @@ LayoutSearch search_layouts(const PlanInput& input, const LayoutSearchOptions& o
 core::Cluster stage_cluster(const core::Cluster& cluster, int ranks);
 
 // {model, cluster, world, global_batch, pricing, mfu_formula, enumerated, fitting, simulated,
-// simulations, unsimulated, budget_s, wall_s, budget_spent, recommended (null when none), shortfall,
+// simulations, unsimulated, refused, budget_s, wall_s, budget_spent, recommended (null when none), shortfall,
 // layouts: [{layout, parallel, micro_batches, pp_schedule, strategy, step_ms, tokens_per_s,
 // mfu, memory_GB, memory: {...}, estimate_ms, block_ms, stage_ms, hop_ms, sync_ms}]}.
 nlohmann::json layout_search_to_json(const LayoutSearch& search, const PlanInput& input,

@@ -74,6 +74,12 @@ MemoryBreakdown device_memory(const PlanInput& in, const sched::Strategy& knobs)
   const double logits = 4.0 * double(m.micro_batch) * (m.seq_len / p.cp) * m.vocab_size / p.tp;
   const ModelStateBytes dense_state = model_state_split(knobs.zero, p.dp * p.cp);
   const ModelStateBytes expert_state = model_state_split(knobs.zero, p.edp);
+  // The peak comes within the warm-up and the first steady-state round (at most (V + 1) pp
+  // chunks in flight, Megatron's warm-up), and repeats after: past 3 pp micro-batches (a
+  // multiple of pp, as interleaved needs) more change nothing but under gpipe, which holds all.
+  const std::int64_t walked = order.pp_schedule == sched::PpSchedule::kGpipe
+                                  ? m.micro_batches
+                                  : std::min<std::int64_t>(m.micro_batches, 3 * p.pp);
   MemoryBreakdown best;
   for (int s = 0; s < p.pp; ++s) {
     double dense = (s == 0 ? vocab : 0) + (s == p.pp - 1 ? vocab : 0), experts = 0;
@@ -91,7 +97,7 @@ MemoryBreakdown device_memory(const PlanInput& in, const sched::Strategy& knobs)
     // of that micro-batch frees them.
     double held = 0, peak = 0;
     for (const sched::PipelineTask& t :
-         sched::pipeline_order(order, p.pp, s, static_cast<int>(m.micro_batches), "memory"))
+         sched::pipeline_order(order, p.pp, s, static_cast<int>(walked), "memory"))
       peak = std::max(peak, held += (t.phase == sched::Phase::kForward ? 1 : -1) * chunk_act[t.chunk]);
     MemoryBreakdown stage;
     stage.stage = s;

@@ -80,6 +80,15 @@ TEST(DeviceMemory, InFlightActivationsPerPipelineSchedule) {
   const MemoryBreakdown inter = device_memory(in, knobs(sched::PpSchedule::kInterleaved, 2, 0));
   EXPECT_EQ(inter.stage, 0);
   EXPECT_DOUBLE_EQ(inter.activations, 2.5 * 2 * kLayerActivation);
+  // Many micro-batches: 1F1B and interleaved hold no more (the peak is in the warm-up).
+  PlanInput many = in;
+  many.model.micro_batches = 64;
+  EXPECT_DOUBLE_EQ(device_memory(many, knobs(sched::PpSchedule::k1F1B, 1, 0)).activations,
+                   2 * 2 * kLayerActivation);
+  EXPECT_DOUBLE_EQ(device_memory(many, knobs(sched::PpSchedule::kInterleaved, 2, 0)).activations,
+                   2.5 * 2 * kLayerActivation);
+  EXPECT_DOUBLE_EQ(device_memory(many, knobs(sched::PpSchedule::kGpipe, 1, 0)).activations,
+                   64 * 2 * kLayerActivation);
   // One micro-batch: every schedule holds it alone.
   PlanInput one = in;
   one.model.micro_batches = 1;
@@ -177,7 +186,7 @@ TEST(LayoutSearch, StageClusterKeepsTheInnerLevels) {
   s = stage_cluster(c, 4);
   EXPECT_EQ(s.levels[0].count, 1);
   EXPECT_EQ(s.levels[1].count, 4);
-  EXPECT_ERROR_HAS(stage_cluster(c, 12), "stage cluster", "whole node");
+  EXPECT_ERROR_HAS(stage_cluster(c, 12), "stage cluster", "12 ranks do not split into whole groups of 8");
 }
 
 TEST(LayoutSearch, RecommendsTheFastestLayoutThatFits) {

@@ -94,10 +94,12 @@ std::map<std::string, std::string> knob_values(const sched::Strategy& s) {
   return out;
 }
 
-// The knobs that differ from the baseline's ("-" when none).
-std::string knob_summary(const sched::Strategy& s) {
+// The knobs that differ from the baseline's with the plan's zero ("-" when none).
+std::string knob_summary(const sched::Strategy& s, int zero) {
   std::string out;
-  const auto base = knob_values(sched::Strategy{});
+  sched::Strategy baseline;
+  baseline.zero = zero;
+  const auto base = knob_values(baseline);
   for (const auto& [knob, value] : knob_values(s)) {
     if (knob == "name") continue;
     const auto b = base.find(knob);
@@ -107,8 +109,8 @@ std::string knob_summary(const sched::Strategy& s) {
 }
 
 // The knobs that differ from the baseline's, and the EP size when it moved.
-std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in) {
-  std::string out = knob_summary(r.candidate.strategy);
+std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in, int zero) {
+  std::string out = knob_summary(r.candidate.strategy, zero);
   if (out == "-") out.clear();
   if (r.candidate.parallel.ep != in.ep)
     out += (out.empty() ? "" : " ") + std::string("ep=") + std::to_string(r.candidate.parallel.ep);
@@ -127,7 +129,7 @@ void print_rows(const plan::Plan& p, const plan::PlanInput& in, std::ostream& ou
                   r.simulated.forward_s * 1e3, r.simulated.backward_s * 1e3,
                   r.simulated.step_s * 1e3, model, r.memory_bytes / 1e9);
     out << line << (r.fits(in.cluster) ? "" : "[exceeds device memory] ")
-        << knob_summary(r, in.parallel) << "\n";
+        << knob_summary(r, in.parallel, in.zero) << "\n";
   }
   for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
 }
@@ -215,7 +217,7 @@ void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64
                   static_cast<long long>(r.layout.micro_batches),
                   sched::pp_schedule_name(r.layout.pipeline).c_str(), r.step_s * 1e3,
                   r.tokens_per_s, r.mfu * 100, r.memory.total() / 1e9);
-    out << line << knob_summary(r.knobs) << "\n";
+    out << line << knob_summary(r.knobs, in.zero) << "\n";
   }
   const auto& best = s.rows.front();
   out << "recommended: " << plan::layout_string(best.layout.parallel) << " M="

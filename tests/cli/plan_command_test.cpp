@@ -39,7 +39,7 @@ TEST(PlanCommand, TableHeaderStatesWhatItsFiguresAre) {
           "model_ms: the paper model's estimate of one MoE layer's forward and backward (its own "
           "model, not the simulation)\n"
           "strategy      forward_ms backward_ms    step_ms   model_ms memory_GB/rank  knobs\n"
-          "baseline          46.755      96.946    143.701    119.619          24.97  -\n"))
+          "baseline          46.755      96.946    143.701    119.619          25.13  -\n"))
       << r.out;
   Result sim = run_cli({"sim"});
   ASSERT_EQ(sim.code, 0) << sim.err;

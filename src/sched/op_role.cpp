@@ -45,7 +45,7 @@ constexpr std::array<RoleInfo, kNumOpRoles> kRoles{{
     {OpRole::kGradExpertAllReduce, "grad.expert.allreduce", OpFamily::kGradSync},
     {OpRole::kDenseFfn, "ffn", OpFamily::kDense},
     {OpRole::kDenseFfnTpAllReduce, "ffn.tp.allreduce", OpFamily::kDenseComm},
-    {OpRole::kSharedExpert, "moe.shared_expert", OpFamily::kDense},
+    {OpRole::kSharedExpert, "shared_expert", OpFamily::kDense},
     {OpRole::kGradDenseReduceScatter, "grad.dense.reducescatter", OpFamily::kGradSync},
     {OpRole::kGradExpertReduceScatter, "grad.expert.reducescatter", OpFamily::kGradSync},
     {OpRole::kZeroParamAllGather, "zero.param.allgather", OpFamily::kOptimizer},

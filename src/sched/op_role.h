@@ -46,7 +46,7 @@ enum class OpRole : uint8_t {
   // Real models' other sublayers.
   kDenseFfn,              // ffn: a dense (non-MoE) layer's MLP
   kDenseFfnTpAllReduce,   // ffn.tp.allreduce: its row-parallel output
-  kSharedExpert,          // moe.shared_expert: the experts every token uses (DeepSeekMoE)
+  kSharedExpert,          // shared_expert: the experts every token uses (DeepSeekMoE)
   // The end of the step: ZeRO's sharded gradients and parameters, the optimizer.
   kGradDenseReduceScatter,   // grad.dense.reducescatter (ZeRO-2/3)
   kGradExpertReduceScatter,  // grad.expert.reducescatter (ZeRO-2/3)

@@ -28,7 +28,9 @@ TEST(OpRole, EveryRoleHasADistinctNameThatReadsBack) {
 }
 
 // The families are what the dotted names say: moe.netmoe.* placement, moe.hybrid.* expert
-// transfer, the rest of moe.* the token path, grad.* gradient sync, pp.* the pipeline.
+// transfer, the rest of moe.* the token path, grad.* gradient sync, pp.* the pipeline, the
+// attention's and dense FFN's collectives the dense part's communication, zero.* and the
+// optimizer the step's end.
 TEST(OpRole, FamiliesFollowTheNames) {
   for (int i = 0; i < kNumOpRoles; ++i) {
     const auto role = static_cast<OpRole>(i);
@@ -40,6 +42,8 @@ TEST(OpRole, FamiliesFollowTheNames) {
                           : starts("grad.")       ? OpFamily::kGradSync
                           : starts("pp.")         ? OpFamily::kPipeline
                           : starts("attn.")       ? OpFamily::kDenseComm
+                          : starts("ffn.tp.")     ? OpFamily::kDenseComm
+                          : starts("zero.") || name == "optimizer" ? OpFamily::kOptimizer
                                                   : OpFamily::kDense;
     EXPECT_EQ(family(role), want) << name;
   }

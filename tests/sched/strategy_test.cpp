@@ -215,7 +215,8 @@ TEST(Strategy, NearMissNamesGetASuggestion) {
   const std::string knobs =
       "base, a2a, chunks, chunks_bwd, chunks_fwd, comm_priority, compression, copy_pipelining, "
       "expert_transfer, grad_partitions, grad_sync, hybrid_domain, hybrid_levels, name, "
-      "pipeline_experts, placement, recompute_experts, shared_expert, sr_feedback, tp_dispatch";
+      "overlap_microbatches, pipeline_experts, placement, pp_schedule, recompute_experts, "
+      "shared_expert, sr_feedback, tp_dispatch, zero";
   EXPECT_EQ(error_of([] { parse_strategy("chunk=2", "--strategy"); }),
             "--strategy: chunk: unknown knob; did you mean 'chunks'? (accepted: " + knobs + ")");
   EXPECT_EQ(error_of([] { parse_strategy("base=lina,grad_partition=8", "--strategy"); }),

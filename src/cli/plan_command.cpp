@@ -237,6 +237,9 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) const {
     throw Error("--parallel", "--search-layout searches the parallel sizes: leave --parallel out");
   if (search_layout_ && global_batch_ == 0)
     throw Error("--global-batch", "--search-layout needs the sequences per step (--global-batch)");
+  if (search_layout_ && sub_->count("--layers"))
+    throw Error("--layers", "--search-layout simulates one block per pipeline stage and scales it "
+                            "by the model's layers: leave --layers out");
   if (!search_layout_)
     for (const char* flag : {"--global-batch", "--max-layouts"})
       if (sub_->count(flag)) throw Error(flag, "only with --search-layout");

@@ -262,6 +262,8 @@ TEST(PlanCommand, SearchLayoutFlagsAreChecked) {
            {{"plan", "--search-layout", "--global-batch", "8", "--parallel", "dp=48"},
             "error: --parallel: --search-layout searches the parallel sizes"},
            {{"plan", "--global-batch", "8"}, "error: --global-batch: only with --search-layout"},
+           {{"plan", "--search-layout", "--global-batch", "8", "--layers", "2"},
+            "error: --layers: --search-layout simulates one block per pipeline stage"},
            {{"plan", "--search-layout", "--global-batch", "0"}, "error: --global-batch"},
        }) {
     Result r = run_cli(args);

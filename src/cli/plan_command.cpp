@@ -181,15 +181,15 @@ void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64
   out << "model " << in.model.name << " on cluster " << in.cluster.name << " ("
       << in.cluster.world_size() << " devices, " << in.cluster.device.memory_bytes / 1e9
       << " GB each); global batch " << global_batch << " sequences of " << in.model.seq_len
-      << " tokens, micro_batch " << in.model.micro_batch << ", zero " << in.zero
-      << ", recompute " << in.recompute << "\n";
+      << " tokens, micro_batch " << in.model.micro_batch << ", zero " << in.zero << ", recompute "
+      << in.recompute << "\n";
   std::snprintf(line, sizeof line,
                 "layouts: %d enumerated, %d fit memory, %d parallel configurations simulated "
                 "(%d simulations) in %.1f s of a %.1f s budget%s\n",
                 s.enumerated, s.fitting, s.simulated, s.simulations, s.wall_s, s.budget_s,
-                s.budget_spent ? " (spent: raise --budget-s to simulate more)"
-                               : (s.unsimulated > 0 ? " (raise --max-layouts to simulate more)"
-                                                    : ""));
+                s.budget_spent
+                    ? " (spent: raise --budget-s to simulate more)"
+                    : (s.unsimulated > 0 ? " (raise --max-layouts to simulate more)" : ""));
   out << line;
   if (s.shortfall) {
     out << "nothing fits the device's memory: no layout is recommended; "
@@ -220,8 +220,8 @@ void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64
     out << line << knob_summary(r.knobs, in.zero) << "\n";
   }
   const auto& best = s.rows.front();
-  out << "recommended: " << plan::layout_string(best.layout.parallel) << " M="
-      << best.layout.micro_batches << " " << sched::pp_schedule_name(best.layout.pipeline)
+  out << "recommended: " << plan::layout_string(best.layout.parallel)
+      << " M=" << best.layout.micro_batches << " " << sched::pp_schedule_name(best.layout.pipeline)
       << "\n";
   out << "pricing: " << plan::kLayoutPricing << "\n";
   out << plan::kMfuFormula << "\n";
@@ -238,8 +238,9 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) const {
   if (search_layout_ && global_batch_ == 0)
     throw Error("--global-batch", "--search-layout needs the sequences per step (--global-batch)");
   if (search_layout_ && sub_->count("--layers"))
-    throw Error("--layers", "--search-layout simulates one block per pipeline stage and scales it "
-                            "by the model's layers: leave --layers out");
+    throw Error("--layers",
+                "--search-layout simulates one block per pipeline stage and scales it "
+                "by the model's layers: leave --layers out");
   if (!search_layout_)
     for (const char* flag : {"--global-batch", "--max-layouts"})
       if (sub_->count(flag)) throw Error(flag, "only with --search-layout");

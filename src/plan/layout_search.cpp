@@ -29,7 +29,9 @@ int devices_per_node(const core::Cluster& cluster) {
   return n;
 }
 
-std::string schedule_name(const Layout& l) { return sched::pp_schedule_name(l.pipeline); }
+std::string schedule_name(const Layout& l) {
+  return sched::pp_schedule_name(l.pipeline);
+}
 
 std::string layout_name(const Layout& l) {
   return layout_string(l.parallel) + " M=" + std::to_string(l.micro_batches) + " " +
@@ -137,8 +139,8 @@ Composed compose(const PlanInput& in, const Layout& l, double block_s, double ba
   int most_moe = 0, most_layers = 0;
   const std::vector<StageLayers> stages = stage_layers(m, l);
   for (int s = 0; s < p.pp; ++s) {
-    const double t = stages[s].moe * block_s + stages[s].dense * dense_block_s +
-                     (s == p.pp - 1 ? head_s : 0.0);
+    const double t =
+        stages[s].moe * block_s + stages[s].dense * dense_block_s + (s == p.pp - 1 ? head_s : 0.0);
     c.stage_s = std::max(c.stage_s, t);
     most_moe = std::max(most_moe, stages[s].moe);
     most_layers = std::max(most_layers, stages[s].moe + stages[s].dense);
@@ -189,10 +191,9 @@ core::Cluster stage_cluster(const core::Cluster& cluster, int ranks) {
     core::Level& level = out.levels[i];
     if (left >= level.count) {
       if (left % level.count != 0)
-        throw Error("stage cluster", std::to_string(ranks) +
-                                         " ranks do not split into whole groups of " +
-                                         std::to_string(level.count) + " (the " + level.name +
-                                         " level's count)");
+        throw Error("stage cluster",
+                    std::to_string(ranks) + " ranks do not split into whole groups of " +
+                        std::to_string(level.count) + " (the " + level.name + " level's count)");
       left /= level.count;
     } else {
       if (level.count % left != 0)
@@ -276,8 +277,10 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
   out.enumerated = static_cast<int>(layouts.size());
   if (layouts.empty())
     throw Error("--global-batch", "no data-parallel size of the cluster divides " +
-                                      std::to_string(o.global_batch) + " sequences into micro-"
-                                      "batches of " + std::to_string(in.model.micro_batch));
+                                      std::to_string(o.global_batch) +
+                                      " sequences into micro-"
+                                      "batches of " +
+                                      std::to_string(in.model.micro_batch));
   const double capacity = in.cluster.device.memory_bytes;
   // The memory filter, and the analytical pre-estimate of the layouts that fit.
   std::vector<Ranked> ranked;
@@ -374,8 +377,7 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
         if (mem.total() + other > capacity) continue;
         const PricedStep& t = row->simulated;
         const double tail = std::max(0.0, t.step_s - t.forward_s - t.backward_s);
-        const Composed c =
-            compose(in, r.layout, t.forward_s + t.backward_s, t.backward_s, tail);
+        const Composed c = compose(in, r.layout, t.forward_s + t.backward_s, t.backward_s, tail);
         LayoutRow lr;
         lr.layout = r.layout;
         lr.layout.parallel = at.whole->parallel;
@@ -389,9 +391,9 @@ LayoutSearch search_layouts(const PlanInput& in, const LayoutSearchOptions& o) {
         lr.step_s = c.step_s;
         const double tokens = double(o.global_batch) * in.model.seq_len;
         lr.tokens_per_s = tokens / c.step_s;
-        lr.mfu = tokens * model_flops_per_token(in.model) /
-                 (c.step_s * in.cluster.world_size() *
-                  in.cluster.device.peak_flops(in.model.compute()));
+        lr.mfu =
+            tokens * model_flops_per_token(in.model) /
+            (c.step_s * in.cluster.world_size() * in.cluster.device.peak_flops(in.model.compute()));
         out.rows.push_back(std::move(lr));
         break;
       }
@@ -471,8 +473,9 @@ nlohmann::json layout_search_to_json(const LayoutSearch& s, const PlanInput& in,
           {"budget_s", s.budget_s},
           {"wall_s", s.wall_s},
           {"budget_spent", s.budget_spent},
-          {"recommended", s.rows.empty() ? nlohmann::json(nullptr)
-                                         : nlohmann::json(layout_string(s.rows.front().layout.parallel))},
+          {"recommended", s.rows.empty()
+                              ? nlohmann::json(nullptr)
+                              : nlohmann::json(layout_string(s.rows.front().layout.parallel))},
           {"shortfall", s.shortfall ? shortfall_to_json(*s.shortfall) : nlohmann::json(nullptr)},
           {"layouts", rows}};
 }

@@ -33,7 +33,8 @@ inline constexpr const char* kLayoutPricing =
     "search from them (as plain `plan`); the fastest row whose whole-layout memory fits gives the "
     "block's forward + backward time t_b and its exposed gradient-sync tail. Scaled by the "
     "pipeline formula (Narayanan et al. 2021, Sec. 2.2): stage time t_s = MoE blocks x t_b + dense "
-    "blocks x t_b x (dense block flops / MoE block flops) + the LM head's 6 b s h V / (tp cp) flops "
+    "blocks x t_b x (dense block flops / MoE block flops) + the LM head's 6 b s h V / (tp cp) "
+    "flops "
     "on the last stage at the device's efficiency; step = (M + pp - 1) t_max for 1f1b, (M + "
     "(pp - 1) / V) t_max for interleaved:V, + 2 (pp - 1) stage hand-offs (b s h / cp activations "
     "over the link between stages, the device's share of it) + the gradient sync left exposed "
@@ -94,11 +95,11 @@ struct LayoutSearch {
   // One per simulated parallel layout (its fastest schedule), fastest first; the first is the
   // recommendation.
   std::vector<LayoutRow> rows;
-  int enumerated = 0;           // layouts (parallel sizes x schedules)
-  int fitting = 0;              // of which fit memory
-  int simulated = 0;            // parallel configurations whose knob search ran
-  int simulations = 0;          // simulated candidates in all
-  int refused = 0;              // configurations no method's schedule builds on
+  int enumerated = 0;   // layouts (parallel sizes x schedules)
+  int fitting = 0;      // of which fit memory
+  int simulated = 0;    // parallel configurations whose knob search ran
+  int simulations = 0;  // simulated candidates in all
+  int refused = 0;      // configurations no method's schedule builds on
   double budget_s = 0;
   double wall_s = 0;
   int unsimulated = 0;        // fitting configurations left unsimulated (max_layouts, budget)
@@ -114,9 +115,9 @@ LayoutSearch search_layouts(const PlanInput& input, const LayoutSearchOptions& o
 core::Cluster stage_cluster(const core::Cluster& cluster, int ranks);
 
 // {model, cluster, world, global_batch, pricing, mfu_formula, enumerated, fitting, simulated,
-// simulations, unsimulated, refused, budget_s, wall_s, budget_spent, recommended (null when none), shortfall,
-// layouts: [{layout, parallel, micro_batches, pp_schedule, strategy, step_ms, tokens_per_s,
-// mfu, memory_GB, memory: {...}, estimate_ms, block_ms, stage_ms, hop_ms, sync_ms}]}.
+// simulations, unsimulated, refused, budget_s, wall_s, budget_spent, recommended (null when none),
+// shortfall, layouts: [{layout, parallel, micro_batches, pp_schedule, strategy, step_ms,
+// tokens_per_s, mfu, memory_GB, memory: {...}, estimate_ms, block_ms, stage_ms, hop_ms, sync_ms}]}.
 nlohmann::json layout_search_to_json(const LayoutSearch& search, const PlanInput& input,
                                      std::int64_t global_batch);
 

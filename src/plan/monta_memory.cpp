@@ -39,7 +39,9 @@ ModelStateBytes model_state_split(int zero, int dp) {
   }
 }
 
-double model_state_bytes_per_param(int zero, int dp) { return model_state_split(zero, dp).total(); }
+double model_state_bytes_per_param(int zero, int dp) {
+  return model_state_split(zero, dp).total();
+}
 
 // MoNTA Table 3. The extracted table is garbled: its ZeRO rows lost the model-parallel
 // factor and write p for the ZeRO (data-parallel) degree. Intended model: a device holds

@@ -247,8 +247,8 @@ std::string shortfall_text(const Shortfall& f) {
   std::string out = "the least a candidate (" + f.candidate + ") needs is " + gb(f.needed_bytes()) +
                     " per device, " + gb(f.over_bytes()) + " over the device's " +
                     gb(f.capacity_bytes) + ": weights " + gb(f.memory.weights) + ", gradients " +
-                    gb(f.memory.gradients) + ", optimizer states " +
-                    gb(f.memory.optimizer_states) + ", activations " + gb(f.memory.activations);
+                    gb(f.memory.gradients) + ", optimizer states " + gb(f.memory.optimizer_states) +
+                    ", activations " + gb(f.memory.activations);
   if (f.other_bytes > 0) out += ", decoded expert copies " + gb(f.other_bytes);
   return out + " (pipeline stage " + std::to_string(f.memory.stage) + ")";
 }
@@ -278,9 +278,9 @@ Plan make_plan(const PlanInput& input, const SearchOptions& options) {
     const auto least = std::min_element(
         plan.rows.begin(), plan.rows.end(),
         [](const PlanRow& a, const PlanRow& b) { return a.memory_bytes < b.memory_bytes; });
-    plan.shortfall = Shortfall{least->name, least->memory,
-                               least->memory_bytes - least->memory.total(),
-                               input.cluster.device.memory_bytes};
+    plan.shortfall =
+        Shortfall{least->name, least->memory, least->memory_bytes - least->memory.total(),
+                  input.cluster.device.memory_bytes};
   }
   plan.search.candidates = pricer.priced();
   plan.search.refused = pricer.refused();
@@ -292,25 +292,26 @@ nlohmann::json plan_to_json(const Plan& plan, const PlanInput& in) {
   nlohmann::json rows = nlohmann::json::array(), skipped = nlohmann::json::array();
   for (const auto& r : plan.rows) rows.push_back(row_to_json(r, r.fits(in.cluster)));
   for (const auto& s : plan.skipped) skipped.push_back({{"name", s.name}, {"reason", s.reason}});
-  return {{"model", in.model.name},
-          {"cluster", in.cluster.name},
-          {"world", in.cluster.world_size()},
-          {"parallel", in.parallel.to_json()},
-          {"seq_len", in.model.seq_len},
-          {"micro_batch", in.model.micro_batch},
-          {"layers", plan.layers},
-          {"workload", plan.estimates.workload},
-          {"strategies", rows},
-          {"skipped", skipped},
-          {"recommended", plan.recommended.empty() ? nlohmann::json(nullptr)
-                                                   : nlohmann::json(plan.recommended)},
-          {"shortfall", plan.shortfall ? shortfall_to_json(*plan.shortfall) : nlohmann::json(nullptr)},
-          {"model_fastest", plan.estimates.fastest},
-          {"search",
-           {{"candidates", plan.search.candidates},
-            {"refused", plan.search.refused},
-            {"wall_s", plan.search.wall_s},
-            {"converged", plan.search.converged}}}};
+  return {
+      {"model", in.model.name},
+      {"cluster", in.cluster.name},
+      {"world", in.cluster.world_size()},
+      {"parallel", in.parallel.to_json()},
+      {"seq_len", in.model.seq_len},
+      {"micro_batch", in.model.micro_batch},
+      {"layers", plan.layers},
+      {"workload", plan.estimates.workload},
+      {"strategies", rows},
+      {"skipped", skipped},
+      {"recommended",
+       plan.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.recommended)},
+      {"shortfall", plan.shortfall ? shortfall_to_json(*plan.shortfall) : nlohmann::json(nullptr)},
+      {"model_fastest", plan.estimates.fastest},
+      {"search",
+       {{"candidates", plan.search.candidates},
+        {"refused", plan.search.refused},
+        {"wall_s", plan.search.wall_s},
+        {"converged", plan.search.converged}}}};
 }
 
 }  // namespace moecomm::plan

@@ -53,7 +53,8 @@ MemoryBreakdown device_memory(const PlanInput& in, const sched::Strategy& knobs)
     order.pp_schedule = in.whole->pipeline.pp_schedule;
     order.virtual_stages = in.whole->pipeline.virtual_stages;
   }
-  const int chunks = order.pp_schedule == sched::PpSchedule::kInterleaved ? order.virtual_stages : 1;
+  const int chunks =
+      order.pp_schedule == sched::PpSchedule::kInterleaved ? order.virtual_stages : 1;
   const std::vector<int> offsets = sched::layer_offsets(
       sched::split_layers(static_cast<int>(m.layers), p.pp * chunks, "memory: layers"));
   // Parameters on one device per layer: the dense part split by TP, the experts by ESP and EP.
@@ -98,7 +99,8 @@ MemoryBreakdown device_memory(const PlanInput& in, const sched::Strategy& knobs)
     double held = 0, peak = 0;
     for (const sched::PipelineTask& t :
          sched::pipeline_order(order, p.pp, s, static_cast<int>(walked), "memory"))
-      peak = std::max(peak, held += (t.phase == sched::Phase::kForward ? 1 : -1) * chunk_act[t.chunk]);
+      peak =
+          std::max(peak, held += (t.phase == sched::Phase::kForward ? 1 : -1) * chunk_act[t.chunk]);
     MemoryBreakdown stage;
     stage.stage = s;
     stage.weights = dense * dense_state.weight + experts * expert_state.weight;

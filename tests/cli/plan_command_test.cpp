@@ -198,8 +198,9 @@ TEST(PlanCommand, NothingFitsSaysWhatIsOverAndRecommendsNothing) {
   SmallFiles f(0.001);
   Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--budget-s", "0"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "nothing fits the device's memory: no row is recommended; the least a "
-                         "candidate ("))
+  EXPECT_TRUE(has(r.out,
+                  "nothing fits the device's memory: no row is recommended; the least a "
+                  "candidate ("))
       << r.out;
   EXPECT_TRUE(has(r.out, "over the device's 0.00 GB: weights ")) << r.out;
   EXPECT_FALSE(has(r.out, "recommended: ")) << r.out;
@@ -217,8 +218,9 @@ TEST(PlanCommand, SearchLayoutRecommendsAFittingLayout) {
   Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
                       "--global-batch", "8", "--max-layouts", "2", "--budget-s", "20"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "layouts: 153 enumerated, 153 fit memory, 2 parallel configurations "
-                         "simulated"))
+  EXPECT_TRUE(has(r.out,
+                  "layouts: 153 enumerated, 153 fit memory, 2 parallel configurations "
+                  "simulated"))
       << r.out;
   EXPECT_TRUE(has(r.out, "recommended: tp=")) << r.out;
   EXPECT_TRUE(has(r.out, "pricing: per layout, one pipeline stage is simulated alone")) << r.out;
@@ -242,8 +244,9 @@ TEST(PlanCommand, SearchLayoutNothingFits) {
                       "--global-batch", "8"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "layouts: 153 enumerated, 0 fit memory")) << r.out;
-  EXPECT_TRUE(has(r.out, "nothing fits the device's memory: no layout is recommended; the least "
-                         "a candidate (tp="))
+  EXPECT_TRUE(has(r.out,
+                  "nothing fits the device's memory: no layout is recommended; the least "
+                  "a candidate (tp="))
       << r.out;
   r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
                "--global-batch", "8", "--json"});

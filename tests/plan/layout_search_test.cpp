@@ -106,8 +106,7 @@ TEST(DeviceMemory, ModelStatesPerZeroStage) {
     const double dp = 2;
     EXPECT_DOUBLE_EQ(m.weights, (zero == 3 ? 2 / dp : 2) * dense + 2 * experts) << zero;
     EXPECT_DOUBLE_EQ(m.gradients, (zero >= 2 ? 2 / dp : 2) * dense + 2 * experts) << zero;
-    EXPECT_DOUBLE_EQ(m.optimizer_states, (zero >= 1 ? 12 / dp : 12) * dense + 12 * experts)
-        << zero;
+    EXPECT_DOUBLE_EQ(m.optimizer_states, (zero >= 1 ? 12 / dp : 12) * dense + 12 * experts) << zero;
   }
 }
 
@@ -186,7 +185,8 @@ TEST(LayoutSearch, StageClusterKeepsTheInnerLevels) {
   s = stage_cluster(c, 4);
   EXPECT_EQ(s.levels[0].count, 1);
   EXPECT_EQ(s.levels[1].count, 4);
-  EXPECT_ERROR_HAS(stage_cluster(c, 12), "stage cluster", "12 ranks do not split into whole groups of 8");
+  EXPECT_ERROR_HAS(stage_cluster(c, 12), "stage cluster",
+                   "12 ranks do not split into whole groups of 8");
 }
 
 TEST(LayoutSearch, RecommendsTheFastestLayoutThatFits) {

@@ -47,9 +47,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
   sub_->add_option("--budget-s", budget_s_,
                    "wall-clock seconds the plan may take: the knob search stops when they are "
                    "spent (the method rows are always priced; 0: those only); progress goes to "
-                   "stderr. With --search-layout: default " +
+                   "stderr. With --search-layout: " +
                        std::to_string(int(plan::kDefaultLayoutBudgetS)) +
-                       " s, no layout's knob search starts after it is spent")
+                       " s unless given; no layout's knob search starts after they are spent")
       ->capture_default_str()
       ->check(finite_range(0.0, 86400.0));
   sub_->add_flag("--search-layout", search_layout_,
@@ -60,8 +60,8 @@ PlanCommand::PlanCommand(CLI::App& app) {
                  "breaking near-ties) and the best --max-layouts priced by the knob search. " +
                      std::string(plan::kLayoutPricing) + ". " + plan::kMfuFormula);
   sub_->add_option("--global-batch", global_batch_,
-                   "sequences per training step (with --search-layout, required): M = "
-                   "global batch / (dp x micro_batch)")
+                   "sequences per training step (no default: required with --search-layout): M "
+                   "= global batch / (dp x micro_batch)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   max_layouts_ = plan::kDefaultMaxLayouts;
   sub_->add_option("--max-layouts", max_layouts_,

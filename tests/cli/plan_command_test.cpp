@@ -173,11 +173,13 @@ TEST(PlanCommand, AModelFilesParallelErrorNamesTheFile) {
   std::remove(model.c_str());
 }
 
-// A small MoE model and a 2 x 4 cluster of `memory_gb` each, written to files.
+// A small MoE model and a 2 x 4 cluster of `memory_gb` each, written to files named by `tag`
+// (ctest runs the tests at once).
 struct SmallFiles {
-  std::string model = ::testing::TempDir() + "layout-model.json";
-  std::string cluster = ::testing::TempDir() + "layout-cluster.json";
-  explicit SmallFiles(double memory_gb) {
+  std::string model, cluster;
+  SmallFiles(double memory_gb, const std::string& tag)
+      : model(::testing::TempDir() + tag + "-model.json"),
+        cluster(::testing::TempDir() + tag + "-cluster.json") {
     std::ofstream(model) << R"({"name": "small", "hidden": 256, "ffn_hidden": 1024,
         "experts": 4, "top_k": 2, "layers": 4, "heads": 4, "seq_len": 128, "micro_batch": 1,
         "capacity_factor": null, "dtype_bytes": 2, "vocab_size": 1000})";
@@ -195,7 +197,7 @@ struct SmallFiles {
 
 // plan never recommends a row over the device's memory: it says what is over instead.
 TEST(PlanCommand, NothingFitsSaysWhatIsOverAndRecommendsNothing) {
-  SmallFiles f(0.001);
+  SmallFiles f(0.001, "plan-nothing-fits");
   Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--budget-s", "0"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out,
@@ -214,7 +216,7 @@ TEST(PlanCommand, NothingFitsSaysWhatIsOverAndRecommendsNothing) {
 }
 
 TEST(PlanCommand, SearchLayoutRecommendsAFittingLayout) {
-  SmallFiles f(80);
+  SmallFiles f(80, "layout-fits");
   Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
                       "--global-batch", "8", "--max-layouts", "2", "--budget-s", "20"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -239,7 +241,7 @@ TEST(PlanCommand, SearchLayoutRecommendsAFittingLayout) {
 }
 
 TEST(PlanCommand, SearchLayoutNothingFits) {
-  SmallFiles f(0.001);
+  SmallFiles f(0.001, "layout-nothing-fits");
   Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
                       "--global-batch", "8"});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "plan/candidate_pricer.h"
 #include "plan/monta_memory.h"
 #include "plan/search_planner.h"
 #include "support/expect_error.h"
@@ -216,6 +217,34 @@ TEST(LayoutSearch, RecommendsTheFastestLayoutThatFits) {
   EXPECT_EQ(j["recommended"], layout_string(s.rows.front().layout.parallel));
   EXPECT_TRUE(j["shortfall"].is_null());
   EXPECT_EQ(j["layouts"].size(), s.rows.size());
+}
+
+// One stage, one micro-batch, one block and no vocabulary: the pipeline formula adds nothing,
+// and a layout's step is the simulated step of its knobs, exactly.
+TEST(LayoutSearch, OneStageOneMicroBatchIsTheSimulatedStep) {
+  PlanInput in;
+  in.model = small_model();
+  in.model.layers = 1;
+  in.cluster = small_cluster(1, 4, 80e9);
+  LayoutSearchOptions o;
+  o.global_batch = 1;  // dp = 1, M = 1
+  o.max_layouts = 2;
+  o.budget_s = 30;
+  const LayoutSearch s = search_layouts(in, o);
+  EXPECT_EQ(s.enumerated, 3 * 6);  // (tp, cp) = (1, 4), (2, 2), (4, 1); 6 (esp, ep)
+  ASSERT_FALSE(s.rows.empty());
+  for (const LayoutRow& r : s.rows) {
+    EXPECT_EQ(r.layout.micro_batches, 1);
+    EXPECT_EQ(r.layout.parallel.pp, 1);
+    EXPECT_EQ(r.hop_s, 0);
+    PlanInput at = in;
+    at.parallel = r.layout.parallel;
+    CandidatePricer pricer(at, 1);
+    const auto step = pricer.price({r.knobs, r.layout.parallel});
+    ASSERT_TRUE(step);
+    EXPECT_NEAR(r.step_s, step->step_s, 1e-12 * step->step_s);
+    EXPECT_DOUBLE_EQ(r.block_s, step->forward_s + step->backward_s);
+  }
 }
 
 // With too little memory some layouts are dropped, and every recommended one fits.

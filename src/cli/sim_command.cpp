@@ -20,9 +20,10 @@ namespace moecomm::cli {
 SimCommand::SimCommand(CLI::App& app) {
   sub_ = app.add_subcommand(
       "sim",
-      "Build one training step (forward and backward of MoE layers, gradient sync) for a\n"
-      "strategy and run it in the flow-level simulator: links shared max-min fairly, every\n"
-      "collective decomposed into flows by its algorithm.");
+      "Build one training step (the micro-batches' forwards and backwards through the\n"
+      "pipeline stages, the gradient sync once per step) for a strategy and run it in the\n"
+      "flow-level simulator: links shared max-min fairly, every collective decomposed into\n"
+      "flows by its algorithm.");
   sub_->add_option("--model", model_,
                    "model preset or JSON file (default: " + std::string(core::kDefaultModel) + ")");
   sub_->add_option("--cluster", cluster_,
@@ -45,9 +46,32 @@ SimCommand::SimCommand(CLI::App& app) {
                    "override the model's micro-batch size (as plan --micro-batch; default: the "
                    "model's)")
       ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
-  sub_->add_option("--layers", layers_, "MoE transformer blocks to simulate")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  sub_->add_option("--layers", layers_,
+                   "transformer blocks the step runs, over all pipeline stages (at most the "
+                   "model's layers; split evenly, else the remainder on the first and last "
+                   "stages; default: one per stage and virtual stage)")
+      ->check(CLI::Range(1, int(core::kMaxLayers)));
+  sub_->add_option("--micro-batches", micro_batches_,
+                   "micro-batches per step (gradient accumulation, the pipeline's M; gradients "
+                   "are synchronized once per step; default: the model's micro_batches, else 1)")
+      ->check(CLI::Range(int64_t{1}, core::kMaxMicroBatch));
+  sub_->add_option("--pp-schedule", pp_schedule_,
+                   "pipeline schedule of the micro-batches: gpipe, 1f1b (the default) or "
+                   "interleaved:V (V virtual stages per stage); the strategy knob pp_schedule")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              sched::Strategy s;
+              sched::parse_pp_schedule(s, v, "pp schedule");
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "gpipe|1f1b|interleaved:V"));
+  sub_->add_option("--zero", zero_,
+                   "ZeRO stage of the data-parallel optimizer (0-3); the strategy knob zero")
+      ->check(CLI::Range(0, 3));
   sub_->add_option("--compute-efficiency", compute_efficiency_,
                    "share of the device's peak flop/s (for the model's compute_dtype) that "
                    "compute ops reach (default: the cluster device's compute_efficiency, 1 when "
@@ -95,6 +119,9 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   request.strategy = strategy_;
   request.ep_given = core::parse_parallel_spec(parallel_, "--parallel").ep.has_value();
   request.layers = layers_;
+  request.micro_batches = micro_batches_;
+  request.pp_schedule = pp_schedule_;
+  request.zero = zero_;
   request.routing = plan::parse_step_routing(routing_, "--routing");
   request.locality = locality_;
   plan::PreparedStep prepared = plan::prepare_step(request);
@@ -126,7 +153,8 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
     svg.title = layer.strategy.name + ": " + layer.model.name + " on " + layer.cluster.name +
                 ", dp=" + std::to_string(p.dp) + " tp=" + std::to_string(p.tp) +
                 " ep=" + std::to_string(p.ep) + " esp=" + std::to_string(p.esp) +
-                " pp=" + std::to_string(p.pp) + ", " + std::to_string(layers_) + " MoE layer(s)";
+                " pp=" + std::to_string(p.pp) + ", " + std::to_string(layer.layers) +
+                " layer(s), " + std::to_string(layer.micro_batches) + " micro-batch(es)";
     sim::write_svg_timeline(schedule, result, svg_, svg);
     err << "wrote SVG timeline " << svg_ << "\n";
   }
@@ -140,8 +168,9 @@ int SimCommand::run(std::ostream& out, std::ostream& err) const {
   out << "strategy " << layer.strategy.name << " (" << sched::to_string(layer.strategy) << ")\n"
       << "model " << layer.model.name << " on " << layer.cluster.name << " ("
       << schedule.world_size() << " ranks), dp=" << p.dp << " tp=" << p.tp << " ep=" << p.ep
-      << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layers_
-      << " MoE layer(s)\n";
+      << " esp=" << p.esp << " pp=" << p.pp << " cp=" << p.cp << ", " << layer.layers
+      << " layer(s) of " << layer.model.layers << ", " << layer.micro_batches
+      << " micro-batch(es), pp_schedule=" << sched::pp_schedule_name(layer.strategy) << "\n";
   for (const auto& n : notes) out << "  planned: " << n << "\n";
   if (routed) {
     std::snprintf(

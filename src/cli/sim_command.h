@@ -21,7 +21,10 @@ class SimCommand {
   std::string model_, cluster_, parallel_, strategy_ = "baseline", trace_, svg_, ranks_, fairness_,
                                            routing_ = "auto";
   double locality_ = 0.9;
-  int layers_ = 1;
+  int layers_ = 0;            // 0: one per stage and virtual stage
+  int64_t micro_batches_ = 0;  // 0: the model's
+  std::string pp_schedule_;    // empty: the strategy's
+  int zero_ = -1;              // -1: the strategy's
   int64_t seq_len_ = 0, micro_batch_ = 0;  // 0: the model's
   double compute_efficiency_ = 0;          // 0: the device's
   double completion_tolerance_ = sim::SimOptions{}.completion_tolerance;

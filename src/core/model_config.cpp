@@ -120,7 +120,10 @@ void check_parallel_fits_model(const ParallelConfig& p, const ModelConfig& m,
                                           " does not divide the model's " + what + " (" +
                                           std::to_string(whole) + ")");
   };
-  require("pp", p.pp, m.layers, "layers");
+  // pp may split the layers unevenly (sched::split_layers), but every stage needs one.
+  if (m.layers < p.pp)
+    throw Error(where + ": pp", "pp = " + std::to_string(p.pp) + " exceeds the model's " +
+                                    std::to_string(m.layers) + " layers (every stage needs one)");
   require("cp", p.cp, m.seq_len, "seq_len");
   require("tp", p.tp, m.heads, "heads");
   require("esp", p.esp, m.ffn_hidden, "ffn_hidden");

@@ -106,8 +106,8 @@ ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);
 // The products of the sizes must fit too (kMaxDispatchBytes): run again after an override of
 // seq_len or micro_batch. Throws Error naming `where` and the keys to reduce.
 void check_model_sizes(const ModelConfig& model, const std::string& where);
-// The parallel sizes must also split the model: pp the layers, cp the sequence, tp the
-// heads, esp the expert FFN. Throws Error naming `where` and the key.
+// The parallel sizes must also split the model: pp the layers (one each at least; unevenly
+// is fine), cp the sequence, tp the heads, esp the expert FFN. Throws Error naming `where` and the key.
 void check_parallel_fits_model(const ParallelConfig& parallel, const ModelConfig& model,
                                const std::string& where);
 nlohmann::json model_to_json(const ModelConfig& model);

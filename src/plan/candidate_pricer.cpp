@@ -1,5 +1,7 @@
 #include "plan/candidate_pricer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "sched/layer_builder.h"
 #include "sim/sim_report.h"
@@ -27,7 +29,9 @@ CandidatePricer::Entry CandidatePricer::simulate(const Candidate& c) const {
   setup.cluster = input_.cluster;
   setup.parallel = c.parallel;
   setup.strategy = c.strategy;
-  setup.layers = layers_;
+  // The plan's blocks over all stages, at least one per stage and virtual stage.
+  setup.layers = std::max(layers_, c.parallel.pp * c.strategy.virtual_stages);
+  setup.micro_batches = static_cast<int>(input_.model.micro_batches);
   try {
     sched::validate(c.strategy, "candidate");
     const sched::Schedule schedule = sched::build_training_step(setup);

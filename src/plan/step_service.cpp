@@ -52,6 +52,51 @@ std::vector<std::string> plan_knobs(const StepRequest& request, sched::LayerSetu
   return lines;
 }
 
+// The step-wide settings given beside the strategy (--pp-schedule, --zero) set its knobs; the
+// same knob given twice with two values is refused.
+void apply_step_knobs(const StepRequest& request, sched::Strategy& strategy) {
+  const sched::ParsedStrategy parsed =
+      sched::parse_strategy_knobs(request.strategy, request.names.strategy);
+  if (!request.pp_schedule.empty()) {
+    sched::Strategy asked = strategy;
+    sched::parse_pp_schedule(asked, request.pp_schedule, request.names.pp_schedule);
+    if (parsed.is_explicit("pp_schedule") &&
+        sched::pp_schedule_name(asked) != sched::pp_schedule_name(strategy))
+      throw Error(request.names.pp_schedule,
+                  request.pp_schedule + " differs from the strategy's pp_schedule=" +
+                      sched::pp_schedule_name(strategy) + ": give it once");
+    strategy.pp_schedule = asked.pp_schedule;
+    strategy.virtual_stages = asked.virtual_stages;
+  }
+  if (request.zero >= 0) {
+    if (request.zero > 3) throw Error(request.names.zero, "must be 0, 1, 2 or 3");
+    if (parsed.is_explicit("zero") && request.zero != strategy.zero)
+      throw Error(request.names.zero, std::to_string(request.zero) +
+                                          " differs from the strategy's zero=" +
+                                          std::to_string(strategy.zero) + ": give it once");
+    strategy.zero = request.zero;
+  }
+  sched::validate(strategy, request.names.strategy);
+}
+
+// The blocks the step runs: the user's count, at most the model's, else one per virtual stage.
+int step_layers(const StepRequest& request, const sched::LayerSetup& layer) {
+  const int64_t model = layer.model.layers;
+  const int per_stage = layer.parallel.pp * layer.strategy.virtual_stages;
+  if (request.layers == 0) return per_stage;
+  if (request.layers < 0 || request.layers > model)
+    throw Error(request.names.layers, "must be in [1, " + std::to_string(model) +
+                                          "] (the model's layers, over all pipeline stages), got " +
+                                          std::to_string(request.layers));
+  if (request.layers < per_stage)
+    throw Error(request.names.layers,
+                std::to_string(request.layers) + " blocks cannot fill pp = " +
+                    std::to_string(layer.parallel.pp) + " stages x " +
+                    std::to_string(layer.strategy.virtual_stages) +
+                    " virtual stages: give at least " + std::to_string(per_stage));
+  return request.layers;
+}
+
 }  // namespace
 
 StepRouting parse_step_routing(std::string_view text, const std::string& where) {
@@ -67,7 +112,15 @@ PreparedStep prepare_step(const StepRequest& request) {
   layer.model = request.setup.model;
   layer.cluster = request.setup.cluster;
   step.notes = plan_knobs(request, layer);
-  layer.layers = request.layers;
+  apply_step_knobs(request, layer.strategy);
+  layer.layers = step_layers(request, layer);
+  if (request.micro_batches < 0 || request.micro_batches > core::kMaxMicroBatch)
+    throw Error(request.names.micro_batches,
+                "must be in [1, " + std::to_string(core::kMaxMicroBatch) + "], got " +
+                    std::to_string(request.micro_batches));
+  layer.micro_batches = static_cast<int>(request.micro_batches > 0 ? request.micro_batches
+                                                                   : layer.model.micro_batches);
+  layer.model.micro_batches = layer.micro_batches;
   layer.lm_head = request.lm_head;
   const bool netmoe = layer.strategy.placement == sched::Placement::kNetMoe;
   if (netmoe && request.routing == StepRouting::kUniform)
@@ -131,6 +184,9 @@ nlohmann::json step_json(const SimulatedStep& step) {
   j["cluster"] = layer.cluster.name;
   j["ranks"] = step.schedule.world_size();
   j["schedule_ops"] = step.schedule.num_ops();
+  j["layers"] = layer.layers;
+  j["micro_batches"] = layer.micro_batches;
+  j["pp_schedule"] = sched::pp_schedule_name(layer.strategy);
   j["wall_s"] = step.wall_s;
   if (auto routing = routing_json(step.prepared)) j["routing"] = std::move(*routing);
   return j;

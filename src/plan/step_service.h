@@ -38,13 +38,22 @@ struct StepArgNames {
   std::string routing = "--routing";
   std::string ask_synthetic = "--routing synthetic";  // how the user asks for synthetic routing
   std::string fairness = "--fairness";
+  std::string layers = "--layers";
+  std::string micro_batches = "--micro-batches";
+  std::string pp_schedule = "--pp-schedule";
+  std::string zero = "--zero";
 };
 
 struct StepRequest {
   core::ModelSetup setup;  // resolved (core::resolve_model_setup)
   std::string strategy = "baseline";
   bool ep_given = false;  // the user gave ep: Lina keeps it instead of packing its experts
-  int layers = 1;         // MoE transformer blocks per pipeline stage
+  // The transformer blocks the step runs, over all pipeline stages (at most the model's); 0:
+  // one per stage and virtual stage, the papers' per-layer figures.
+  int layers = 0;
+  int micro_batches = 0;    // per step; 0: the model's micro_batches
+  std::string pp_schedule;  // the pp_schedule knob; empty: the strategy's
+  int zero = -1;            // the zero knob; -1: the strategy's
   bool lm_head = false;   // the whole model's step (sched::LayerSetup::lm_head)
   StepRouting routing = StepRouting::kAuto;
   double locality = 0.9;  // synthetic routing: share of a sample's tokens on its preferred experts

@@ -8,7 +8,16 @@ namespace moecomm::sched {
 
 void build_block_forward(BuildContext& ctx, int layer) {
   ctx.layer = layer;
-  if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) build_hybrid_prefetch(ctx);
+  if (ctx.strategy.expert_transfer == ExpertTransfer::kHybrid) {
+    // The step's micro-batches share the experts the first one gathered (one AllGather per
+    // layer and step, as their gradients go home once, after the last micro-batch).
+    if (ctx.first_micro_batch) {
+      build_hybrid_prefetch(ctx);
+      ctx.layer_prefetch[size_t(layer)] = ctx.prefetch;
+    } else {
+      ctx.prefetch = ctx.layer_prefetch[size_t(layer)];
+    }
+  }
   build_attention(ctx);
   build_gate(ctx);
   build_moe(ctx);

@@ -12,7 +12,8 @@ BuildContext::BuildContext(const LayerSetup& s, const core::RankGroups& g)
       schedule(s.parallel.world()),
       ready(s.parallel.world()),
       prefetch(s.parallel.world(), kNone),
-      targets_moved(s.parallel.world(), kNone) {}
+      targets_moved(s.parallel.world(), kNone),
+      in_stage(s.parallel.world(), 1) {}
 
 int BuildContext::chunks() const {
   return phase == Phase::kBackward ? strategy.chunks_bwd : strategy.chunks_fwd;
@@ -24,14 +25,15 @@ double BuildContext::dense_grad_bytes(int l) const {
 }
 
 Label BuildContext::label(OpRole role, const std::string& knob, int chunk) const {
-  return Label{role, layer, phase, chunk, knob};
+  return Label{role, layer, phase, chunk, knob, micro_batch};
 }
 
 Frontier compute_step(BuildContext& ctx, const std::vector<double>& flops, const Label& label,
                       const Frontier& in) {
-  Frontier out(ctx.world());
+  Frontier out = in;
   for (int r = 0; r < ctx.world(); ++r)
-    out[r] = {ctx.schedule.add_compute(r, kComputeStream, flops[r], 0, label, in[r])};
+    if (ctx.active(r))
+      out[r] = {ctx.schedule.add_compute(r, kComputeStream, flops[r], 0, label, in[r])};
   return out;
 }
 
@@ -41,9 +43,9 @@ Frontier compute_step(BuildContext& ctx, double flops, const Label& label, const
 
 Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& label,
                    const Frontier& in) {
-  Frontier out(ctx.world());
+  Frontier out = in;
   for (int r = 0; r < ctx.world(); ++r)
-    out[r] = {ctx.schedule.add_copy(r, stream, bytes, label, in[r])};
+    if (ctx.active(r)) out[r] = {ctx.schedule.add_copy(r, stream, bytes, label, in[r])};
   return out;
 }
 
@@ -66,7 +68,7 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
   Frontier out = in;
   for (size_t k = 0; k < groups.size(); ++k) {
     const auto& g = groups[k];
-    if (g.size() < 2) continue;
+    if (g.size() < 2 || !ctx.active(g)) continue;
     CollectiveSpec spec{.kind = kind,
                         .group = g,
                         .bytes = bytes.at(k),
@@ -89,7 +91,7 @@ Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pai
   Frontier out = in;
   for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
     const auto& g = ctx.groups.ep[k];
-    if (g.size() < 2) continue;
+    if (g.size() < 2 || !ctx.active(g)) continue;
     CollectiveSpec spec{OpKind::kAllToAll, g, 0, pairs[k], ctx.strategy.a2a, kNone, label, priority,
                         plain_codec(ctx)};
     std::vector<std::vector<OpId>> deps;

@@ -53,8 +53,20 @@ struct BuildContext {
   std::vector<std::vector<int>> hybrid_orders;
   std::vector<LayerGrads> grads;    // per layer
   std::vector<OpId> targets_moved;  // per rank: NetMoE's targets AllGather (kNone: none)
+  // The part of the step being built (layer_builder.cpp): the ranks of one pipeline stage (the
+  // primitives emit ops for them only), the micro-batch (-1: the step has one), and the blocks
+  // [layer_begin, layer_end) of the stage's model chunk.
+  std::vector<char> in_stage;
+  int micro_batch = -1;
+  bool first_micro_batch = true;  // its forward gathers HybridEP's experts for the step
+  bool last_micro_batch = true;   // its backward synchronizes the step's gradients
+  int layer_begin = 0, layer_end = 0;
+  // Per layer, per rank: HybridEP's expert AllGather, shared by the step's micro-batches.
+  std::vector<std::vector<OpId>> layer_prefetch;
 
   int world() const { return schedule.world_size(); }
+  bool active(int rank) const { return in_stage[size_t(rank)] != 0; }
+  bool active(const core::RankGroup& group) const { return !group.empty() && active(group.front()); }
   int chunks() const;  // of the current phase
   // Layer l's dense gradient bytes per rank: LayerSetup::dense_grad_bytes, else the workload's.
   double dense_grad_bytes(int layer) const;

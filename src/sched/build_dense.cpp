@@ -1,6 +1,9 @@
 #include "sched/build_dense.h"
 
+#include <algorithm>
+
 #include "sched/build_grad_sync.h"
+#include "sched/pipeline_order.h"
 
 namespace moecomm::sched {
 namespace {
@@ -9,12 +12,36 @@ double phase_factor(const BuildContext& ctx) {
   return ctx.phase == Phase::kBackward ? 2.0 : 1.0;  // input and weight gradients
 }
 
-// The stage this phase receives from (forward: previous, backward: next), kNone at the end.
-int stage_peer(const BuildContext& ctx, const core::RankGroup& pp, size_t stage, bool receive) {
+// The virtual stage a task of `virtual_stage` exchanges with: forward receives from the
+// previous and sends to the next, backward the other way; kNone past the pipeline's ends.
+int peer_stage(const BuildContext& ctx, int virtual_stage, int virtual_stages, bool receive) {
   const bool forward = ctx.phase == Phase::kForward;
-  const bool to_previous = forward == receive;
-  if (to_previous) return stage == 0 ? kNone : pp[stage - 1];
-  return stage + 1 == pp.size() ? kNone : pp[stage + 1];
+  const int peer = forward == receive ? virtual_stage - 1 : virtual_stage + 1;
+  return peer < 0 || peer >= virtual_stages ? kNone : peer;
+}
+
+// One hand-off per pipeline (pp group) between this stage's rank and the peer stage's.
+void stage_p2p(BuildContext& ctx, int virtual_stage, int virtual_stages, bool receive) {
+  const int peer_v = peer_stage(ctx, virtual_stage, virtual_stages, receive);
+  if (peer_v == kNone) return;
+  const bool forward = ctx.phase == Phase::kForward;
+  const OpRole role = forward ? (receive ? OpRole::kStageRecvActivations
+                                         : OpRole::kStageSendActivations)
+                              : (receive ? OpRole::kStageRecvGrads : OpRole::kStageSendGrads);
+  const Label label{role, -1, ctx.phase, -1, "pp", ctx.micro_batch};
+  const int tag = stage_tag(ctx.phase, ctx.micro_batch, std::min(virtual_stage, peer_v),
+                            virtual_stages);
+  for (const auto& pp : ctx.groups.pp) {
+    const int stages = static_cast<int>(pp.size());
+    const int r = pp[size_t(virtual_stage % stages)], peer = pp[size_t(peer_v % stages)];
+    if (!ctx.active(r)) continue;
+    const double bytes = ctx.work.activation_bytes;
+    const OpId op =
+        receive ? ctx.schedule.add_recv(r, kTokenStream, peer, bytes, tag, label, ctx.ready[r])
+                : ctx.schedule.add_send(r, kStageSendStream, peer, bytes, tag, label, ctx.ready[r]);
+    ctx.schedule.set_priority(op, traffic_priority(ctx.strategy, Traffic::kPp));
+    if (receive) ctx.ready[r] = {op};
+  }
 }
 
 }  // namespace
@@ -54,44 +81,21 @@ void build_head(BuildContext& ctx) {
   if (!ctx.setup.lm_head) return;
   const double flops = 2.0 * ctx.work.tokens * ctx.setup.model.hidden *
                        double(ctx.setup.model.vocab_size) * phase_factor(ctx);
-  const Label label{OpRole::kLmHead, -1, ctx.phase, -1, ""};
-  for (const auto& pp : ctx.groups.pp) {
-    const int r = pp.back();
+  const Label label{OpRole::kLmHead, -1, ctx.phase, -1, "", ctx.micro_batch};
+  for (int r = 0; r < ctx.world(); ++r) {
+    if (!ctx.active(r)) continue;
     if (ctx.phase == Phase::kForward && ctx.targets_moved[r] != kNone)
       ctx.ready[r].push_back(ctx.targets_moved[r]);  // NetMoE: the targets of the samples held
     ctx.ready[r] = {ctx.schedule.add_compute(r, kComputeStream, flops, 0, label, ctx.ready[r])};
   }
 }
 
-void build_stage_receive(BuildContext& ctx) {
-  const int tag = ctx.phase == Phase::kForward ? 0 : 1;
-  const Label label{
-      ctx.phase == Phase::kForward ? OpRole::kStageRecvActivations : OpRole::kStageRecvGrads, -1,
-      ctx.phase, -1, "pp"};
-  for (const auto& pp : ctx.groups.pp)
-    for (size_t s = 0; s < pp.size(); ++s) {
-      const int peer = stage_peer(ctx, pp, s, true);
-      if (peer == kNone) continue;
-      const OpId recv =
-          ctx.schedule.add_recv(pp[s], kTokenStream, peer, ctx.work.activation_bytes, tag, label);
-      ctx.schedule.set_priority(recv, traffic_priority(ctx.strategy, Traffic::kPp));
-      ctx.ready[pp[s]].push_back(recv);
-    }
+void build_stage_receive(BuildContext& ctx, int virtual_stage, int virtual_stages) {
+  stage_p2p(ctx, virtual_stage, virtual_stages, true);
 }
 
-void build_stage_send(BuildContext& ctx) {
-  const int tag = ctx.phase == Phase::kForward ? 0 : 1;
-  const Label label{
-      ctx.phase == Phase::kForward ? OpRole::kStageSendActivations : OpRole::kStageSendGrads, -1,
-      ctx.phase, -1, "pp"};
-  for (const auto& pp : ctx.groups.pp)
-    for (size_t s = 0; s < pp.size(); ++s) {
-      const int peer = stage_peer(ctx, pp, s, false);
-      if (peer == kNone) continue;
-      const OpId send = ctx.schedule.add_send(pp[s], kTokenStream, peer, ctx.work.activation_bytes,
-                                              tag, label, ctx.ready[pp[s]]);
-      ctx.schedule.set_priority(send, traffic_priority(ctx.strategy, Traffic::kPp));
-    }
+void build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages) {
+  stage_p2p(ctx, virtual_stage, virtual_stages, false);
 }
 
 }  // namespace moecomm::sched

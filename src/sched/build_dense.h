@@ -12,12 +12,14 @@ namespace moecomm::sched {
 // its dense gradients exist after them: LN1's needs the input gradient summed over TP and CP).
 std::vector<OpId> build_attention(BuildContext& ctx);
 void build_gate(BuildContext& ctx);
-// The LM head of the current phase on the ranks of the last pipeline stage (LayerSetup::lm_head).
+// The LM head of the current phase and micro-batch on the stage's ranks (LayerSetup::lm_head);
+// the layer builder calls it on the last pipeline stage's last model chunk.
 void build_head(BuildContext& ctx);
-// Pipeline parallelism (pp > 1): before the current phase, a stage receives the activations
-// (forward, from the previous stage) or their gradients (backward, from the next) on the token
-// stream; after it, it sends them on.
-void build_stage_receive(BuildContext& ctx);
-void build_stage_send(BuildContext& ctx);
+// Pipeline parallelism: before a task of virtual stage `virtual_stage` (of `virtual_stages`),
+// the stage's ranks receive the micro-batch's activations (forward, from the previous virtual
+// stage) or their gradients (backward, from the next) on the token stream; after it, they
+// send them on. Nothing at the pipeline's ends.
+void build_stage_receive(BuildContext& ctx, int virtual_stage, int virtual_stages);
+void build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages);
 
 }  // namespace moecomm::sched

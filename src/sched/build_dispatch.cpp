@@ -224,7 +224,8 @@ std::vector<OpId> build_placement(BuildContext& ctx) {
              ctx.label(OpRole::kPlacementAuxAllGather, "netmoe"), ctx.ready);
   std::vector<OpId> solved(ctx.world(), kNone);
   for (int r = 0; r < ctx.world(); ++r)
-    solved[r] = ctx.schedule.add_compute(r, kPlacementStream, 0, 0,
+    if (ctx.active(r))
+      solved[r] = ctx.schedule.add_compute(r, kPlacementStream, 0, 0,
                                          ctx.label(OpRole::kPlacementSolve, "netmoe"), gathered[r]);
   return solved;
 }
@@ -316,9 +317,10 @@ void build_moe(BuildContext& ctx) {
   if (ctx.phase == Phase::kBackward) {
     LayerGrads& g = ctx.grads[ctx.layer];
     g.window = window;
-    g.expert_ready = ctx.strategy.expert_transfer == ExpertTransfer::kHybrid
-                         ? build_hybrid_grad_return(ctx, merge(c))
-                         : last_of(merge(c));
+    // HybridEP: the copies' gradients go home once per step, after the last micro-batch.
+    const bool hybrid = ctx.strategy.expert_transfer == ExpertTransfer::kHybrid;
+    g.expert_ready = hybrid && ctx.last_micro_batch ? build_hybrid_grad_return(ctx, merge(c))
+                                                    : last_of(merge(c));
   }
   reduce_chunks(ctx, c);
   for (int r = 0; r < ctx.world(); ++r)  // NetMoE Alg. 1 line 13: the gather needs the placement

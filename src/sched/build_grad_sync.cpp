@@ -40,7 +40,7 @@ void grad_sync_after_layer(BuildContext& ctx, int layer) {
     case GradSync::kLina:
       return lina_sync_layer(ctx, layer);
     case GradSync::kFsmoe:  // the previous layer's gradients go in this layer's window
-      if (layer + 1 < static_cast<int>(ctx.grads.size()))
+      if (layer + 1 < ctx.layer_end)
         fsmoe_sync_layer(ctx, layer + 1, ctx.grads[layer].window);
       return;
   }
@@ -51,8 +51,8 @@ void grad_sync_finish(BuildContext& ctx) {
     case GradSync::kBucketed:
     case GradSync::kLina:
       return;
-    case GradSync::kFsmoe:  // the first layer's gradients have no later window
-      return fsmoe_sync_layer(ctx, 0, std::vector<OpId>(ctx.world(), kNone));
+    case GradSync::kFsmoe:  // the chunk's first layer's gradients have no later window
+      return fsmoe_sync_layer(ctx, ctx.layer_begin, std::vector<OpId>(ctx.world(), kNone));
   }
 }
 

@@ -23,7 +23,7 @@ int traffic_priority(const Strategy& strategy, Traffic traffic);
 
 // After layer `layer`'s backward (layers go last to first).
 void grad_sync_after_layer(BuildContext& ctx, int layer);
-// After the whole backward.
+// After the backward of the model chunk's blocks (ctx.layer_begin to layer_end).
 void grad_sync_finish(BuildContext& ctx);
 
 // `parts` AllReduces of bytes / parts each over every group, on the gradient stream after

@@ -120,7 +120,7 @@ void build_hybrid_prefetch(BuildContext& ctx) {
       ctx, domains, OpKind::kAllGather, std::vector<double>(domains.size(), bytes), kCopyStream,
       ctx.label(OpRole::kExpertTransferAllGather, "hybrid"), ctx.step_start, 0, codec);
   for (int r = 0; r < ctx.world(); ++r)
-    ctx.prefetch[r] = done[r] == ctx.step_start[r] ? kNone : done[r].front();
+    if (ctx.active(r)) ctx.prefetch[r] = done[r] == ctx.step_start[r] ? kNone : done[r].front();
 }
 
 std::vector<OpId> build_hybrid_grad_return(BuildContext& ctx, const Frontier& after) {

@@ -1,14 +1,19 @@
 #pragma once
-// One training step (forward and backward of `layers` MoE transformer blocks on every rank,
-// then the gradient synchronization) as a schedule, for any Strategy (DESIGN.md "One
-// schedule, three executors"). Each knob's ops come from its own build_*.cpp.
+// One training step as a schedule, for any Strategy (DESIGN.md "One schedule, three
+// executors"): M micro-batches through the pipeline stages in the pp_schedule's order (each
+// stage's blocks, forward and backward), the gradient synchronization once per step. Each
+// knob's ops come from its own build_*.cpp.
 //
 // Streams: 0 compute; 1 token communication (A2A, TP AllReduce, pipeline-stage hand-off);
 // 2 gradient synchronization; 3 copies and prefetch (MoNTA O3 D2D, HybridEP expert
 // AllGather); 4 intra-node token collectives pipelined against the A2A (ESP AllGather /
 // ReduceScatter / AllReduce, TP AllGather; MoNTA O2, FSMoE); 5 NetMoE's placement solve,
-// beside the scatter and the experts (Alg. 1 lines 9-13). The step names them
-// (Schedule::stream_name) with kStreamNames, which traces and timelines show.
+// beside the scatter and the experts (Alg. 1 lines 9-13); 6 the pipeline's sends, which run
+// beside the next task's receive as Megatron's batched isend/irecv do (one stream for both
+// would deadlock 1F1B: each stage would wait in its send for a receive the other posts
+// later). The step names them
+// (Schedule::stream_name) with kStreamNames, which traces and timelines show. Under
+// overlap_microbatches the backwards run on a second lane of the same streams (7-13).
 #include <array>
 #include <string_view>
 #include <vector>
@@ -27,16 +32,24 @@ inline constexpr int kGradStream = 2;
 inline constexpr int kCopyStream = 3;
 inline constexpr int kIntraStream = 4;
 inline constexpr int kPlacementStream = 5;
+inline constexpr int kStageSendStream = 6;
 // By stream: what it carries, short enough for a timeline's row header.
-inline constexpr std::array<std::string_view, 6> kStreamNames = {
-    "compute", "token comm", "grad sync", "copy/prefetch", "intra-node comm", "placement solve"};
+inline constexpr std::array<std::string_view, 7> kStreamNames = {
+    "compute",        "token comm",      "grad sync", "copy/prefetch",
+    "intra-node comm", "placement solve", "pp send"};
 
 struct LayerSetup {
   core::ModelConfig model;
   core::ParallelConfig parallel;
   core::Cluster cluster;
   Strategy strategy;
-  int layers = 1;  // MoE transformer blocks per pipeline stage
+  // The model's transformer blocks, split over the pipeline's stages (and virtual stages) by
+  // sched::split_layers: evenly, else the remainder on the first and last stages.
+  int layers = 1;
+  // Micro-batches per step (gradient accumulation; the pipeline's M), run in the order of the
+  // strategy's pp_schedule (sched/pipeline_order.h); the gradients are synchronized once, in
+  // the last micro-batch's backward.
+  int micro_batches = 1;
   // Routed dispatch: per EP group (RankGroups::ep order), the n x n row-major dispatch byte
   // matrix [i * n + j]: member i -> member j, replicated TP dispatch, diagonal = bytes that
   // stay. Required for placement=netmoe (samples where NetMoE put them); when given with

@@ -43,6 +43,14 @@ std::vector<int> layer_offsets(const std::vector<int>& split);
 std::vector<PipelineTask> pipeline_order(const Strategy& strategy, int stages, int stage,
                                          int micro_batches, const std::string& where);
 
+// The p2p tag of a micro-batch's hand-off across the boundary between virtual stages
+// `boundary` and boundary + 1 (of `virtual_stages`), by phase: unique within a step, so a
+// send meets its receive whatever order the stages run their tasks in.
+inline int stage_tag(Phase phase, int micro_batch, int boundary, int virtual_stages) {
+  const int m = micro_batch < 0 ? 0 : micro_batch;
+  return (m * virtual_stages + boundary) * 2 + (phase == Phase::kBackward ? 1 : 0);
+}
+
 // The model chunk `chunk` of stage `stage` is virtual stage chunk * stages + stage.
 inline int virtual_stage(int stage, int chunk, int stages) { return chunk * stages + stage; }
 

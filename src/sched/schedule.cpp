@@ -70,6 +70,13 @@ void Schedule::name_stream(int stream, std::string name) {
   stream_names_[size_t(stream)] = std::move(name);
 }
 
+void Schedule::mark_host_stream(int stream) {
+  if (stream < 0 || stream >= kMaxStreams)
+    throw Error("schedule", "stream " + str(stream) + " is outside [0, " + str(kMaxStreams) + ")");
+  if (stream >= static_cast<int>(host_streams_.size())) host_streams_.resize(stream + 1, 0);
+  host_streams_[size_t(stream)] = 1;
+}
+
 std::string Schedule::stream_name(int stream) const {
   if (stream >= 0 && stream < static_cast<int>(stream_names_.size()) &&
       !stream_names_[size_t(stream)].empty())
@@ -91,6 +98,7 @@ void Schedule::check_id(OpId id, const char* what) const {
 
 OpId Schedule::new_op(OpKind kind, int rank, int stream, int32_t label,
                       const std::vector<OpId>& deps) {
+  stream += stream_offset_;
   const OpId id = num_ops();
   const std::string where =
       "op " + str(id) + " (rank " + str(rank) + ", \"" + std::string(labels_[label].name()) + "\")";

@@ -70,6 +70,17 @@ class Schedule {
   // What `stream` carries on every rank ("compute", "token comm"), as traces and timelines
   // name its rows. Builders name the streams they use; `name` must not be empty.
   void name_stream(int stream, std::string name);
+  // `stream` runs on the host, not the device (NetMoE's placement solve): its compute ops do
+  // not share the device with the compute of other streams.
+  void mark_host_stream(int stream);
+  bool host_stream(int stream) const {
+    return stream >= 0 && stream < static_cast<int>(host_streams_.size()) &&
+           host_streams_[size_t(stream)];
+  }
+  // Ops added from now on go to their stream + `offset`: a builder emits a second lane of the
+  // same streams (one micro-batch beside another) with the code that emits the first.
+  void set_stream_offset(int offset) { stream_offset_ = offset; }
+  int stream_offset() const { return stream_offset_; }
 
   // `op` starts only after `on` ends (an event; both on one rank).
   void depends(OpId op, OpId on);
@@ -125,6 +136,8 @@ class Schedule {
   int world_;
   core::Dtype compute_dtype_ = core::Dtype::kBf16;
   std::vector<std::string> stream_names_;  // by stream; empty: unnamed
+  std::vector<char> host_streams_;         // by stream
+  int stream_offset_ = 0;
   std::vector<Op> ops_;
   std::vector<Collective> collectives_;
   std::vector<Label> labels_;

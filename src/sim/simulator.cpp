@@ -70,8 +70,13 @@ class Run {
   void schedule_compute_end(OpId id, double t);
   void comm_begins(int rank, double t);
   void comm_ends(int rank, double t);
-  void retime_compute(int rank, double t, double old_rate);
+  void retime_compute(int rank, double t);
   double rate_share(int rank) const { return comm_ops_[rank] > 0 ? overlapped_share_ : 1.0; }
+  // A compute op's rate: the rank's share, split evenly among the device compute ops running
+  // on its streams at once (two micro-batches' kernels share one GPU); host streams' ops
+  // (NetMoE's solve) run beside them at their own rate.
+  double op_rate(OpId id) const;
+  bool on_device(const sched::Op& op) const { return !s_.host_stream(op.stream); }
   void op_done(OpId id, double t);
   void collective_member_ready(OpId id, double t);
   bool blocked(CollectiveId c) const;
@@ -109,8 +114,9 @@ class Run {
   double overlapped_share_ = 1.0;
   std::vector<int> comm_ops_;
   std::vector<std::vector<OpId>> computing_;
-  std::vector<double> compute_left_, compute_since_;
+  std::vector<double> compute_left_, compute_since_, compute_rate_;
   std::vector<int64_t> compute_end_seq_;
+  std::vector<int> device_ops_;  // per rank: device compute ops running
 
   std::vector<std::vector<OpId>> succ_;
   std::vector<int> waiting_;  // unfinished predecessors per op
@@ -201,35 +207,49 @@ void Run::start_compute(OpId id, double t) {
   const sched::Op& op = s_.op(id);
   compute_left_[id] = compute_time(op);
   compute_since_[id] = t;
+  compute_rate_[id] = 1.0;
   computing_[op.rank].push_back(id);
+  if (on_device(op) && ++device_ops_[op.rank] > 1) return retime_compute(op.rank, t);
+  compute_rate_[id] = op_rate(id);
   schedule_compute_end(id, t);
 }
 
+double Run::op_rate(OpId id) const {
+  const sched::Op& op = s_.op(id);
+  const int sharing = on_device(op) ? std::max(1, device_ops_[op.rank]) : 1;
+  return rate_share(op.rank) / sharing;
+}
+
 void Run::schedule_compute_end(OpId id, double t) {
-  compute_end_seq_[id] = push(t + compute_left_[id] / rate_share(s_.op(id).rank), 0, id);
+  compute_end_seq_[id] = push(t + compute_left_[id] / compute_rate_[id], 0, id);
 }
 
 void Run::comm_begins(int rank, double t) {
-  if (++comm_ops_[rank] == 1 && overlapped_share_ < 1.0) retime_compute(rank, t, 1.0);
+  if (++comm_ops_[rank] == 1 && overlapped_share_ < 1.0) retime_compute(rank, t);
 }
 
 void Run::comm_ends(int rank, double t) {
-  if (--comm_ops_[rank] == 0 && overlapped_share_ < 1.0) retime_compute(rank, t, overlapped_share_);
+  if (--comm_ops_[rank] == 0 && overlapped_share_ < 1.0) retime_compute(rank, t);
 }
 
-// The rank's rate changed at t: its running compute ops keep the work done at the old rate
-// and get new end events (the old ones are skipped by their seq).
-void Run::retime_compute(int rank, double t, double old_rate) {
+// The rank's rates changed at t: its running compute ops keep the work done at their old rate
+// and get new end events at the new one (the old events are skipped by their seq).
+void Run::retime_compute(int rank, double t) {
   for (OpId id : computing_[rank]) {
-    compute_left_[id] = std::max(0.0, compute_left_[id] - (t - compute_since_[id]) * old_rate);
+    compute_left_[id] =
+        std::max(0.0, compute_left_[id] - (t - compute_since_[id]) * compute_rate_[id]);
     compute_since_[id] = t;
+    compute_rate_[id] = op_rate(id);
     schedule_compute_end(id, t);
   }
 }
 
 void Run::op_done(OpId id, double t) {
   const sched::Op& op = s_.op(id);
-  if (op.kind == OpKind::kCompute) std::erase(computing_[op.rank], id);
+  if (op.kind == OpKind::kCompute) {
+    std::erase(computing_[op.rank], id);
+    if (on_device(op) && --device_ops_[op.rank] > 0) retime_compute(op.rank, t);
+  }
   if (op.kind != OpKind::kCompute && op.kind != OpKind::kCopy) comm_ends(op.rank, t);
   timing_[id].end = t;
   done_[id] = 1;
@@ -459,6 +479,8 @@ SimResult Run::run() {
   computing_.assign(s_.world_size(), {});
   compute_left_.assign(s_.num_ops(), 0.0);
   compute_since_.assign(s_.num_ops(), 0.0);
+  compute_rate_.assign(s_.num_ops(), 1.0);
+  device_ops_.assign(s_.world_size(), 0);
   compute_end_seq_.assign(s_.num_ops(), -1);
   for (OpId id = 0; id < s_.num_ops(); ++id) {
     if (waiting_[id] == 0) op_ready(id, 0.0);

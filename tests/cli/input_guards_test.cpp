@@ -142,7 +142,7 @@ TEST(InputGuards, NonFiniteNumberFlagsAreRefused) {
 }
 
 TEST(InputGuards, AStepOfTooManyOpsIsRefusedBeforeItIsBuilt) {
-  expect_clear(run_cli({"sim", "--strategy", "base=lina,chunks=1024", "--layers", "38"}), "ops",
+  expect_clear(run_cli({"sim", "--strategy", "base=lina,chunks=1024", "--layers", "33"}), "ops",
                "lower the layers, chunks or grad_partitions");
 }
 

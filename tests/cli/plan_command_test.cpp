@@ -310,8 +310,8 @@ TEST(PlanCommand, BadInputIsAClearErrorWithExitCode2) {
            {{"plan", "--model", ""}, "error: --model: empty value"},
            {{"plan", "--seq-len", "1000000000"}, "error: --seq-len"},
            {{"plan", "--parallel", "pp=5,dp=1,tp=8,ep=6"}, "does not divide 48"},
-           {{"plan", "--parallel", "pp=2,tp=8,ep=3"},
-            "error: --parallel: pp: pp = 2 does not divide the model's layers (33)"},
+           {{"plan", "--parallel", "pp=48,tp=1,ep=1"},
+            "error: --parallel: pp: pp = 48 exceeds the model's 33 layers"},
            {{}, "error: "},
        }) {
     Result r = run_cli(c.args);

@@ -163,7 +163,7 @@ TEST(SimCommand, RanksSelectTheSvgRowsAndTheTraceProcesses) {
   EXPECT_EQ(svg_texts(text, "<text class=\"stream\""), want);
   EXPECT_TRUE(has(text,
                   "fsmoe: fsmoe-mixtral-22b on fsmoe-testbed-a, dp=6 tp=8 ep=6 esp=8 pp=1, "
-                  "1 MoE layer(s): 48 ranks"))
+                  "1 layer(s), 1 micro-batch(es): 48 ranks"))
       << text.substr(0, 600);
   EXPECT_TRUE(has(text, "; showing ranks 5,0-1</text>"));
   EXPECT_FALSE(svg_texts(text, "<text class=\"label\"").empty());  // op names on the bars

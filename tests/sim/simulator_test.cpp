@@ -178,18 +178,18 @@ TEST(Simulator, ComputeTakesFlopsOverPeakAndStreamsRunInOrder) {
   Schedule s(1);
   const auto a = s.add_compute(0, 0, 1e12, 0, named(sched::OpRole::kAttention));
   const auto b = s.add_compute(0, 0, 2e12, 0, named(sched::OpRole::kAttention));
-  const auto c =
-      s.add_compute(0, 1, 1e12, 0, named(sched::OpRole::kAttention));  // other stream: overlaps
+  // Another stream's compute runs at once, sharing the device with a: both take twice as long.
+  const auto c = s.add_compute(0, 1, 1e12, 0, named(sched::OpRole::kAttention));
   const auto d = s.add_copy(0, 1, 1e9, named(sched::OpRole::kDispatchEspAllGatherCopy),
                             {b});  // event: waits for b
   const SimResult r = simulate(s, cluster(1, 1));
-  EXPECT_DOUBLE_EQ(r.ops[a].end, 0.01);
-  EXPECT_DOUBLE_EQ(r.ops[b].start, 0.01);
-  EXPECT_DOUBLE_EQ(r.ops[b].end, 0.03);
-  EXPECT_DOUBLE_EQ(r.ops[c].end, 0.01);
-  EXPECT_DOUBLE_EQ(r.ops[d].start, 0.03);
-  EXPECT_DOUBLE_EQ(r.ops[d].end, 0.031);  // 1 GB at 1 TB/s
-  EXPECT_DOUBLE_EQ(r.rank_end_s[0], 0.031);
+  EXPECT_DOUBLE_EQ(r.ops[a].end, 0.02);
+  EXPECT_DOUBLE_EQ(r.ops[c].end, 0.02);
+  EXPECT_DOUBLE_EQ(r.ops[b].start, 0.02);
+  EXPECT_DOUBLE_EQ(r.ops[b].end, 0.04);
+  EXPECT_DOUBLE_EQ(r.ops[d].start, 0.04);
+  EXPECT_DOUBLE_EQ(r.ops[d].end, 0.041);  // 1 GB at 1 TB/s
+  EXPECT_DOUBLE_EQ(r.rank_end_s[0], 0.041);
 }
 
 // A device measured per phase (`profile --model` on CPU ranks) prices backward-phase compute

@@ -41,7 +41,7 @@ PlanResult make_plan(const py::object& model, const py::object& cluster, const p
   r.input.model = setup.model;
   r.input.cluster = setup.cluster;
   r.input.parallel = setup.parallel;
-  r.input.zero_stage = zero;
+  r.input.zero = zero;
   r.input.recompute = recompute;
   plan::SearchOptions options;
   options.layers = layers;
@@ -125,11 +125,21 @@ void bind_plan(py::module_& m) {
           "rows", [](const PlanResult& p) { return p.plan.rows; },
           "the method rows in table order, then 'searched' if the search beat them")
       .def_property_readonly(
-          "recommended", [](const PlanResult& p) { return p.plan.recommended; },
-          "name of the simulated fastest row that fits the device memory")
+          "recommended",
+          [](const PlanResult& p) -> py::object {
+            if (p.plan.recommended.empty()) return py::none();
+            return py::str(p.plan.recommended);
+          },
+          "name of the simulated fastest row that fits the device memory; None when none fits")
       .def_property_readonly(
-          "best", [](const PlanResult& p) { return p.plan.row(p.plan.recommended); },
-          "the recommended row")
+          "best",
+          [](const PlanResult& p) -> plan::PlanRow {
+            if (p.plan.shortfall)
+              throw Error("plan", "nothing fits the device's memory: " +
+                                      plan::shortfall_text(*p.plan.shortfall));
+            return p.plan.row(p.plan.recommended);
+          },
+          "the recommended row (raises moecomm.Error when nothing fits)")
       .def(
           "row",
           [](const PlanResult& p, const py::handle& name) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/model_setup.h"
 #include "core/presets.h"
+#include "plan/layout_search.h"
 #include "plan/search_planner.h"
 #include "sched/strategy.h"
 
@@ -46,10 +47,30 @@ PlanCommand::PlanCommand(CLI::App& app) {
   sub_->add_option("--budget-s", budget_s_,
                    "wall-clock seconds the plan may take: the knob search stops when they are "
                    "spent (the method rows are always priced; 0: those only); progress goes to "
-                   "stderr")
+                   "stderr. With --search-layout: " +
+                       std::to_string(int(plan::kDefaultLayoutBudgetS)) +
+                       " s unless given; no layout's knob search starts after they are spent")
       ->capture_default_str()
       ->check(finite_range(0.0, 86400.0));
-  sub_->add_option("--zero", zero_stage_, "ZeRO stage for the memory estimate (0-3)")
+  sub_->add_flag("--search-layout", search_layout_,
+                 "search the parallel layout too: every tp, cp, pp, dp (dense) and esp, ep (MoE) "
+                 "of the cluster's devices, the micro-batch count M for --global-batch and the "
+                 "pipeline schedule (1f1b, interleaved:V); layouts over device memory are "
+                 "dropped, the rest ranked by an analytical estimate (MoNTA's link priority "
+                 "breaking near-ties) and the best --max-layouts priced by the knob search. " +
+                     std::string(plan::kLayoutPricing) + ". " + plan::kMfuFormula);
+  sub_->add_option("--global-batch", global_batch_,
+                   "sequences per training step (no default: required with --search-layout): M "
+                   "= global batch / (dp x micro_batch)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  max_layouts_ = plan::kDefaultMaxLayouts;
+  sub_->add_option("--max-layouts", max_layouts_,
+                   "with --search-layout: parallel configurations whose knob search is simulated")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub_->add_option("--zero", zero_,
+                   "ZeRO stage of every candidate (the strategy knob zero): model states in the "
+                   "memory estimate (0-3)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3));
   sub_->add_option("--recompute", recompute_, "activation recomputation for the memory estimate")
@@ -73,15 +94,24 @@ std::map<std::string, std::string> knob_values(const sched::Strategy& s) {
   return out;
 }
 
-// The knobs that differ from the baseline's, and the EP size when it moved.
-std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in) {
+// The knobs that differ from the baseline's with the plan's zero ("-" when none).
+std::string knob_summary(const sched::Strategy& s, int zero) {
   std::string out;
-  const auto base = knob_values(sched::Strategy{});
-  for (const auto& [knob, value] : knob_values(r.candidate.strategy)) {
+  sched::Strategy baseline;
+  baseline.zero = zero;
+  const auto base = knob_values(baseline);
+  for (const auto& [knob, value] : knob_values(s)) {
     if (knob == "name") continue;
     const auto b = base.find(knob);
     if (b == base.end() || b->second != value) out += (out.empty() ? "" : " ") + knob + "=" + value;
   }
+  return out.empty() ? "-" : out;
+}
+
+// The knobs that differ from the baseline's, and the EP size when it moved.
+std::string knob_summary(const plan::PlanRow& r, const core::ParallelConfig& in, int zero) {
+  std::string out = knob_summary(r.candidate.strategy, zero);
+  if (out == "-") out.clear();
   if (r.candidate.parallel.ep != in.ep)
     out += (out.empty() ? "" : " ") + std::string("ep=") + std::to_string(r.candidate.parallel.ep);
   return out.empty() ? "-" : out;
@@ -99,7 +129,7 @@ void print_rows(const plan::Plan& p, const plan::PlanInput& in, std::ostream& ou
                   r.simulated.forward_s * 1e3, r.simulated.backward_s * 1e3,
                   r.simulated.step_s * 1e3, model, r.memory_bytes / 1e9);
     out << line << (r.fits(in.cluster) ? "" : "[exceeds device memory] ")
-        << knob_summary(r, in.parallel) << "\n";
+        << knob_summary(r, in.parallel, in.zero) << "\n";
   }
   for (const auto& s : p.skipped) out << "skipped " << s.name << ": " << s.reason << "\n";
 }
@@ -125,6 +155,12 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::stri
                 p.search.candidates, p.search.refused, p.search.wall_s,
                 p.search.converged ? "converged" : "budget spent (raise --budget-s to go on)");
   out << line;
+  if (p.shortfall) {
+    out << "nothing fits the device's memory: no row is recommended; "
+        << plan::shortfall_text(*p.shortfall)
+        << " (try --zero 3, --recompute full, or more devices)\n";
+    return;
+  }
   const plan::PlanRow& best = p.row(p.recommended);
   const plan::PlanRow& base = p.rows.front();
   std::snprintf(line, sizeof line,
@@ -137,9 +173,58 @@ void print_table(const plan::Plan& p, const plan::PlanInput& in, const std::stri
   out << "  moecomm sim " << sim_args << " --parallel "
       << plan::parallel_string(best.candidate.parallel) << " --layers " << p.layers
       << " --strategy " << sched::to_string(best.candidate.strategy) << "\n";
-  if (!best.fits(in.cluster))
-    out << "warning: no estimate counts offloading; the memory above exceeds the device's "
-        << in.cluster.device.memory_bytes / 1e9 << " GB (try --zero 3 or --recompute full)\n";
+}
+
+void print_layouts(const plan::LayoutSearch& s, const plan::PlanInput& in, int64_t global_batch,
+                   std::ostream& out) {
+  char line[512];
+  out << "model " << in.model.name << " on cluster " << in.cluster.name << " ("
+      << in.cluster.world_size() << " devices, " << in.cluster.device.memory_bytes / 1e9
+      << " GB each); global batch " << global_batch << " sequences of " << in.model.seq_len
+      << " tokens, micro_batch " << in.model.micro_batch << ", zero " << in.zero << ", recompute "
+      << in.recompute << "\n";
+  std::snprintf(line, sizeof line,
+                "layouts: %d enumerated, %d fit memory, %d parallel configurations simulated "
+                "(%d simulations) in %.1f s of a %.1f s budget%s\n",
+                s.enumerated, s.fitting, s.simulated, s.simulations, s.wall_s, s.budget_s,
+                s.budget_spent
+                    ? " (spent: raise --budget-s to simulate more)"
+                    : (s.unsimulated > 0 ? " (raise --max-layouts to simulate more)" : ""));
+  out << line;
+  if (s.shortfall) {
+    out << "nothing fits the device's memory: no layout is recommended; "
+        << plan::shortfall_text(*s.shortfall)
+        << " (try --zero 3, --recompute full, a smaller micro-batch, or more devices)\n";
+    return;
+  }
+  if (s.rows.empty() && s.simulated == 0) {
+    out << "no layout was simulated within the budget: no layout is recommended (raise "
+           "--budget-s)\n";
+    return;
+  }
+  if (s.rows.empty()) {
+    out << "no simulated layout fits the device's memory with the knobs its search found: no "
+           "layout is recommended (raise --max-layouts)\n";
+    return;
+  }
+  std::snprintf(line, sizeof line, "%-38s %6s %-14s %10s %12s %6s %9s  %s\n", "layout", "M",
+                "schedule", "step_ms", "tokens/s", "MFU", "mem_GB",
+                "knobs (beside the baseline's; --json: the whole strategy)");
+  out << line;
+  for (const auto& r : s.rows) {
+    std::snprintf(line, sizeof line, "%-38s %6lld %-14s %10.2f %12.0f %5.1f%% %9.2f  ",
+                  plan::layout_string(r.layout.parallel).c_str(),
+                  static_cast<long long>(r.layout.micro_batches),
+                  sched::pp_schedule_name(r.layout.pipeline).c_str(), r.step_s * 1e3,
+                  r.tokens_per_s, r.mfu * 100, r.memory.total() / 1e9);
+    out << line << knob_summary(r.knobs, in.zero) << "\n";
+  }
+  const auto& best = s.rows.front();
+  out << "recommended: " << plan::layout_string(best.layout.parallel)
+      << " M=" << best.layout.micro_batches << " " << sched::pp_schedule_name(best.layout.pipeline)
+      << "\n";
+  out << "pricing: " << plan::kLayoutPricing << "\n";
+  out << plan::kMfuFormula << "\n";
 }
 
 }  // namespace
@@ -148,14 +233,38 @@ int PlanCommand::run(std::ostream& out, std::ostream& err) const {
   for (const auto& [flag, value] :
        {std::pair{"--model", &model_}, {"--cluster", &cluster_}, {"--parallel", &parallel_}})
     if (sub_->count(flag) && value->empty()) throw Error(flag, "empty value");
+  if (search_layout_ && sub_->count("--parallel"))
+    throw Error("--parallel", "--search-layout searches the parallel sizes: leave --parallel out");
+  if (search_layout_ && global_batch_ == 0)
+    throw Error("--global-batch", "--search-layout needs the sequences per step (--global-batch)");
+  if (search_layout_ && sub_->count("--layers"))
+    throw Error("--layers",
+                "--search-layout simulates one block per pipeline stage and scales it "
+                "by the model's layers: leave --layers out");
+  if (!search_layout_)
+    for (const char* flag : {"--global-batch", "--max-layouts"})
+      if (sub_->count(flag)) throw Error(flag, "only with --search-layout");
   const core::ModelSetup setup =
       core::resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
   plan::PlanInput in;
   in.model = setup.model;
   in.cluster = setup.cluster;
   in.parallel = setup.parallel;
-  in.zero_stage = zero_stage_;
+  in.zero = zero_;
   in.recompute = recompute_;
+  if (search_layout_) {
+    plan::LayoutSearchOptions lo;
+    lo.global_batch = global_batch_;
+    lo.budget_s = sub_->count("--budget-s") ? budget_s_ : plan::kDefaultLayoutBudgetS;
+    lo.max_layouts = max_layouts_;
+    lo.progress = [&err](const std::string& line) { err << line << std::flush; };
+    const plan::LayoutSearch s = plan::search_layouts(in, lo);
+    if (json_)
+      out << dump_json(plan::layout_search_to_json(s, in, global_batch_)) << "\n";
+    else
+      print_layouts(s, in, global_batch_, out);
+    return 0;
+  }
   plan::SearchOptions options;
   options.layers = layers_;
   options.budget_s = budget_s_;

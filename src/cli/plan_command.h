@@ -19,9 +19,10 @@ class PlanCommand {
   CLI::App* sub_;
   std::string model_, cluster_, parallel_, recompute_ = "selective";
   int64_t seq_len_ = 0, micro_batch_ = 0;
-  int zero_stage_ = 1, layers_ = 1;
+  int zero_ = 1, layers_ = 1, max_layouts_;
+  int64_t global_batch_ = 0;
   double budget_s_;
-  bool json_ = false;
+  bool json_ = false, search_layout_ = false;
 };
 
 }  // namespace moecomm::cli

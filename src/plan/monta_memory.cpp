@@ -23,21 +23,24 @@ void require_non_negative(double v, const char* where) {
 // Adam keeps 2 B fp16 weight + 2 B fp16 gradient + 12 B fp32 state (master weight, momentum,
 // variance) per parameter. Stage 1 shards the 12 B over dp, stage 2 also the gradient,
 // stage 3 also the weight.
-double model_state_bytes_per_param(int zero_stage, int dp) {
+ModelStateBytes model_state_split(int zero, int dp) {
   require_at_least_one(dp, "WeightMemoryInputs.dp");
-  switch (zero_stage) {
+  switch (zero) {
     case 0:
-      return 16.0;
+      return {2.0, 2.0, 12.0};
     case 1:
-      return 4.0 + 12.0 / dp;
+      return {2.0, 2.0, 12.0 / dp};
     case 2:
-      return 2.0 + 14.0 / dp;
+      return {2.0, 2.0 / dp, 12.0 / dp};
     case 3:
-      return 16.0 / dp;
+      return {2.0 / dp, 2.0 / dp, 12.0 / dp};
     default:
-      throw Error("WeightMemoryInputs.zero_stage",
-                  "must be 0, 1, 2 or 3, got " + std::to_string(zero_stage));
+      throw Error("WeightMemoryInputs.zero", "must be 0, 1, 2 or 3, got " + std::to_string(zero));
   }
+}
+
+double model_state_bytes_per_param(int zero, int dp) {
+  return model_state_split(zero, dp).total();
 }
 
 // MoNTA Table 3. The extracted table is garbled: its ZeRO rows lost the model-parallel
@@ -57,8 +60,8 @@ WeightMemory weight_memory(const WeightMemoryInputs& in) {
   require_at_least_one(in.expert_dp, "WeightMemoryInputs.expert_dp");
   const double dense_per_device = in.dense_params / (double(in.p) * in.t);
   const double moe_per_device = in.moe_params / (double(in.p) * in.t * in.e);
-  return {dense_per_device * model_state_bytes_per_param(in.zero_stage, in.dense_dp),
-          moe_per_device * model_state_bytes_per_param(in.zero_stage, in.expert_dp)};
+  return {dense_per_device * model_state_bytes_per_param(in.zero, in.dense_dp),
+          moe_per_device * model_state_bytes_per_param(in.zero, in.expert_dp)};
 }
 
 // MoNTA Table 4. The extracted table is garbled; this is the intended model, built from
@@ -72,6 +75,9 @@ WeightMemory weight_memory(const WeightMemoryInputs& in) {
 //    input and output, 2 B each);
 //  - attention scores, 5as/h (softmax output 2, its dropout mask 1, dropout output 2, per
 //    head and key), split by TP over heads; dropped by selective recomputation.
+// Grouped-query attention (kv_heads < a) shrinks K and V: the split 8 becomes Q 2 + K 2g +
+// V 2g + output-projection input 2, g = kv_heads / a. Shared experts (shared_ffn_hidden) add
+// their split 4 f_s / h once per token; their input is the routed experts' (counted there).
 // Recomputing the experts (recompute_experts) drops each copy's split 4 ffn_hidden / h: the
 // FFN input it recomputes from stays, as do the LayerNorm input and dropout mask outside the
 // FFN; the one expert being recomputed holds its activations only during its own backward.
@@ -93,11 +99,14 @@ double activation_memory(const ActivationInputs& in) {
   const double bshl = double(in.b) * in.s * in.h * in.l;
   if (in.recompute == Recompute::kFull) return bshl * 2.0 / (in.sp ? t : 1.0);
   const double ffn = in.recompute_experts ? 0.0 : 4.0 * double(in.ffn_hidden) / in.h;  // 16: 4h
-  const double attention = in.sp ? (5.0 + 8.0) / t : 5.0 + 8.0 / t;
+  const double g = in.kv_heads > 0 ? double(in.kv_heads) / in.a : 1.0;
+  const double split_attention = 4.0 + 4.0 * g;  // 8 with multi-head attention
+  const double attention = in.sp ? (5.0 + split_attention) / t : 5.0 + split_attention / t;
   const double expert = in.sp ? (5.0 + ffn) / t : 5.0 + ffn / t;
+  const double shared = 4.0 * double(in.shared_ffn_hidden) / in.h / t;
   const double scores =
       in.recompute == Recompute::kSelective ? 0.0 : 5.0 * in.a * in.s / (double(in.h) * t);
-  return bshl * (attention + in.k * expert + scores);
+  return bshl * (attention + in.k * expert + shared + scores);
 }
 
 double total_memory(const WeightMemory& weights, double activation_bytes) {

@@ -15,7 +15,7 @@ struct WeightMemoryInputs {
   int e = 1;                // expert-parallel degree (splits the experts)
   int dense_dp = 1;         // data-parallel group of the dense part (ZeRO shards over it)
   int expert_dp = 1;        // data-parallel group of the experts (ZeRO shards over it)
-  int zero_stage = 0;       // 0 (none), 1, 2 or 3
+  int zero = 0;             // ZeRO stage (sched::Strategy::zero): 0 (none), 1, 2 or 3
 };
 
 struct WeightMemory {
@@ -25,8 +25,16 @@ struct WeightMemory {
 };
 
 // Bytes of model state per parameter held by a device, mixed-precision Adam, ZeRO stage
-// over a data-parallel group of dp devices. Throws moecomm::Error on bad stage or dp < 1.
-double model_state_bytes_per_param(int zero_stage, int dp);
+// over a data-parallel group of dp devices, by kind. Throws moecomm::Error on bad stage or
+// dp < 1.
+struct ModelStateBytes {
+  double weight = 0;     // the fp16/bf16 weight
+  double gradient = 0;   // its fp16/bf16 gradient
+  double optimizer = 0;  // fp32 master weight, momentum and variance
+  double total() const { return weight + gradient + optimizer; }
+};
+ModelStateBytes model_state_split(int zero, int dp);
+double model_state_bytes_per_param(int zero, int dp);
 
 // MoNTA Table 3. Throws moecomm::Error on negative counts, degrees < 1 or a bad stage.
 WeightMemory weight_memory(const WeightMemoryInputs& in);
@@ -48,6 +56,10 @@ struct ActivationInputs {
   // sched::Strategy::recompute_experts: the expert FFNs keep only their input and rebuild the
   // rest in the backward, so their inner activations (4 ffn_hidden / h per token copy) go.
   bool recompute_experts = false;
+  std::int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: a
+  // Shared experts' FFN hidden size in all (DeepSeekMoE: shared_experts x their FFN size); every
+  // token passes them once, beside its k routed copies. 0: none.
+  std::int64_t shared_ffn_hidden = 0;
 };
 
 // MoNTA Table 4 / Eq. 2: activation bytes per device. Throws moecomm::Error on

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.h"
 #include "core/rank_groups.h"
@@ -44,16 +45,32 @@ const StrategyEstimate* find_estimate(const ModelEstimates& e, const std::string
 // Per device: MoNTA Eq. 1 for the candidate's parallel sizes (Lina's packing holds more
 // experts) and its recompute_experts, plus the decoded copies of the other members' experts a
 // HybridEP domain holds.
-double memory_of(const PlanInput& in, const Candidate& c) {
+// A whole layout (PlanInput::whole) takes the candidate's MoE sizes (Lina's packing).
+void set_memory(const PlanInput& in, PlanRow& row) {
+  const Candidate& c = row.candidate;
   PlanInput at = in;
   at.parallel = c.parallel;
-  double bytes = memory_per_device(at, c.strategy.recompute_experts);
-  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {
-    const core::Topology topology(in.cluster);
-    const MoeWorkload w = derive_workload(at, cost::CollectiveModel(topology));
-    bytes += (c.strategy.hybrid_domain - 1) * w.expert_grad_bytes;
+  if (at.whole) {
+    core::ParallelConfig& whole = at.whole->parallel;
+    whole.ep = c.parallel.ep;
+    whole.esp = c.parallel.esp;
+    whole.edp = whole.world() / (whole.pp * whole.esp * whole.ep);
   }
-  return bytes;
+  row.memory = device_memory(at, c.strategy);
+  row.memory_bytes = row.memory.total();
+  if (c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid) {
+    PlanInput stage = in;
+    stage.parallel = c.parallel;
+    const core::Topology topology(in.cluster);
+    const MoeWorkload w = derive_workload(stage, cost::CollectiveModel(topology));
+    row.memory_bytes += (c.strategy.hybrid_domain - 1) * w.expert_grad_bytes;
+  }
+}
+
+std::string gb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
+  return text;
 }
 
 // Candidates that fit the device's memory come first, then the faster.
@@ -90,6 +107,7 @@ void add_method_rows(Plan& plan, const PlanInput& in, CandidatePricer& pricer) {
     row.candidate.strategy = planned_strategy(sched::parse_strategy_knobs(m.strategy, "plan"), in,
                                               plan.estimates, &notes);
     row.candidate.strategy.name = m.row;
+    row.candidate.strategy.zero = in.zero;
     row.candidate.parallel = in.parallel;
     for (size_t at = 0, end; (end = notes.find('\n', at)) != std::string::npos; at = end + 1)
       row.notes.push_back(notes.substr(at, end - at));
@@ -112,7 +130,7 @@ void add_method_rows(Plan& plan, const PlanInput& in, CandidatePricer& pricer) {
       continue;
     }
     row.simulated = *step;
-    row.memory_bytes = memory_of(in, row.candidate);
+    set_memory(in, row);
     plan.rows.push_back(std::move(row));
   }
   if (plan.rows.empty()) throw Error("plan", "no strategy can run on this configuration");
@@ -138,7 +156,8 @@ class CoordinateSearch {
           if (out_of_budget()) return false;
           const auto step = pricer_.price(c);
           if (!step) continue;
-          PlanRow row{"searched", c, *step, memory_of(in_, c), std::nullopt, {}};
+          PlanRow row{"searched", c, *step, 0, {}, std::nullopt, {}};
+          set_memory(in_, row);
           if (better(row, current, in_.cluster)) {
             current = std::move(row);
             improved = true;
@@ -189,7 +208,7 @@ void search(Plan& plan, const PlanInput& in, CandidatePricer& pricer, const Sear
   }
 }
 
-nlohmann::json row_to_json(const PlanRow& r) {
+nlohmann::json row_to_json(const PlanRow& r, bool fits) {
   nlohmann::json model = nullptr;
   if (r.model)
     model = {{"forward_ms", r.model->forward_s * 1e3},
@@ -200,6 +219,7 @@ nlohmann::json row_to_json(const PlanRow& r) {
           {"backward_ms", r.simulated.backward_s * 1e3},
           {"total_ms", r.simulated.step_s * 1e3},
           {"memory_GB", r.memory_bytes / 1e9},
+          {"fits", fits},
           {"params", r.model ? estimate_params(*r.model) : nlohmann::json::object()},
           {"source", r.model ? r.model->source : "coordinate search, priced by the simulator"},
           {"strategy", sched::to_string(r.candidate.strategy)},
@@ -209,6 +229,29 @@ nlohmann::json row_to_json(const PlanRow& r) {
 }
 
 }  // namespace
+
+nlohmann::json shortfall_to_json(const Shortfall& f) {
+  return {{"candidate", f.candidate},
+          {"needed_GB", f.needed_bytes() / 1e9},
+          {"capacity_GB", f.capacity_bytes / 1e9},
+          {"over_GB", f.over_bytes() / 1e9},
+          {"stage", f.memory.stage},
+          {"weights_GB", f.memory.weights / 1e9},
+          {"gradients_GB", f.memory.gradients / 1e9},
+          {"optimizer_states_GB", f.memory.optimizer_states / 1e9},
+          {"activations_GB", f.memory.activations / 1e9},
+          {"other_GB", f.other_bytes / 1e9}};
+}
+
+std::string shortfall_text(const Shortfall& f) {
+  std::string out = "the least a candidate (" + f.candidate + ") needs is " + gb(f.needed_bytes()) +
+                    " per device, " + gb(f.over_bytes()) + " over the device's " +
+                    gb(f.capacity_bytes) + ": weights " + gb(f.memory.weights) + ", gradients " +
+                    gb(f.memory.gradients) + ", optimizer states " + gb(f.memory.optimizer_states) +
+                    ", activations " + gb(f.memory.activations);
+  if (f.other_bytes > 0) out += ", decoded expert copies " + gb(f.other_bytes);
+  return out + " (pipeline stage " + std::to_string(f.memory.stage) + ")";
+}
 
 const PlanRow& Plan::row(const std::string& name) const {
   for (const auto& r : rows)
@@ -229,7 +272,16 @@ Plan make_plan(const PlanInput& input, const SearchOptions& options) {
   const auto best = std::min_element(
       plan.rows.begin(), plan.rows.end(),
       [&](const PlanRow& a, const PlanRow& b) { return better(a, b, input.cluster); });
-  plan.recommended = best->name;
+  if (best->fits(input.cluster)) {
+    plan.recommended = best->name;
+  } else {
+    const auto least = std::min_element(
+        plan.rows.begin(), plan.rows.end(),
+        [](const PlanRow& a, const PlanRow& b) { return a.memory_bytes < b.memory_bytes; });
+    plan.shortfall =
+        Shortfall{least->name, least->memory, least->memory_bytes - least->memory.total(),
+                  input.cluster.device.memory_bytes};
+  }
   plan.search.candidates = pricer.priced();
   plan.search.refused = pricer.refused();
   plan.search.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -238,25 +290,28 @@ Plan make_plan(const PlanInput& input, const SearchOptions& options) {
 
 nlohmann::json plan_to_json(const Plan& plan, const PlanInput& in) {
   nlohmann::json rows = nlohmann::json::array(), skipped = nlohmann::json::array();
-  for (const auto& r : plan.rows) rows.push_back(row_to_json(r));
+  for (const auto& r : plan.rows) rows.push_back(row_to_json(r, r.fits(in.cluster)));
   for (const auto& s : plan.skipped) skipped.push_back({{"name", s.name}, {"reason", s.reason}});
-  return {{"model", in.model.name},
-          {"cluster", in.cluster.name},
-          {"world", in.cluster.world_size()},
-          {"parallel", in.parallel.to_json()},
-          {"seq_len", in.model.seq_len},
-          {"micro_batch", in.model.micro_batch},
-          {"layers", plan.layers},
-          {"workload", plan.estimates.workload},
-          {"strategies", rows},
-          {"skipped", skipped},
-          {"recommended", plan.recommended},
-          {"model_fastest", plan.estimates.fastest},
-          {"search",
-           {{"candidates", plan.search.candidates},
-            {"refused", plan.search.refused},
-            {"wall_s", plan.search.wall_s},
-            {"converged", plan.search.converged}}}};
+  return {
+      {"model", in.model.name},
+      {"cluster", in.cluster.name},
+      {"world", in.cluster.world_size()},
+      {"parallel", in.parallel.to_json()},
+      {"seq_len", in.model.seq_len},
+      {"micro_batch", in.model.micro_batch},
+      {"layers", plan.layers},
+      {"workload", plan.estimates.workload},
+      {"strategies", rows},
+      {"skipped", skipped},
+      {"recommended",
+       plan.recommended.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.recommended)},
+      {"shortfall", plan.shortfall ? shortfall_to_json(*plan.shortfall) : nlohmann::json(nullptr)},
+      {"model_fastest", plan.estimates.fastest},
+      {"search",
+       {{"candidates", plan.search.candidates},
+        {"refused", plan.search.refused},
+        {"wall_s", plan.search.wall_s},
+        {"converged", plan.search.converged}}}};
 }
 
 }  // namespace moecomm::plan

@@ -25,12 +25,31 @@ struct PlanRow {
   Candidate candidate;
   PricedStep simulated;
   double memory_bytes = 0;                // per device: MoNTA Eq. 1 plus HybridEP's copies
+  MemoryBreakdown memory;                 // MoNTA Eq. 1's part of memory_bytes, by kind
   std::optional<StrategyEstimate> model;  // the paper model's estimate of the method
   std::vector<std::string> notes;         // where the planned knobs came from
   bool fits(const core::Cluster& cluster) const {
     return memory_bytes <= cluster.device.memory_bytes;
   }
 };
+
+// Why nothing fits: the candidate that needs the least memory per device, and by how much it
+// is over the device's.
+struct Shortfall {
+  std::string candidate;      // the row (or layout) it is
+  MemoryBreakdown memory;     // MoNTA Eq. 1 by kind, on its heaviest pipeline stage
+  double other_bytes = 0;     // beyond Eq. 1 (HybridEP's decoded expert copies)
+  double capacity_bytes = 0;  // the device's memory
+  double needed_bytes() const { return memory.total() + other_bytes; }
+  double over_bytes() const { return needed_bytes() - capacity_bytes; }
+};
+
+// {candidate, needed_GB, capacity_GB, over_GB, stage, weights_GB, gradients_GB,
+// optimizer_states_GB, activations_GB, other_GB}.
+nlohmann::json shortfall_to_json(const Shortfall& shortfall);
+// One line: "the least a candidate (NAME) needs is X GB per device, Y GB over the device's Z GB:
+// weights .., gradients .., optimizer states .., activations .. (pipeline stage s)".
+std::string shortfall_text(const Shortfall& shortfall);
 
 struct SearchStats {
   int candidates = 0;  // distinct candidates simulated, the method rows included
@@ -59,8 +78,10 @@ struct Plan {
   // candidate than every method row.
   std::vector<PlanRow> rows;
   std::vector<SkippedStrategy> skipped;
-  // The simulated fastest row that fits the device's memory (the fastest of all if none fits).
+  // The simulated fastest row that fits the device's memory; empty when none fits, and then
+  // shortfall says what is over.
   std::string recommended;
+  std::optional<Shortfall> shortfall;
   ModelEstimates estimates;
   SearchStats search;
   int layers = 1;                                     // MoE blocks per simulated step
@@ -71,9 +92,10 @@ struct Plan {
 // budget < 0 or not finite).
 Plan make_plan(const PlanInput& input, const SearchOptions& options = {});
 // {model, cluster, world, parallel, seq_len, micro_batch, layers, workload, strategies: [{name,
-// forward_ms, backward_ms, total_ms, memory_GB, params, source, strategy, parallel,
-// model_estimate: {forward_ms, backward_ms, total_ms} | null, notes}], skipped, recommended,
-// model_fastest, search: {candidates, refused, wall_s, converged}}.
+// forward_ms, backward_ms, total_ms, memory_GB, fits, params, source, strategy, parallel,
+// model_estimate: {forward_ms, backward_ms, total_ms} | null, notes}], skipped, recommended
+// (null when nothing fits), shortfall (null unless nothing fits), model_fastest, search:
+// {candidates, refused, wall_s, converged}}.
 nlohmann::json plan_to_json(const Plan& plan, const PlanInput& input);
 
 }  // namespace moecomm::plan

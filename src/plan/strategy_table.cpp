@@ -6,6 +6,7 @@
 #include "core/units.h"
 #include "plan/estimates.h"
 #include "plan/monta_memory.h"
+#include "sched/pipeline_order.h"
 
 namespace moecomm::plan {
 
@@ -20,32 +21,106 @@ Recompute parse_recompute(const std::string& r) {
 
 }  // namespace
 
-// MoNTA Eq. 1: model states (Table 3) plus activations (Table 4) on one device.
-double memory_per_device(const PlanInput& in, bool recompute_experts) {
-  const auto& m = in.model;
-  const auto& p = in.parallel;
-  WeightMemoryInputs wm;
-  wm.dense_params = m.layers * m.dense_layer_params() + double(m.vocab_size) * m.hidden;
-  wm.moe_params = m.layers * m.experts * m.expert_params();
-  wm.p = p.pp;
-  wm.t = p.tp;
-  wm.e = p.ep;
-  wm.dense_dp = p.dp * p.cp;
-  wm.expert_dp = p.edp;
-  wm.zero_stage = in.zero_stage;
+namespace {
+
+// Per micro-batch and layer on one device: MoNTA Table 4 with l = 1.
+ActivationInputs layer_activations(const PlanInput& in, const core::ModelConfig& m,
+                                   const core::ParallelConfig& p, bool recompute_experts) {
   ActivationInputs act;
   act.b = m.micro_batch;
   act.s = m.seq_len / p.cp;
   act.h = m.hidden;
   act.a = m.heads;
-  act.l = m.layers;  // under 1F1B the first stage holds pp micro-batches of l / pp layers
+  act.kv_heads = m.kv_head_count();
+  act.l = 1;
   act.ffn_hidden = m.ffn_hidden;
   act.k = static_cast<int>(m.top_k);
   act.t = p.tp;
   act.sp = p.tp > 1;
   act.recompute = parse_recompute(in.recompute);
   act.recompute_experts = recompute_experts;
-  return total_memory(weight_memory(wm), activation_memory(act));
+  act.shared_ffn_hidden = m.shared_experts * m.shared_ffn();
+  return act;
+}
+
+}  // namespace
+
+MemoryBreakdown device_memory(const PlanInput& in, const sched::Strategy& knobs) {
+  const core::ModelConfig& m = in.whole ? in.whole->model : in.model;
+  const core::ParallelConfig& p = in.whole ? in.whole->parallel : in.parallel;
+  sched::Strategy order = knobs;
+  if (in.whole) {
+    order.pp_schedule = in.whole->pipeline.pp_schedule;
+    order.virtual_stages = in.whole->pipeline.virtual_stages;
+  }
+  const int chunks =
+      order.pp_schedule == sched::PpSchedule::kInterleaved ? order.virtual_stages : 1;
+  const std::vector<int> offsets = sched::layer_offsets(
+      sched::split_layers(static_cast<int>(m.layers), p.pp * chunks, "memory: layers"));
+  // Parameters on one device per layer: the dense part split by TP, the experts by ESP and EP.
+  const double dense_ffn_layer = (m.attention_params() + m.dense_ffn_params()) / p.tp;
+  const double moe_dense_layer =
+      (m.attention_params() + double(m.hidden) * m.experts + m.shared_expert_params()) / p.tp;
+  const double moe_expert_layer = double(m.experts) * m.expert_params() / (double(p.esp) * p.ep);
+  const double vocab = double(m.vocab_size) * m.hidden / p.tp;  // embedding, and the LM head
+  // Activations of one micro-batch through one layer.
+  ActivationInputs act = layer_activations(in, m, p, knobs.recompute_experts);
+  const double moe_act = activation_memory(act);
+  act.k = 1;
+  act.ffn_hidden = m.dense_ffn();
+  act.recompute_experts = false;
+  act.shared_ffn_hidden = 0;
+  const double dense_act = activation_memory(act);
+  // The LM head's fp32 logits of the micro-batch at the head (one at a time on the last stage).
+  const double logits = 4.0 * double(m.micro_batch) * (m.seq_len / p.cp) * m.vocab_size / p.tp;
+  const ModelStateBytes dense_state = model_state_split(knobs.zero, p.dp * p.cp);
+  const ModelStateBytes expert_state = model_state_split(knobs.zero, p.edp);
+  // The peak comes within the warm-up and the first steady-state round (at most (V + 1) pp
+  // chunks in flight, Megatron's warm-up), and repeats after: past 3 pp micro-batches (a
+  // multiple of pp, as interleaved needs) more change nothing but under gpipe, which holds all.
+  const std::int64_t walked = order.pp_schedule == sched::PpSchedule::kGpipe
+                                  ? m.micro_batches
+                                  : std::min<std::int64_t>(m.micro_batches, 3 * p.pp);
+  MemoryBreakdown best;
+  for (int s = 0; s < p.pp; ++s) {
+    double dense = (s == 0 ? vocab : 0) + (s == p.pp - 1 ? vocab : 0), experts = 0;
+    std::vector<double> chunk_act(chunks, 0.0);
+    for (int c = 0; c < chunks; ++c) {
+      const int v = sched::virtual_stage(s, c, p.pp);
+      for (int layer = offsets[v]; layer < offsets[v + 1]; ++layer) {
+        const bool is_dense = layer < m.dense_layers;
+        dense += is_dense ? dense_ffn_layer : moe_dense_layer;
+        experts += is_dense ? 0 : moe_expert_layer;
+        chunk_act[c] += is_dense ? dense_act : moe_act;
+      }
+    }
+    // The activations the stage holds at its peak: a forward keeps its chunk's, the backward
+    // of that micro-batch frees them.
+    double held = 0, peak = 0;
+    for (const sched::PipelineTask& t :
+         sched::pipeline_order(order, p.pp, s, static_cast<int>(walked), "memory"))
+      peak =
+          std::max(peak, held += (t.phase == sched::Phase::kForward ? 1 : -1) * chunk_act[t.chunk]);
+    MemoryBreakdown stage;
+    stage.stage = s;
+    stage.weights = dense * dense_state.weight + experts * expert_state.weight;
+    stage.gradients = dense * dense_state.gradient + experts * expert_state.gradient;
+    stage.optimizer_states = dense * dense_state.optimizer + experts * expert_state.optimizer;
+    stage.activations = peak + (s == p.pp - 1 ? logits : 0);
+    if (s == 0 || stage.total() > best.total()) best = stage;
+  }
+  return best;
+}
+
+double memory_per_device(const PlanInput& in, const sched::Strategy& knobs) {
+  return device_memory(in, knobs).total();
+}
+
+double memory_per_device(const PlanInput& in, bool recompute_experts) {
+  sched::Strategy knobs;
+  knobs.zero = in.zero;
+  knobs.recompute_experts = recompute_experts;
+  return memory_per_device(in, knobs);
 }
 
 namespace {
@@ -70,7 +145,7 @@ EstimateContext make_context(const PlanInput& in, const core::Topology& topo, co
   ctx.pre_expert_fwd_s = ctx.gemm.time_flops(w.attention_flops);
   ctx.base_memory_bytes = memory_per_device(in, false);  // the papers keep expert activations
   ctx.state_bytes_per_expert =
-      m.expert_params() / p.esp * model_state_bytes_per_param(in.zero_stage, p.edp);
+      m.expert_params() / p.esp * model_state_bytes_per_param(in.zero, p.edp);
   return ctx;
 }
 
@@ -88,16 +163,28 @@ void add(ModelEstimates& plan, const std::string& name, std::optional<StrategyEs
     plan.skipped.push_back({name, why});
 }
 
-}  // namespace
-
-ModelEstimates estimate_strategies(const PlanInput& in) {
+void check_plan_input(const PlanInput& in, const core::Topology& topo) {
   if (!(in.gemm_startup_s >= 0)) throw Error("gemm start-up", "must not be negative");
-  const core::Topology topo(in.cluster);
   if (topo.world_size() != in.parallel.world())
     throw Error("parallel configuration", "covers " + std::to_string(in.parallel.world()) +
                                               " ranks, the cluster has " +
                                               std::to_string(topo.world_size()));
   core::check_parallel_fits_model(in.parallel, in.model, "parallel configuration");
+}
+
+}  // namespace
+
+StrategyEstimate estimate_baseline_layer(const PlanInput& in) {
+  const core::Topology topo(in.cluster);
+  check_plan_input(in, topo);
+  const cost::CollectiveModel comm(topo);
+  const MoeWorkload w = derive_workload(in, comm);
+  return estimate_baseline(make_context(in, topo, w, comm));
+}
+
+ModelEstimates estimate_strategies(const PlanInput& in) {
+  const core::Topology topo(in.cluster);
+  check_plan_input(in, topo);
   const cost::CollectiveModel comm(topo);
   const MoeWorkload w = derive_workload(in, comm);
   const EstimateContext ctx = make_context(in, topo, w, comm);

@@ -15,15 +15,26 @@
 
 namespace moecomm::plan {
 
+// The whole layout a memory estimate counts, where it is not the one simulated: plan's layout
+// search prices one pipeline stage alone (pp = 1, one micro-batch, MoE blocks only).
+struct WholeLayout {
+  core::ModelConfig model;        // with its dense layers and micro_batches
+  core::ParallelConfig parallel;  // with its pp
+  sched::Strategy pipeline;       // its pp_schedule and virtual_stages
+};
+
 struct PlanInput {
   core::ModelConfig model;
   core::Cluster cluster;
   core::ParallelConfig parallel;
-  int zero_stage = 1;                   // ZeRO stage of the optimizer state (MoNTA Table 3)
+  // The knob `zero` (sched::Strategy::zero) every candidate of the plan carries: the ZeRO stage
+  // of the model states (MoNTA Table 3).
+  int zero = 1;
   std::string recompute = "selective";  // activation recomputation: none | selective | full
   // Start-up time of one GEMM launch (FSMoE Fig. 5(a): alpha_gemm = 4.26e-2 ms on A6000);
   // it is what keeps pipelining degrees finite.
   double gemm_startup_s = 4.26e-5;
+  std::optional<WholeLayout> whole;  // nullopt: the memory is model's on parallel
 };
 
 // Tutel's 2DH split of the EP group, as the hier-a2a row prices it and the schedule runs it
@@ -105,8 +116,29 @@ struct ModelEstimates {
 };
 
 ModelEstimates estimate_strategies(const PlanInput& input);
-// MoNTA Eq. 1 for `input`'s model and parallel sizes: model states and activations per device,
-// the experts' activations recomputed in the backward or kept (sched::Strategy's knob).
+// The baseline row alone (estimate_strategies' first), cheap enough to rank many layouts.
+StrategyEstimate estimate_baseline_layer(const PlanInput& input);
+
+// Per device on the pipeline stage that needs the most, by kind.
+struct MemoryBreakdown {
+  double weights = 0;           // fp16/bf16 weights
+  double gradients = 0;         // their gradients
+  double optimizer_states = 0;  // fp32 master weights, momentum and variance
+  double activations = 0;       // the micro-batches in flight at the stage's peak
+  int stage = 0;                // which pipeline stage
+  double total() const { return weights + gradients + optimizer_states + activations; }
+};
+
+// MoNTA Eq. 1 per pipeline stage, the largest: model states (Table 3, ZeRO stage knobs.zero)
+// of the stage's layers (sched::split_layers over pp x V parts; dense layers, shared experts,
+// grouped-query attention; the embedding on the first stage, the LM head on the last), plus
+// activations (Table 4) of the micro-batches the stage holds at its peak under
+// knobs.pp_schedule, found by walking sched::pipeline_order (1F1B: min(pp - s, M), gpipe: M,
+// interleaved: Megatron's warm-up). knobs.recompute_experts drops the experts' inner
+// activations. Uses input.whole when set. Throws moecomm::Error (bad sizes or schedule).
+MemoryBreakdown device_memory(const PlanInput& input, const sched::Strategy& knobs);
+double memory_per_device(const PlanInput& input, const sched::Strategy& knobs);
+// The estimates' memory: knobs zero = input.zero, 1F1B, recompute_experts as given.
 double memory_per_device(const PlanInput& input, bool recompute_experts);
 
 }  // namespace moecomm::plan

@@ -39,7 +39,7 @@ TEST(PlanCommand, TableHeaderStatesWhatItsFiguresAre) {
           "model_ms: the paper model's estimate of one MoE layer's forward and backward (its own "
           "model, not the simulation)\n"
           "strategy      forward_ms backward_ms    step_ms   model_ms memory_GB/rank  knobs\n"
-          "baseline          46.755      96.946    143.701    119.619          24.97  -\n"))
+          "baseline          46.755      96.946    143.701    119.619          25.13  -\n"))
       << r.out;
   Result sim = run_cli({"sim"});
   ASSERT_EQ(sim.code, 0) << sim.err;
@@ -173,6 +173,110 @@ TEST(PlanCommand, AModelFilesParallelErrorNamesTheFile) {
   std::remove(model.c_str());
 }
 
+// A small MoE model and a 2 x 4 cluster of `memory_gb` each, written to files named by `tag`
+// (ctest runs the tests at once).
+struct SmallFiles {
+  std::string model, cluster;
+  SmallFiles(double memory_gb, const std::string& tag)
+      : model(::testing::TempDir() + tag + "-model.json"),
+        cluster(::testing::TempDir() + tag + "-cluster.json") {
+    std::ofstream(model) << R"({"name": "small", "hidden": 256, "ffn_hidden": 1024,
+        "experts": 4, "top_k": 2, "layers": 4, "heads": 4, "seq_len": 128, "micro_batch": 1,
+        "capacity_factor": null, "dtype_bytes": 2, "vocab_size": 1000})";
+    std::ofstream(cluster) << R"({"name": "small-2x4", "levels": [
+        {"name": "node", "count": 2, "bandwidth_GBps": 50, "latency_us": 5},
+        {"name": "gpu", "count": 4, "bandwidth_GBps": 200, "latency_us": 2}],
+        "device": {"tflops": 100, "memory_GB": )"
+                           << memory_gb << R"(, "memory_bandwidth_GBps": 1000}})";
+  }
+  ~SmallFiles() {
+    std::remove(model.c_str());
+    std::remove(cluster.c_str());
+  }
+};
+
+// plan never recommends a row over the device's memory: it says what is over instead.
+TEST(PlanCommand, NothingFitsSaysWhatIsOverAndRecommendsNothing) {
+  SmallFiles f(0.001, "plan-nothing-fits");
+  Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--budget-s", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out,
+                  "nothing fits the device's memory: no row is recommended; the least a "
+                  "candidate ("))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "over the device's 0.00 GB: weights ")) << r.out;
+  EXPECT_FALSE(has(r.out, "recommended: ")) << r.out;
+  r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--budget-s", "0", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["recommended"].is_null());
+  EXPECT_GT(j["shortfall"]["over_GB"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["shortfall"]["capacity_GB"].get<double>(), 0.001);
+  for (const auto& row : j["strategies"]) EXPECT_FALSE(row["fits"].get<bool>());
+}
+
+TEST(PlanCommand, SearchLayoutRecommendsAFittingLayout) {
+  SmallFiles f(80, "layout-fits");
+  Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
+                      "--global-batch", "8", "--max-layouts", "2", "--budget-s", "20"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out,
+                  "layouts: 153 enumerated, 153 fit memory, 2 parallel configurations "
+                  "simulated"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "recommended: tp=")) << r.out;
+  EXPECT_TRUE(has(r.out, "pricing: per layout, one pipeline stage is simulated alone")) << r.out;
+  r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
+               "--global-batch", "8", "--max-layouts", "2", "--budget-s", "20", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["layouts"].empty());
+  EXPECT_EQ(j["recommended"], j["layouts"][0]["layout"]);
+  EXPECT_TRUE(j["shortfall"].is_null());
+  EXPECT_EQ(j["global_batch"], 8);
+  for (const auto& row : j["layouts"]) {
+    EXPECT_LE(row["memory_GB"].get<double>(), 80);
+    EXPECT_EQ(row["micro_batches"].get<int>() * row["parallel"]["dp"].get<int>(), 8);
+  }
+}
+
+TEST(PlanCommand, SearchLayoutNothingFits) {
+  SmallFiles f(0.001, "layout-nothing-fits");
+  Result r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
+                      "--global-batch", "8"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "layouts: 153 enumerated, 0 fit memory")) << r.out;
+  EXPECT_TRUE(has(r.out,
+                  "nothing fits the device's memory: no layout is recommended; the least "
+                  "a candidate (tp="))
+      << r.out;
+  r = run_cli({"plan", "--model", f.model, "--cluster", f.cluster, "--search-layout",
+               "--global-batch", "8", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["recommended"].is_null());
+  EXPECT_TRUE(j["layouts"].empty());
+  EXPECT_GT(j["shortfall"]["over_GB"].get<double>(), 0);
+  for (const char* kind : {"weights_GB", "gradients_GB", "optimizer_states_GB", "activations_GB"})
+    EXPECT_GT(j["shortfall"][kind].get<double>(), 0) << kind;
+}
+
+TEST(PlanCommand, SearchLayoutFlagsAreChecked) {
+  for (const auto& [args, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"plan", "--search-layout"}, "error: --global-batch: --search-layout needs"},
+           {{"plan", "--search-layout", "--global-batch", "8", "--parallel", "dp=48"},
+            "error: --parallel: --search-layout searches the parallel sizes"},
+           {{"plan", "--global-batch", "8"}, "error: --global-batch: only with --search-layout"},
+           {{"plan", "--search-layout", "--global-batch", "8", "--layers", "2"},
+            "error: --layers: --search-layout simulates one block per pipeline stage"},
+           {{"plan", "--search-layout", "--global-batch", "0"}, "error: --global-batch"},
+       }) {
+    Result r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << expected;
+    EXPECT_TRUE(has(r.err, expected)) << r.err;
+  }
+}
+
 TEST(PlanCommand, HelpDocumentsEveryFlag) {
   Result top = run_cli({"--help"});
   EXPECT_EQ(top.code, 0);
@@ -180,7 +284,8 @@ TEST(PlanCommand, HelpDocumentsEveryFlag) {
   Result r = run_cli({"plan", "--help"});
   EXPECT_EQ(r.code, 0);
   for (const char* flag : {"--model", "--cluster", "--parallel", "--seq-len", "--micro-batch",
-                           "--layers", "--budget-s", "--json", "--zero", "--recompute"})
+                           "--layers", "--budget-s", "--json", "--zero", "--recompute",
+                           "--search-layout", "--global-batch", "--max-layouts"})
     EXPECT_TRUE(has(r.out, flag)) << flag;
 }
 

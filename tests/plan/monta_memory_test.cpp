@@ -115,9 +115,9 @@ TEST(MontaMemory, Errors) {
                    "WeightMemoryInputs.dense_dp");
   EXPECT_ERROR_HAS(weight_memory(weights_with([](auto& i) { i.expert_dp = 0; })),
                    "WeightMemoryInputs.expert_dp");
-  EXPECT_ERROR_HAS(weight_memory(weights_with([](auto& i) { i.zero_stage = 4; })),
-                   "WeightMemoryInputs.zero_stage", "0, 1, 2 or 3");
-  EXPECT_ERROR_HAS(model_state_bytes_per_param(-1, 1), "zero_stage");
+  EXPECT_ERROR_HAS(weight_memory(weights_with([](auto& i) { i.zero = 4; })),
+                   "WeightMemoryInputs.zero", "0, 1, 2 or 3");
+  EXPECT_ERROR_HAS(model_state_bytes_per_param(-1, 1), "WeightMemoryInputs.zero");
   EXPECT_ERROR_HAS(model_state_bytes_per_param(1, 0), "dp", "at least 1");
 
   auto act_with = [](auto change) {

@@ -87,6 +87,16 @@ double grid_best(const PlanInput& in) {
   return best;
 }
 
+// The recommendation; where no row fits the device's memory (monta-2x70b, netmoe-moe-gpt-xl
+// and -xxl on their testbeds) there is none, and the search's best is the fastest row.
+const PlanRow& searched_best(const Plan& plan) {
+  if (!plan.recommended.empty()) return plan.row(plan.recommended);
+  EXPECT_TRUE(plan.shortfall);
+  return *std::min_element(plan.rows.begin(), plan.rows.end(), [](const auto& a, const auto& b) {
+    return a.simulated.step_s < b.simulated.step_s;
+  });
+}
+
 TEST(SearchPlanner, RecommendationIsWithinOnePercentOfTheGridsSimulatedBest) {
   for (const char* model : {"lina-gpt2", "monta-2x70b"}) {
     const PlanInput in = preset_input(model);
@@ -94,7 +104,7 @@ TEST(SearchPlanner, RecommendationIsWithinOnePercentOfTheGridsSimulatedBest) {
     EXPECT_TRUE(plan.search.converged) << model;
     const double best = grid_best(in);
     ASSERT_TRUE(std::isfinite(best)) << model;
-    EXPECT_LE(plan.row(plan.recommended).simulated.step_s, best * 1.01) << model;
+    EXPECT_LE(searched_best(plan).simulated.step_s, best * 1.01) << model;
   }
 }
 
@@ -103,7 +113,7 @@ TEST(SearchPlanner, RecommendationIsNoWorseThanAnyNamedStrategyOnEveryPreset) {
     if (!core::load_model(model).cluster) continue;  // presets with a testbed of their own
     const PlanInput in = preset_input(model);
     const Plan plan = make_plan(in, SearchOptions{1, 0, {}});  // the search only improves on it
-    const double recommended = plan.row(plan.recommended).simulated.step_s;
+    const double recommended = searched_best(plan).simulated.step_s;
     for (const auto& name : sched::strategy_names()) {
       if (name == "netmoe") continue;  // moves samples by routing; the plan routes uniformly
       EXPECT_LE(recommended, named_step(in, plan.estimates, name) * (1 + 1e-12))

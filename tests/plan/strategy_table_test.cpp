@@ -134,8 +134,10 @@ TEST(StrategyTable, ContextAndPipelineParallelismSplitTheWork) {
                    cp1.workload["tokens_per_rank"].get<double>());
   EXPECT_DOUBLE_EQ(cp2.workload["a2a_bytes_per_rank"].get<double>() * 2,
                    cp1.workload["a2a_bytes_per_rank"].get<double>());
-  // pp = 2 halves the layers a stage holds (weights) but not the 1F1B activations.
+  // pp = 2 halves the layers a stage holds (weights) but not the 1F1B activations: with M = 2
+  // micro-batches the first stage holds both, of half the layers.
   in.parallel = core::resolve_parallel(core::parse_parallel_spec("pp=2,ep=4", "t"), 8, 4, "t");
+  in.model.micro_batches = 2;
   ModelEstimates pp2 = estimate_strategies(in);
   EXPECT_LT(estimate_row(pp2, "baseline").memory_bytes, estimate_row(cp1, "baseline").memory_bytes);
   EXPECT_GT(estimate_row(pp2, "baseline").memory_bytes,

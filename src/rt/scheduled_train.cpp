@@ -72,6 +72,7 @@ sched::LayerSetup setup_of(const TrainConfig& c, const TrainGroups& g, nn::MoeTr
   s.layers = c.model.layers;
   s.micro_batches = c.micro_batches;
   s.lm_head = true;
+  s.optimizer = true;  // Adam runs as the step's last op (ModelBinding binds it)
   // NetMoE's schedule needs routed matrices; uniform ones size its ops for the simulator, while
   // the runtime moves the rows the step routes.
   if (c.strategy.placement == sched::Placement::kNetMoe) {

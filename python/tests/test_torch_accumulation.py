@@ -99,9 +99,11 @@ def test_step_knobs_refused_by_name_and_accumulation_errors(results):
                                                                     "SampleMovingMoE")
         assert got["overlap-microbatches"] == REFUSED_OVERLAP.format("MoELayer")
         assert got["netmoe-overlap"] == REFUSED_OVERLAP.format("SampleMovingMoE")
-        # A pipeline's order means nothing to one layer: accepted.
-        for s in ("gpipe", "1f1b", "interleaved:2", "netmoe"):
+        # A pipeline's order means nothing to one layer: accepted; V model chunks need V layers.
+        for s in ("gpipe", "1f1b", "netmoe"):
             assert got[f"pp-{s}"] is None
+        assert got["pp-interleaved:2"] == ("layers: 1 blocks cannot fill pp = 1 stages x 2 "
+                                           "virtual stages: give at least 2")
         for bad in ("0", "-1"):
             assert got[f"micro-{bad}"] == (f"GradSync: micro_batches must be a positive "
                                            f"integer, got {bad}")

@@ -43,6 +43,8 @@ BenchPhases simulated_phases(const BenchSetup& setup, const rt::TrainConfig& c,
   layer.strategy = c.strategy;
   layer.layers = c.model.layers;
   layer.lm_head = true;
+  layer.optimizer = true;  // as the measured step (rt's schedule) ends
+  layer.micro_batches = c.micro_batches;
   layer.a2a_pair_bytes = result.dispatch_bytes;
   layer.a2a_combine_pair_bytes = result.combine_bytes;
   layer.dense_grad_bytes = result.block_dense_grad_bytes;

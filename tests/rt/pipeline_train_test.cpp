@@ -61,13 +61,25 @@ TEST(PipelineTrain, TwoStagesTrainLikeOne) {
 // micro-batches (and synced once) and scaled by 1 / M give Adam the same step, at one stage
 // and at two (np 4: pp 2 runs two data ranks, np 8: four), under GPipe and 1F1B.
 TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
+  // Every strategy the runtime runs with M > 1 (HybridEP's travelling experts decode into one
+  // model and are refused with M > 1; NetMoE is refused on pipeline stages).
   for (const auto& [strategy, tp, pp] : {std::tuple{"baseline", 1, 1},
+                                         {"hier-a2a", 1, 1},
                                          {"lina", 1, 1},
                                          {"netmoe", 1, 1},
+                                         {"monta-o1", 2, 1},
                                          {"monta-o2", 2, 1},
+                                         {"monta-o3", 2, 1},
+                                         {"fsmoe", 2, 1},
+                                         {"base=baseline,overlap_microbatches=true", 1, 1},
                                          {"baseline", 1, 2},
                                          {"hier-a2a", 1, 2},
-                                         {"fsmoe", 2, 2}}) {
+                                         {"lina", 1, 2},
+                                         {"monta-o1", 2, 2},
+                                         {"monta-o2", 2, 2},
+                                         {"monta-o3", 2, 2},
+                                         {"fsmoe", 2, 2},
+                                         {"base=lina,overlap_microbatches=true", 1, 2}}) {
     const TrainResult one = train(tiny(tp, strategy, pp, 1, 4));
     for (const char* schedule : {"gpipe", "1f1b"}) {
       TrainConfig c = tiny(tp, strategy, pp, 2, 2);

@@ -11,40 +11,18 @@
 #include "core/rank_groups.h"
 #include "sched/layer_builder.h"
 #include "sched/layer_workload.h"
+#include "support/tiny_moe.h"
 
 namespace moecomm::sched {
 namespace {
 
-core::Cluster cluster() {
-  core::Cluster c;
-  c.name = "test-2x4";
-  c.levels = {{"node", 2, 25e9, 10e-6}, {"gpu", 4, 200e9, 3e-6}};
-  c.device = {312e12, 80e9, 1.6e12};
-  return c;
-}
-
 // t = 2 x 32 = 64 tokens per rank without CP, h = 64, 8 experts of 128, 2 blocks.
-core::ModelConfig model() {
-  core::ModelConfig m;
-  m.name = "tiny-moe";
-  m.hidden = 64;
-  m.ffn_hidden = 128;
-  m.experts = 8;
-  m.top_k = 2;
-  m.layers = 2;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.micro_batch = 2;
-  m.dtype_bytes = 2;
-  return m;
-}
-
 LayerSetup setup(const core::ModelConfig& m, const std::string& parallel,
                  const std::string& strategy = "baseline") {
   LayerSetup s;
   s.model = m;
   s.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "-"), 8, m.experts, "-");
-  s.cluster = cluster();
+  s.cluster = testing::tiny_cluster();
   s.strategy = parse_strategy(strategy, "-");
   s.layers = static_cast<int>(m.layers);
   return s;
@@ -91,7 +69,7 @@ std::vector<OpRole> compute_roles(const Schedule& s, int rank, int layer, Phase 
 }
 
 TEST(BlockShapes, ADenseBlockRunsItsFfnAndNoTokenPath) {
-  core::ModelConfig m = model();
+  core::ModelConfig m = testing::tiny_moe_model();
   m.dense_layers = 1;
   m.dense_ffn_hidden = 256;
   m.ffn_type = core::FfnType::kSwiglu;
@@ -145,7 +123,7 @@ TEST(BlockShapes, ADenseBlockRunsItsFfnAndNoTokenPath) {
 // The whole step's flops: a dense block trades the gate and experts of an MoE block for its
 // FFN, forward 1x and backward 2x.
 TEST(BlockShapes, DenseBlockFlopsReplaceTheMoeParts) {
-  core::ModelConfig moe = model();
+  core::ModelConfig moe = testing::tiny_moe_model();
   core::ModelConfig dense = moe;
   dense.dense_layers = 1;  // dense_ffn_hidden 0: ffn_hidden
   for (const char* parallel : {"ep=8", "tp=2,esp=2,ep=4", "tp=2,ep=4"}) {
@@ -167,7 +145,7 @@ TEST(BlockShapes, DenseBlockFlopsReplaceTheMoeParts) {
 }
 
 TEST(BlockShapes, SharedExpertsRunBetweenTheGateAndTheExpertsBesideTheDispatch) {
-  core::ModelConfig m = model();
+  core::ModelConfig m = testing::tiny_moe_model();
   m.shared_experts = 2;
   m.shared_expert_ffn_hidden = 32;
   const Schedule s = build_training_step(setup(m, "ep=8"));
@@ -218,7 +196,7 @@ TEST(BlockShapes, SharedExpertsRunBetweenTheGateAndTheExpertsBesideTheDispatch) 
 // AllReduce of their output on the intra-node stream, before the ESP collectives and off the
 // token stream the dispatch takes.
 TEST(BlockShapes, SharedExpertsUnderTpAllReduceOnTheIntraNodeStream) {
-  core::ModelConfig m = model();
+  core::ModelConfig m = testing::tiny_moe_model();
   m.shared_experts = 1;  // shared_expert_ffn_hidden 0: ffn_hidden
   const Schedule s = build_training_step(setup(m, "tp=2,esp=2,ep=4"));
   EXPECT_NO_THROW(s.validate());
@@ -244,7 +222,7 @@ TEST(BlockShapes, SharedExpertsUnderTpAllReduceOnTheIntraNodeStream) {
 
 // Grouped-query attention: K and V are h kv_heads / heads wide.
 TEST(BlockShapes, GroupedQueryAttentionShrinksKvProjectionsAndCpBytes) {
-  core::ModelConfig mha = model();
+  core::ModelConfig mha = testing::tiny_moe_model();
   core::ModelConfig gqa = mha;
   gqa.kv_heads = 1;  // 4 query heads share one K/V head of 16
   EXPECT_EQ(gqa.attention_params(), 2.0 * 64 * 64 + 2.0 * 64 * 16);
@@ -275,7 +253,7 @@ TEST(BlockShapes, GroupedQueryAttentionShrinksKvProjectionsAndCpBytes) {
 // Every strategy builds a valid step on every layout for a model with all three shapes, within
 // the op bound the step is priced by before it is built.
 TEST(BlockShapes, EveryStrategyBuildsTheShapesWithinTheOpBound) {
-  core::ModelConfig m = model();
+  core::ModelConfig m = testing::tiny_moe_model();
   m.layers = 3;
   m.dense_layers = 1;
   m.shared_experts = 2;

@@ -13,39 +13,16 @@
 #include "sched/build_hybridep.h"
 #include "sched/layer_workload.h"
 #include "support/expect_error.h"
+#include "support/tiny_moe.h"
 
 namespace moecomm::sched {
 namespace {
 
-// 2 nodes x 4 GPUs, a small GPT-style MoE with 8 experts.
-core::Cluster cluster() {
-  core::Cluster c;
-  c.name = "test-2x4";
-  c.levels = {{"node", 2, 25e9, 10e-6}, {"gpu", 4, 200e9, 3e-6}};
-  c.device = {312e12, 80e9, 1.6e12};
-  return c;
-}
-
-core::ModelConfig model() {
-  core::ModelConfig m;
-  m.name = "tiny-moe";
-  m.hidden = 64;
-  m.ffn_hidden = 128;
-  m.experts = 8;
-  m.top_k = 2;
-  m.layers = 2;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.micro_batch = 2;
-  m.dtype_bytes = 2;
-  return m;
-}
-
 LayerSetup setup(const std::string& parallel, const std::string& strategy, int layers = 2) {
   LayerSetup s;
-  s.model = model();
+  s.model = testing::tiny_moe_model();
   s.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "-"), 8, 8, "-");
-  s.cluster = cluster();
+  s.cluster = testing::tiny_cluster();
   s.strategy = parse_strategy(strategy, "-");
   s.layers = layers;
   return s;
@@ -170,8 +147,9 @@ TEST(LayerBuilder, ExpertFlopsPerRankByHand) {
       {"tp=4,esp=4,ep=2", 2.0 * 2 * 128 * 64 * 32},
   };
   for (const Case& c : cases)
-    EXPECT_DOUBLE_EQ(layer_workload(model(), setup(c.spec, "baseline").parallel).expert_flops,
-                     c.expected)
+    EXPECT_DOUBLE_EQ(
+        layer_workload(testing::tiny_moe_model(), setup(c.spec, "baseline").parallel).expert_flops,
+        c.expected)
         << c.spec;
 }
 
@@ -620,7 +598,7 @@ TEST(LayerBuilder, HybridEpCompressionWithADomainOfOneCostsWhatNoCompressionCost
 // sizes 2x1 pair each GPU with the GPU of equal index on the other node (experts cross the
 // nodes) and keep the tokens inside the node (A2A between equal offsets).
 TEST(LayerBuilder, HybridEpPerLevelDomainsAreSubGrids) {
-  const core::Topology topo(cluster());
+  const core::Topology topo(testing::tiny_cluster());
   const core::RankGroup ep = {0, 1, 2, 3, 4, 5, 6, 7};
   EXPECT_EQ(hybrid_member_order(topo, ep, {2, 1}, "-"), (std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7}));
   EXPECT_EQ(hybrid_member_order(topo, ep, {1, 2}, "-"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));

@@ -14,30 +14,16 @@
 #include "sched/build_grad_sync.h"
 #include "sched/executor_caps.h"
 #include "sched/layer_builder.h"
+#include "support/tiny_moe.h"
 
 namespace moecomm::sched {
 namespace {
 
 // h 64, f 128, 8 experts (ffn_gemms 2), bf16: per block, the dense part 4 h^2 / tp + h E and
 // (E / ep) x 2 h f / esp expert parameters per rank.
-core::ModelConfig model() {
-  core::ModelConfig m;
-  m.name = "tiny-moe";
-  m.hidden = 64;
-  m.ffn_hidden = 128;
-  m.experts = 8;
-  m.top_k = 2;
-  m.layers = 2;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.micro_batch = 2;
-  m.dtype_bytes = 2;
-  return m;
-}
-
 LayerSetup setup(const std::string& parallel, const std::string& strategy, bool optimizer) {
   LayerSetup s;
-  s.model = model();
+  s.model = testing::tiny_moe_model();
   s.parallel = core::resolve_parallel(core::parse_parallel_spec(parallel, "-"), 4, 8, "-");
   s.cluster.name = "2x2";
   s.cluster.levels = {{"node", 2, 25e9, 10e-6}, {"gpu", 2, 200e9, 3e-6}};

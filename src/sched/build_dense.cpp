@@ -21,9 +21,12 @@ int peer_stage(const BuildContext& ctx, int virtual_stage, int virtual_stages, b
 }
 
 // One hand-off per pipeline (pp group) between this stage's rank and the peer stage's.
-void stage_p2p(BuildContext& ctx, int virtual_stage, int virtual_stages, bool receive) {
+// Returns the op per rank (kNone where the rank has none).
+std::vector<OpId> stage_p2p(BuildContext& ctx, int virtual_stage, int virtual_stages,
+                            bool receive) {
+  std::vector<OpId> ops(size_t(ctx.world()), kNone);
   const int peer_v = peer_stage(ctx, virtual_stage, virtual_stages, receive);
-  if (peer_v == kNone) return;
+  if (peer_v == kNone) return ops;
   const bool forward = ctx.phase == Phase::kForward;
   const OpRole role = forward ? (receive ? OpRole::kStageRecvActivations
                                          : OpRole::kStageSendActivations)
@@ -41,7 +44,9 @@ void stage_p2p(BuildContext& ctx, int virtual_stage, int virtual_stages, bool re
                 : ctx.schedule.add_send(r, kStageSendStream, peer, bytes, tag, label, ctx.ready[r]);
     ctx.schedule.set_priority(op, traffic_priority(ctx.strategy, Traffic::kPp));
     if (receive) ctx.ready[r] = {op};
+    ops[size_t(r)] = op;
   }
+  return ops;
 }
 
 }  // namespace
@@ -94,8 +99,8 @@ void build_stage_receive(BuildContext& ctx, int virtual_stage, int virtual_stage
   stage_p2p(ctx, virtual_stage, virtual_stages, true);
 }
 
-void build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages) {
-  stage_p2p(ctx, virtual_stage, virtual_stages, false);
+std::vector<OpId> build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages) {
+  return stage_p2p(ctx, virtual_stage, virtual_stages, false);
 }
 
 }  // namespace moecomm::sched

@@ -18,8 +18,9 @@ void build_head(BuildContext& ctx);
 // Pipeline parallelism: before a task of virtual stage `virtual_stage` (of `virtual_stages`),
 // the stage's ranks receive the micro-batch's activations (forward, from the previous virtual
 // stage) or their gradients (backward, from the next) on the token stream; after it, they
-// send them on. Nothing at the pipeline's ends.
+// send them on. Nothing at the pipeline's ends. The send does not hold up what follows it on
+// the stage; build_stage_send returns it per rank (kNone where a rank sends nothing).
 void build_stage_receive(BuildContext& ctx, int virtual_stage, int virtual_stages);
-void build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages);
+std::vector<OpId> build_stage_send(BuildContext& ctx, int virtual_stage, int virtual_stages);
 
 }  // namespace moecomm::sched

@@ -125,14 +125,15 @@ void begin_task(BuildContext& ctx, const Pipeline& pl, const PipelineTask& task,
   }
 }
 
-void forward_task(BuildContext& ctx, const Pipeline& pl, int v) {
+// Returns the stage send of the task's output per rank.
+std::vector<OpId> forward_task(BuildContext& ctx, const Pipeline& pl, int v) {
   const bool last = v == pl.virtual_stages - 1;
   build_stage_receive(ctx, v, pl.virtual_stages);
   if (last) ctx.targets_moved = build_targets_gather(ctx);
   if (ctx.first_micro_batch) ctx.step_start = ctx.ready;  // HybridEP's send queue starts here
   for (int l = ctx.layer_begin; l < ctx.layer_end; ++l) build_block_forward(ctx, l);
   if (last) build_head(ctx);
-  build_stage_send(ctx, v, pl.virtual_stages);
+  return build_stage_send(ctx, v, pl.virtual_stages);
 }
 
 // The last micro-batch's backward synchronizes the gradients, block by block as their
@@ -157,21 +158,27 @@ void build_stage(BuildContext& ctx, const Pipeline& pl, int stage) {
   const bool overlap = ctx.strategy.overlap_microbatches;
   const std::vector<PipelineTask> order =
       pipeline_order(ctx.strategy, pl.stages, stage, pl.micro_batches, "strategy: pp_schedule");
-  // Per (micro-batch, chunk): the forward's last ops, which its backward starts after.
+  // Per (micro-batch, chunk): the forward's last ops and its stage send, which its backward
+  // starts after (the send hands on the output the forward's last block finished; the
+  // backward's receive follows it on the peer stage anyway, but a rank's runtime must see it).
   std::vector<std::vector<OpId>> forward_end(size_t(pl.micro_batches) * pl.chunks);
+  std::vector<std::vector<OpId>> forward_send(forward_end.size());
   std::vector<std::vector<OpId>> task_end;
   for (size_t i = 0; i < order.size(); ++i) {
     const PipelineTask& task = order[i];
     const int v = virtual_stage(stage, task.chunk, pl.stages);
     const size_t key = size_t(task.micro_batch) * pl.chunks + task.chunk;
     std::vector<std::vector<OpId>> after;
-    if (task.phase == Phase::kBackward) after.push_back(forward_end[key]);
+    if (task.phase == Phase::kBackward) {
+      after.push_back(forward_end[key]);
+      after.push_back(forward_send[key]);
+    }
     if (overlap)
       for (size_t back = 2; back <= 3 && back <= i; ++back) after.push_back(task_end[i - back]);
     ctx.schedule.set_stream_offset(overlap && task.phase == Phase::kBackward ? kLaneStreams : 0);
     begin_task(ctx, pl, task, v, after);
     if (task.phase == Phase::kForward) {
-      forward_task(ctx, pl, v);
+      forward_send[key] = forward_task(ctx, pl, v);
       forward_end[key] = last_of(ctx.ready);
     } else {
       backward_task(ctx, pl, v);

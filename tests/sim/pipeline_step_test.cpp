@@ -108,6 +108,31 @@ TEST(PipelineStep, GradientsSynchronizeOncePerStep) {
   }
 }
 
+// A backward begins after its forward handed its output on: the runtime finishes the
+// forward's last block as it sends, so a rank's own dependencies must order the two (the
+// peer stage orders them too, through the network, which a rank's threads cannot see).
+TEST(PipelineStep, ABackwardWaitsForItsForwardsStageSend) {
+  for (const char* schedule : {"pp_schedule=gpipe", "pp_schedule=1f1b",
+                               "pp_schedule=interleaved:2,overlap_microbatches=true"})
+    for (int pp : {2, 3}) {
+      const sched::Schedule s = sched::build_training_step(setup(pp, 1, 2 * pp, 6, schedule));
+      int receives = 0;
+      for (sched::OpId id = 0; id < s.num_ops(); ++id) {
+        if (s.label(id).role != sched::OpRole::kStageRecvGrads) continue;
+        ++receives;
+        int sends = 0;
+        for (sched::OpId d : s.deps(id))
+          sends += s.label(d).role == sched::OpRole::kStageSendActivations &&
+                   s.op(d).rank == s.op(id).rank &&
+                   s.label(d).micro_batch == s.label(id).micro_batch;
+        EXPECT_EQ(sends, 1) << schedule << " pp " << pp << ": " << s.describe(id);
+      }
+      // Every virtual stage but the last receives gradients, once per micro-batch.
+      const int chunks = std::string(schedule).find("interleaved") != std::string::npos ? 2 : 1;
+      EXPECT_EQ(receives, 6 * (pp * chunks - 1)) << schedule << " pp " << pp;
+    }
+}
+
 TEST(PipelineStep, StagesHoldTheirSplitOfTheLayers) {
   // 7 blocks on 3 stages: the middle takes ceil(7/3) = 3, the ends share 4.
   EXPECT_EQ(sched::split_layers(7, 3, "-"), (std::vector<int>{2, 3, 2}));

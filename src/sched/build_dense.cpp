@@ -28,12 +28,12 @@ std::vector<OpId> stage_p2p(BuildContext& ctx, int virtual_stage, int virtual_st
   const int peer_v = peer_stage(ctx, virtual_stage, virtual_stages, receive);
   if (peer_v == kNone) return ops;
   const bool forward = ctx.phase == Phase::kForward;
-  const OpRole role = forward ? (receive ? OpRole::kStageRecvActivations
-                                         : OpRole::kStageSendActivations)
-                              : (receive ? OpRole::kStageRecvGrads : OpRole::kStageSendGrads);
+  const OpRole role =
+      forward ? (receive ? OpRole::kStageRecvActivations : OpRole::kStageSendActivations)
+              : (receive ? OpRole::kStageRecvGrads : OpRole::kStageSendGrads);
   const Label label{role, -1, ctx.phase, -1, "pp", ctx.micro_batch};
-  const int tag = stage_tag(ctx.phase, ctx.micro_batch, std::min(virtual_stage, peer_v),
-                            virtual_stages);
+  const int tag =
+      stage_tag(ctx.phase, ctx.micro_batch, std::min(virtual_stage, peer_v), virtual_stages);
   for (const auto& pp : ctx.groups.pp) {
     const int stages = static_cast<int>(pp.size());
     const int r = pp[size_t(virtual_stage % stages)], peer = pp[size_t(peer_v % stages)];

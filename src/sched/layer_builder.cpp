@@ -59,8 +59,8 @@ void check_setup(const LayerSetup& s) {
     throw Error("micro_batches", "must be in [1, " + std::to_string(core::kMaxMicroBatch) +
                                      "], got " + std::to_string(s.micro_batches));
   if (s.layers < p.pp * s.strategy.virtual_stages)
-    throw Error("layers", std::to_string(s.layers) + " layers cannot fill pp = " +
-                              std::to_string(p.pp) + " stages x " +
+    throw Error("layers", std::to_string(s.layers) +
+                              " layers cannot fill pp = " + std::to_string(p.pp) + " stages x " +
                               std::to_string(s.strategy.virtual_stages) +
                               " virtual stages (every one needs a layer)");
   if (s.lm_head && s.model.vocab_size < 1) throw Error("lm_head", "needs the model's vocab_size");

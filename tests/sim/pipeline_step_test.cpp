@@ -15,7 +15,8 @@
 namespace moecomm::sim {
 namespace {
 
-sched::LayerSetup setup(int pp, int dp, int layers, int micro_batches, const std::string& strategy) {
+sched::LayerSetup setup(int pp, int dp, int layers, int micro_batches,
+                        const std::string& strategy) {
   sched::LayerSetup s;
   s.cluster.name = "free";
   const int world = pp * dp;
@@ -48,7 +49,9 @@ double makespan(const sched::LayerSetup& s) {
 }
 
 // One block's forward and backward on one rank: the unit every pipeline time is counted in.
-double block_time() { return makespan(setup(1, 1, 1, 1, "baseline")); }
+double block_time() {
+  return makespan(setup(1, 1, 1, 1, "baseline"));
+}
 
 TEST(PipelineStep, MicroBatchesWithoutPipelineAddUp) {
   for (int m : {1, 2, 5})
@@ -93,8 +96,8 @@ TEST(PipelineStep, GradientsSynchronizeOncePerStep) {
   for (const char* strategy : {"baseline", "lina", "fsmoe"}) {
     // 8 ranks: 2 stages of dp 4, EP groups of 2, so experts reduce over edp 2.
     sched::LayerSetup one = setup(2, 4, 4, 1, strategy), four = setup(2, 4, 4, 4, strategy);
-    one.parallel = four.parallel = core::resolve_parallel(
-        core::parse_parallel_spec("pp=2,ep=2", "-"), 8, 4, "-");
+    one.parallel = four.parallel =
+        core::resolve_parallel(core::parse_parallel_spec("pp=2,ep=2", "-"), 8, 4, "-");
     const auto a = role_totals(sched::build_training_step(one));
     const auto b = role_totals(sched::build_training_step(four));
     for (auto role : {sched::OpRole::kGradDenseAllReduce, sched::OpRole::kGradExpertAllReduce}) {
@@ -103,8 +106,7 @@ TEST(PipelineStep, GradientsSynchronizeOncePerStep) {
     }
     // Everything per micro-batch is there M times: the attention and the dispatch A2As.
     EXPECT_EQ(b.at(sched::OpRole::kAttention).first, 4 * a.at(sched::OpRole::kAttention).first);
-    EXPECT_EQ(b.at(sched::OpRole::kDispatchA2A).first,
-              4 * a.at(sched::OpRole::kDispatchA2A).first);
+    EXPECT_EQ(b.at(sched::OpRole::kDispatchA2A).first, 4 * a.at(sched::OpRole::kDispatchA2A).first);
   }
 }
 

@@ -11,6 +11,7 @@ namespace moecomm::rt {
 
 struct HybridCodec::Layer {
   std::vector<std::vector<nn::Param>> slots;  // the domain's S L experts, member-major
+  std::vector<std::vector<std::vector<nn::Param>>> replicas;  // per replica, its slots
   std::vector<int64_t> numel, start;          // per tensor of one expert: size, flat offset
   std::vector<int64_t> kept;                  // per tensor, when compressed
   int64_t floats = 0;                         // parameters of one expert
@@ -57,6 +58,23 @@ HybridCodec::HybridCodec(std::vector<nn::MoeLayer*> layers, int owned_first, int
 }
 
 HybridCodec::~HybridCodec() = default;
+
+void HybridCodec::add_replica(const std::vector<nn::MoeLayer*>& layers) {
+  if (layers.size() != layers_.size())
+    throw std::logic_error("hybrid experts: a replica of " + std::to_string(layers.size()) +
+                           " MoE layers, not " + std::to_string(layers_.size()));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    Layer& layer = *layers_[l];
+    if (layers[l]->local_experts() != static_cast<int>(layer.slots.size()))
+      throw std::logic_error("hybrid experts: a replica's layer holds " +
+                             std::to_string(layers[l]->local_experts()) + " experts, not " +
+                             std::to_string(layer.slots.size()));
+    std::vector<std::vector<nn::Param>> slots;
+    for (int j = 0; j < layers[l]->local_experts(); ++j)
+      slots.push_back(layers[l]->expert(j).params());
+    layer.replicas.push_back(std::move(slots));
+  }
+}
 
 bool HybridCodec::shares() const {
   return !layers_.empty() && !layers_.front()->shared_sum.empty();
@@ -153,6 +171,12 @@ void HybridCodec::decode(int l, std::span<const std::byte> gathered) {
       }
     }
   }
+  for (const auto& replica : layer.replicas)  // the copies as decoded, exactly
+    for (size_t j = 0; j < layer.slots.size(); ++j) {
+      if (is_own(static_cast<int>(j))) continue;
+      for (size_t t = 0; t < layer.numel.size(); ++t)
+        std::copy_n(layer.slots[j][t].value->data(), layer.numel[t], replica[j][t].value->data());
+    }
 }
 
 std::vector<float> HybridCodec::slot_grads(int l) const {
@@ -162,15 +186,23 @@ std::vector<float> HybridCodec::slot_grads(int l) const {
   for (const std::vector<nn::Param>& expert : layer.slots)
     for (const nn::Param& p : expert)
       grads.insert(grads.end(), p.grad->data(), p.grad->data() + p.grad->size());
+  for (const auto& replica : layer.replicas) {  // gradient accumulation over micro-batches
+    float* at = grads.data();
+    for (const std::vector<nn::Param>& expert : replica)
+      for (const nn::Param& p : expert)
+        for (int64_t i = 0; i < p.grad->size(); ++i) *at++ += p.grad->data()[i];
+  }
   return grads;
 }
 
 void HybridCodec::take_grads(int l, std::span<const float> mine) {
   Layer& layer = *layers_.at(size_t(l));
   const float* in = mine.data();
+  for (const auto& replica : layer.replicas)  // their sum is in `mine` and the copies' owners'
+    for (const std::vector<nn::Param>& expert : replica)
+      for (const nn::Param& p : expert) p.grad->fill(0.0f);
   for (size_t j = 0; j < layer.slots.size(); ++j) {
-    const bool own =
-        static_cast<int>(j) >= owned_first_ && static_cast<int>(j) < owned_first_ + owned_;
+    const bool own = is_own(static_cast<int>(j));
     for (const nn::Param& p : layer.slots[j]) {
       if (own) {
         std::copy(in, in + p.grad->size(), p.grad->data());

@@ -34,6 +34,10 @@ class HybridCodec {
               int domain_rank, const HybridCodecConfig& config);
   ~HybridCodec();
 
+  // The model of another micro-batch of the step (gradient accumulation), laid out as the
+  // first's: decode writes its copies too, slot_grads sums its slots' gradients and take_grads
+  // clears them (the experts travel once per step for all micro-batches).
+  void add_replica(const std::vector<nn::MoeLayer*>& layers);
   int layers() const { return static_cast<int>(layers_.size()); }
   bool shares() const;  // whether a shared expert is kept (compressed, w/ S)
   // The shared expert from the last AllReduced sum (call before encoding a step's experts).
@@ -43,10 +47,11 @@ class HybridCodec {
   const std::vector<std::byte>& encode_buffer(int layer) const;
   // The domain's AllGather output (every member's block, member order) into the copies.
   void decode(int layer, std::span<const std::byte> gathered);
-  // Every slot's gradient, member-major: the ReduceScatter's input (block m for member m).
+  // Every slot's gradient, member-major, summed over the replicas: the ReduceScatter's input
+  // (block m for member m).
   std::vector<float> slot_grads(int layer) const;
   // The ReduceScatter's output (the own experts' summed gradients) into the own experts; the
-  // copies' gradients are cleared (a copy's gradient lives one backward).
+  // copies' gradients and every replica's are cleared (a copy's gradient lives one step).
   void take_grads(int layer, std::span<const float> mine);
   // The sum of this rank's own experts (flat): AllReduced over the EP group, E times the next
   // shared expert (set_shared_sum). Empty without a shared expert.
@@ -56,6 +61,7 @@ class HybridCodec {
 
  private:
   struct Layer;
+  bool is_own(int slot) const { return slot >= owned_first_ && slot < owned_first_ + owned_; }
   std::span<const float> reference(Layer& layer, size_t slot, size_t tensor);
   void keep_residual(Layer& layer, size_t slot, size_t tensor, std::span<const float> copy);
 

@@ -198,14 +198,19 @@ nn::MoeTransformerConfig model_config(const TrainConfig& c, const TrainGroups& g
 // HybridEP's codec when experts travel, as the schedule's expert AllGathers carry it, with the
 // shared expert initialised as the average of the layer's experts (HybridEP Sec. IV-B) by an
 // AllReduce over the EP group.
-std::unique_ptr<HybridCodec> hybrid_codec(const TrainConfig& c, const TrainGroups& g,
-                                          const HybridLayout& h, nn::MoeTransformer& model,
-                                          const sched::Schedule& schedule, int rank) {
+// The step's micro-batches share one codec: the first's model holds the copies, the others'
+// are replicas.
+std::unique_ptr<HybridCodec> hybrid_codec(
+    const TrainConfig& c, const TrainGroups& g, const HybridLayout& h,
+    const std::vector<std::unique_ptr<nn::MoeTransformer>>& models,
+    const sched::Schedule& schedule, int rank) {
   if (h.domain_size == 1) return nullptr;
+  nn::MoeTransformer& model = *models.front();
   const nn::MoeTransformerConfig& m = model.config();
   auto codec = std::make_unique<HybridCodec>(
       model.moe_layers(), m.owned_first, m.owned_count, h.domain_size, h.offset,
       expert_codec_config(schedule, rank, c.model.moe.experts));
+  for (size_t i = 1; i < models.size(); ++i) codec->add_replica(models[i]->moe_layers());
   if (!codec->shares()) return codec;
   std::vector<CommKey> keys;
   for (const core::RankGroup& ep : core::build_rank_groups(g.parallel).ep)
@@ -313,10 +318,6 @@ void check_scheduled(const TrainConfig& c) {
   if (c.pp > 1 && c.record_routing)
     throw Error("--routing-trace", pp + ": each stage sees only its layers' routing; record it "
                                         "with pp=1");
-  if (c.micro_batches > 1 && c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid)
-    throw Error("--micro-batches",
-                std::to_string(c.micro_batches) +
-                    ": HybridEP's travelling experts run one micro-batch per step in the runtime");
 }
 
 namespace {
@@ -393,7 +394,7 @@ ScheduledTraining::ScheduledTraining(const TrainConfig& c)
       exchange_(int(hybrid_.peers.size()), peer_index(hybrid_, me_)),
       models_(make_models()),
       schedule_(bindable(sched::build_training_step(setup_of(c, g_, model())))),
-      codec_(hybrid_codec(c, g_, hybrid_, model(), *schedule_, me_)),
+      codec_(hybrid_codec(c, g_, hybrid_, models_, *schedule_, me_)),
       executor_(MPI_COMM_WORLD, *schedule_, {c.timeout_s, c.ranks_per_node}),
       adam_(model().params(), nn::AdamConfig{.lr = c.lr}),
       text_(nn::SyntheticTextConfig{
@@ -413,7 +414,7 @@ void ScheduledTraining::make_bindings() {
   stage.chunks = stage_chunks(c_, g_.stage);
   const int mbs = c_.micro_batches;
   for (int m = 0; m < mbs; ++m) {
-    BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, m == 0 ? codec_.get() : nullptr},
+    BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, codec_.get()},
                      c_.ranks_per_node};
     o.stage = stage;
     o.micro_batch = mbs == 1 ? -1 : m;

@@ -61,12 +61,14 @@ TEST(PipelineTrain, TwoStagesTrainLikeOne) {
 // micro-batches (and synced once) and scaled by 1 / M give Adam the same step, at one stage
 // and at two (np 4: pp 2 runs two data ranks, np 8: four), under GPipe and 1F1B.
 TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
-  // Every strategy the runtime runs with M > 1 (HybridEP's travelling experts decode into one
-  // model and are refused with M > 1; NetMoE is refused on pipeline stages).
+  // Every strategy (NetMoE is refused on pipeline stages). HybridEP's experts travel once per
+  // step: the micro-batches' models share the gathered copies and sum the copies' gradients.
   for (const auto& [strategy, tp, pp] : {std::tuple{"baseline", 1, 1},
                                          {"hier-a2a", 1, 1},
                                          {"lina", 1, 1},
                                          {"netmoe", 1, 1},
+                                         {"hybridep", 1, 1},
+                                         {"base=hybridep,compression=0.5,sr_feedback=true", 1, 1},
                                          {"monta-o1", 2, 1},
                                          {"monta-o2", 2, 1},
                                          {"monta-o3", 2, 1},
@@ -75,6 +77,7 @@ TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
                                          {"baseline", 1, 2},
                                          {"hier-a2a", 1, 2},
                                          {"lina", 1, 2},
+                                         {"hybridep", 1, 2},
                                          {"monta-o1", 2, 2},
                                          {"monta-o2", 2, 2},
                                          {"monta-o3", 2, 2},

@@ -114,16 +114,22 @@ void MoeTransformer::embed_forward(const std::vector<int>& tokens, const std::ve
   has_forward_ = false;
 }
 
-void MoeTransformer::stage_forward(const std::vector<int>& targets, int seq_len, Tensor x) {
+void MoeTransformer::stage_forward(const std::vector<int>& targets, int seq_len, Tensor x,
+                                   const std::vector<int>& samples) {
   const int batch = static_cast<int>(targets.size()) / seq_len;
   if (x.rows() != static_cast<int64_t>(targets.size()) || x.cols() != config_.hidden)
     throw Error("moe transformer", "a stage's input of " + std::to_string(x.rows()) + " x " +
                                        std::to_string(x.cols()) + " for " +
                                        std::to_string(targets.size()) + " tokens of hidden " +
                                        std::to_string(config_.hidden));
+  if (!samples.empty() && samples.size() != static_cast<size_t>(batch))
+    throw Error("moe transformer", "a stage's input holds " + std::to_string(samples.size()) +
+                                       " sample ids for " + std::to_string(batch) + " samples");
   x_ = std::move(x);
   samples_.resize(static_cast<size_t>(batch));
-  for (int b = 0; b < batch; ++b) samples_[static_cast<size_t>(b)] = exchange_.rank() * batch + b;
+  for (int b = 0; b < batch; ++b)
+    samples_[static_cast<size_t>(b)] =
+        samples.empty() ? exchange_.rank() * batch + b : samples[static_cast<size_t>(b)];
   seq_len_ = seq_len;
   targets_ = targets;
   aux_loss_ = 0.0f;

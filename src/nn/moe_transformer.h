@@ -87,7 +87,10 @@ class MoeTransformer {
   void embed_forward(const std::vector<int>& tokens, const std::vector<int>& targets, int seq_len);
   // A later pipeline stage's start in place of embed_forward: x is the previous stage's output
   // (its residual()); the targets are the micro-batch's, for the head on the last stage.
-  void stage_forward(const std::vector<int>& targets, int seq_len, Tensor x);
+  // samples: the group's samples x's rows hold, as the previous stage's sample_ids() (NetMoE
+  // moves them between ranks); empty: this rank's own, as embed_forward takes them.
+  void stage_forward(const std::vector<int>& targets, int seq_len, Tensor x,
+                     const std::vector<int>& samples = {});
   const Tensor& residual() const { return x_; }
   // A stage's backward start below the head: dx is the next stage's input gradient (its
   // residual_grad() after its first block's attention_backward).

@@ -12,12 +12,12 @@ namespace moecomm::rt {
 struct HybridCodec::Layer {
   std::vector<std::vector<nn::Param>> slots;  // the domain's S L experts, member-major
   std::vector<std::vector<std::vector<nn::Param>>> replicas;  // per replica, its slots
-  std::vector<int64_t> numel, start;          // per tensor of one expert: size, flat offset
-  std::vector<int64_t> kept;                  // per tensor, when compressed
-  int64_t floats = 0;                         // parameters of one expert
-  int64_t wire = 0;                           // bytes of one expert on the wire
-  std::vector<float> shared;                  // the shared expert, flat (compressed, w/ S)
-  std::vector<float> shared_sum;              // the own experts' sum; AllReduced: E x the next
+  std::vector<int64_t> numel, start;  // per tensor of one expert: size, flat offset
+  std::vector<int64_t> kept;          // per tensor, when compressed
+  int64_t floats = 0;                 // parameters of one expert
+  int64_t wire = 0;                   // bytes of one expert on the wire
+  std::vector<float> shared;          // the shared expert, flat (compressed, w/ S)
+  std::vector<float> shared_sum;      // the own experts' sum; AllReduced: E x the next
   std::vector<std::byte> send;
   std::vector<std::vector<float>> received;  // per slot, flat: R, with feedback
   std::vector<float> scratch;                // s + R of one tensor

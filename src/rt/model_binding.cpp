@@ -1,6 +1,7 @@
 #include "rt/model_binding.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "core/dtype.h"
@@ -298,26 +299,40 @@ OpBuffer* ModelBinding::buffer(OpId id) {
 }
 
 // The pipeline's hand-offs carry the residual stream x (forward) and its gradient (backward)
-// in fp32, whatever dtype the schedule prices them at.
+// in fp32, whatever dtype the schedule prices them at. Under NetMoE the activations carry the
+// ids of the samples their rows hold after them (int32, one per sample), since the stage's
+// placements moved them.
 OpBuffer* ModelBinding::stage_buffer(sched::OpRole role, OpBuffer& buf) {
   using R = sched::OpRole;
+  const size_t rows_bytes = tokens_.size() * size_t(cols_) * sizeof(float);
+  const size_t ids_bytes = netmoe_ ? tokens_.size() / size_t(seq_len_) * sizeof(int) : 0;
   switch (role) {
     case R::kStageSendActivations:
       moe_->forward_done(forward_block_);  // the chunk's last block
       buf.data = bytes_of(model_.residual());
+      if (netmoe_) append(buf.data, model_.sample_ids().data(), ids_bytes);
       break;
     case R::kStageSendGrads:
       buf.data = bytes_of(model_.residual_grad());
       break;
-    default:  // a receive: this micro-batch's tokens' rows
-      buf.data.assign(tokens_.size() * size_t(cols_) * sizeof(float), std::byte{0});
+    case R::kStageRecvActivations:
+      buf.data.assign(rows_bytes + ids_bytes, std::byte{0});
+      break;
+    default:  // the gradients of this micro-batch's tokens' rows
+      buf.data.assign(rows_bytes, std::byte{0});
   }
   return &buf;
 }
 
 void ModelBinding::stage_after(sched::OpRole role, const OpBuffer& buf) {
-  if (role == sched::OpRole::kStageRecvActivations)
-    return model_.stage_forward(targets_, seq_len_, tensor_of(buf.data, cols_));
+  if (role == sched::OpRole::kStageRecvActivations) {
+    const size_t rows_bytes = tokens_.size() * size_t(cols_) * sizeof(float);
+    std::vector<int> samples((buf.data.size() - rows_bytes) / sizeof(int));
+    if (!samples.empty())
+      std::memcpy(samples.data(), buf.data.data() + rows_bytes, samples.size() * sizeof(int));
+    return model_.stage_forward(targets_, seq_len_, tensor_of(buf.data.data(), rows_bytes, cols_),
+                                samples);
+  }
   if (role == sched::OpRole::kStageRecvGrads) {
     model_.stage_backward(tensor_of(buf.data, cols_));
     moe_->backward_begin(stage_.chunks.at(size_t(backward_chunk_--)).second - 1);

@@ -202,8 +202,8 @@ nn::MoeTransformerConfig model_config(const TrainConfig& c, const TrainGroups& g
 // are replicas.
 std::unique_ptr<HybridCodec> hybrid_codec(
     const TrainConfig& c, const TrainGroups& g, const HybridLayout& h,
-    const std::vector<std::unique_ptr<nn::MoeTransformer>>& models,
-    const sched::Schedule& schedule, int rank) {
+    const std::vector<std::unique_ptr<nn::MoeTransformer>>& models, const sched::Schedule& schedule,
+    int rank) {
   if (h.domain_size == 1) return nullptr;
   nn::MoeTransformer& model = *models.front();
   const nn::MoeTransformerConfig& m = model.config();
@@ -312,9 +312,6 @@ void check_scheduled(const TrainConfig& c) {
                 "zero=" + std::to_string(c.strategy.zero) +
                     ": the runtime keeps the optimizer states and parameters whole on every "
                     "rank (zero=0)");
-  if (c.pp > 1 && c.strategy.placement == sched::Placement::kNetMoe)
-    throw Error("strategy: placement",
-                "netmoe moves samples between ranks of a stage; the runtime runs it with pp=1");
   if (c.pp > 1 && c.record_routing)
     throw Error("--routing-trace", pp + ": each stage sees only its layers' routing; record it "
                                         "with pp=1");
@@ -414,8 +411,7 @@ void ScheduledTraining::make_bindings() {
   stage.chunks = stage_chunks(c_, g_.stage);
   const int mbs = c_.micro_batches;
   for (int m = 0; m < mbs; ++m) {
-    BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, codec_.get()},
-                     c_.ranks_per_node};
+    BindingOptions o{{c_.hybrid_order, hybrid_.domain_size, codec_.get()}, c_.ranks_per_node};
     o.stage = stage;
     o.micro_batch = mbs == 1 ? -1 : m;
     o.step_ops = m == 0;

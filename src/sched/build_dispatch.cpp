@@ -225,8 +225,8 @@ std::vector<OpId> build_placement(BuildContext& ctx) {
   std::vector<OpId> solved(ctx.world(), kNone);
   for (int r = 0; r < ctx.world(); ++r)
     if (ctx.active(r))
-      solved[r] = ctx.schedule.add_compute(r, kPlacementStream, 0, 0,
-                                         ctx.label(OpRole::kPlacementSolve, "netmoe"), gathered[r]);
+      solved[r] = ctx.schedule.add_compute(
+          r, kPlacementStream, 0, 0, ctx.label(OpRole::kPlacementSolve, "netmoe"), gathered[r]);
   return solved;
 }
 
@@ -235,9 +235,12 @@ std::vector<OpId> build_placement(BuildContext& ctx) {
 std::vector<OpId> build_targets_gather(BuildContext& ctx) {
   std::vector<OpId> out(ctx.world(), kNone);
   if (ctx.strategy.placement != Placement::kNetMoe || !ctx.setup.lm_head) return out;
+  // Labelled with the stage's last block, whose output the head's targets follow.
+  Label label = ctx.label(OpRole::kPlacementTargetsAllGather, "netmoe");
+  label.layer = ctx.layer_end - 1;
   const Frontier f =
       group_step(ctx, ctx.groups.ep, OpKind::kAllGather, gathered_bytes(ctx, 4.0 * ctx.work.tokens),
-                 kTokenStream, ctx.label(OpRole::kPlacementTargetsAllGather, "netmoe"), ctx.ready);
+                 kTokenStream, label, ctx.ready);
   return last_of(f);
 }
 

@@ -48,6 +48,7 @@ TEST(PipelineTrain, TwoStagesTrainLikeOne) {
                                      {"hier-a2a", 1},
                                      {"lina", 1},
                                      {"hybridep", 1},
+                                     {"netmoe", 1},
                                      {"monta-o1", 2},
                                      {"monta-o3", 2},
                                      {"fsmoe", 2}}) {
@@ -61,8 +62,9 @@ TEST(PipelineTrain, TwoStagesTrainLikeOne) {
 // micro-batches (and synced once) and scaled by 1 / M give Adam the same step, at one stage
 // and at two (np 4: pp 2 runs two data ranks, np 8: four), under GPipe and 1F1B.
 TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
-  // Every strategy (NetMoE is refused on pipeline stages). HybridEP's experts travel once per
-  // step: the micro-batches' models share the gathered copies and sum the copies' gradients.
+  // Every strategy. HybridEP's experts travel once per step: the micro-batches' models share
+  // the gathered copies and sum the copies' gradients. NetMoE's stages hand on the ids of the
+  // samples their rows hold.
   for (const auto& [strategy, tp, pp] : {std::tuple{"baseline", 1, 1},
                                          {"hier-a2a", 1, 1},
                                          {"lina", 1, 1},
@@ -78,6 +80,7 @@ TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
                                          {"hier-a2a", 1, 2},
                                          {"lina", 1, 2},
                                          {"hybridep", 1, 2},
+                                         {"netmoe", 1, 2},
                                          {"monta-o1", 2, 2},
                                          {"monta-o2", 2, 2},
                                          {"monta-o3", 2, 2},

@@ -1,5 +1,6 @@
 #include "sched/a2a_routing.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -25,11 +26,11 @@ RoutingStep flat_step(int n) {
   return step;
 }
 
-std::vector<RoutingStep> flat(int n, const Nodes&) {
+std::vector<RoutingStep> flat(int n, const Nodes&, A2ADirection) {
   return {flat_step(n)};
 }
 
-std::vector<RoutingStep> pairwise(int n, const Nodes&) {
+std::vector<RoutingStep> pairwise(int n, const Nodes&, A2ADirection) {
   std::vector<RoutingStep> steps;
   for (int k = 1; k < n; ++k) {
     RoutingStep step;
@@ -39,7 +40,7 @@ std::vector<RoutingStep> pairwise(int n, const Nodes&) {
   return steps;
 }
 
-std::vector<RoutingStep> two_dh(int, const Nodes& nodes) {
+std::vector<RoutingStep> two_dh(int, const Nodes& nodes, A2ADirection) {
   const size_t local = nodes.front().size();
   RoutingStep intra, inter;
   for (const auto& node : nodes) {
@@ -63,7 +64,7 @@ std::vector<RoutingStep> two_dh(int, const Nodes& nodes) {
   return {intra, inter};
 }
 
-std::vector<RoutingStep> one_dh(int, const Nodes& nodes) {
+std::vector<RoutingStep> one_dh(int, const Nodes& nodes, A2ADirection) {
   RoutingStep gather, leaders, scatter;
   for (size_t x = 0; x < nodes.size(); ++x) {
     const int leader = nodes[x].front();
@@ -94,10 +95,51 @@ std::vector<RoutingStep> one_dh(int, const Nodes& nodes) {
   return {gather, leaders, scatter};
 }
 
+// Dispatch: step 1 sends each token once to every other member of its node that holds one of
+// its experts and once to every other node, to the counterpart there (node blocks: the
+// member's own rows); step 2 fans the crossed tokens out inside the node (pair blocks).
+// Combine, the other way: step 1 brings the outputs for off-node tokens to their counterpart
+// here (pair blocks); step 2 crosses once per token and node, and sends on-node outputs home.
+std::vector<RoutingStep> dedup(int, const Nodes& nodes, A2ADirection direction) {
+  const bool dispatch = direction == A2ADirection::kDispatch;
+  const size_t local = nodes.front().size();
+  RoutingStep first, second;
+  for (size_t x = 0; x < nodes.size(); ++x) {
+    for (size_t l = 0; l < local; ++l) {
+      const int a = nodes[x][l];
+      RoutingStep& cross = dispatch ? first : second;  // on-node rows go beside the crossing
+      for (int b : nodes[x])  // on-node: straight, as node blocks (their rows once per rank)
+        if (b != a)
+          cross.push_back(
+              {dispatch ? a : b, dispatch ? b : a, {}, {{dispatch ? a : b, dispatch ? b : a}}});
+      for (size_t y = 0; y < nodes.size(); ++y) {
+        if (y == x) continue;
+        const int c = nodes[y][l];  // a's counterpart on node y
+        cross.push_back(
+            {dispatch ? a : c, dispatch ? c : a, {}, {{dispatch ? a : c, dispatch ? c : a}}});
+        for (int b : nodes[y]) {  // c fans a's tokens out to b (dispatch) or gathers b's outputs
+          if (b == c) continue;
+          RoutingStep& fan = dispatch ? second : first;
+          const Block block = dispatch ? Block{a, b} : Block{b, a};
+          const int from = dispatch ? c : b, to = dispatch ? b : c;
+          auto it = std::find_if(fan.begin(), fan.end(), [&](const RoutedTransfer& t) {
+            return t.from == from && t.to == to && t.node_blocks.empty();
+          });
+          if (it == fan.end())
+            fan.push_back({from, to, {block}});
+          else
+            it->blocks.push_back(block);
+        }
+      }
+    }
+  }
+  return {first, second};
+}
+
 struct A2ARoutingEntry {
   A2AAlgorithmInfo info;
   bool hierarchical;  // needs equal nodes, at least two; else the flat plan runs
-  std::vector<RoutingStep> (*plan)(int members, const Nodes& nodes);
+  std::vector<RoutingStep> (*plan)(int members, const Nodes& nodes, A2ADirection direction);
 };
 
 // The one table of A2A algorithms: the a2a knob, the executors and the simulator read it.
@@ -107,6 +149,7 @@ const std::vector<A2ARoutingEntry>& entries() {
       {{Algorithm::k1DH, "1dh"}, true, one_dh},
       {{Algorithm::k2DH, "2dh"}, true, two_dh},
       {{Algorithm::kPairwise, "pairwise"}, false, pairwise},
+      {{Algorithm::kDedup, "dedup"}, true, dedup},
   };
   return table;
 }
@@ -160,7 +203,8 @@ std::vector<std::vector<int>> members_by_node(const core::RankGroup& group, int 
   return nodes;
 }
 
-A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ranks_per_node) {
+A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ranks_per_node,
+                       A2ADirection direction) {
   const A2ARoutingEntry* entry = find(algorithm);
   if (!entry)
     throw Error("a2a routing",
@@ -178,30 +222,37 @@ A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ra
       out.algorithm = Algorithm::kFlat;
     }
   }
-  if (n > 1) out.steps = entry->plan(n, nodes);
+  if (n > 1) out.steps = entry->plan(n, nodes, direction);
   return out;
 }
 
 std::shared_ptr<const A2ARouting> cached_a2a_routing(Algorithm algorithm,
                                                      const core::RankGroup& group,
-                                                     int ranks_per_node) {
-  using Key = std::tuple<Algorithm, int, core::RankGroup>;
+                                                     int ranks_per_node, A2ADirection direction) {
+  using Key = std::tuple<Algorithm, A2ADirection, int, core::RankGroup>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const A2ARouting>> cache;
-  Key key{algorithm, ranks_per_node, group};
+  Key key{algorithm, direction, ranks_per_node, group};
   {
     const std::lock_guard lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  auto plan = std::make_shared<const A2ARouting>(a2a_routing(algorithm, group, ranks_per_node));
+  auto plan =
+      std::make_shared<const A2ARouting>(a2a_routing(algorithm, group, ranks_per_node, direction));
   const std::lock_guard lock(mutex);
   return cache.emplace(std::move(key), std::move(plan)).first->second;
 }
 
 double transfer_bytes(const RoutedTransfer& transfer, const std::vector<double>& pair_bytes,
-                      int members) {
+                      int members, const std::vector<double>& node_bytes) {
   double sum = 0;
   for (const auto& [src, dst] : transfer.blocks) sum += pair_bytes[size_t(src) * members + dst];
+  if (!transfer.node_blocks.empty() && node_bytes.size() != size_t(members) * members)
+    throw Error("a2a routing", "a dedup plan's node blocks need the A2A's node bytes (" +
+                                   std::to_string(members) + " x " + std::to_string(members) +
+                                   "), got " + std::to_string(node_bytes.size()) + " entries");
+  for (const auto& [src, dst] : transfer.node_blocks)
+    sum += node_bytes[size_t(src) * members + dst];
   return sum;
 }
 

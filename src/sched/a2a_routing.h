@@ -14,6 +14,12 @@
 //     sends to local index l anywhere; then members of equal local index exchange.
 //   1dh (HetuMoE): on-node blocks go straight to their member and off-node ones to the node's
 //     first member; the first members exchange; they scatter inside their node.
+//   dedup (DeepEP's normal kernels): a token crosses to each destination node once, to the
+//     member there of its source's local index (the counterpart), which fans it out to the
+//     node's members that hold its experts; on-node blocks go straight. The combine runs the
+//     other way: the node's members send their outputs to the counterpart, which reduces them
+//     per token and crosses once. The crossing carries node blocks (Collective::node_bytes:
+//     one row per token and node), not pair blocks, so the plan depends on the direction.
 // Hierarchical plans need the same number of members on every node and at least two nodes;
 // otherwise the group gains nothing and runs the flat plan (A2ARouting::algorithm says so).
 #include <memory>
@@ -34,6 +40,8 @@ struct RoutedTransfer {
   int from = 0;
   int to = 0;
   std::vector<Block> blocks;
+  // dedup: entries of Collective::node_bytes, (from, to) of the hop that carries them.
+  std::vector<Block> node_blocks = {};
   bool operator==(const RoutedTransfer&) const = default;
 };
 // The messages of one step run at once; a step starts when the one before it has ended.
@@ -60,19 +68,22 @@ bool is_a2a_algorithm(Algorithm algorithm);
 // group[i]), where ranks r and s share a node when r / ranks_per_node == s / ranks_per_node.
 // Transfers from a member to itself are left out. Throws moecomm::Error on an algorithm that
 // is not an A2A algorithm or ranks_per_node < 1.
-A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ranks_per_node);
-// The same, computed once per (algorithm, group, ranks_per_node) and shared: executors call
-// this on every A2A. Thread-safe.
-std::shared_ptr<const A2ARouting> cached_a2a_routing(Algorithm algorithm,
-                                                     const core::RankGroup& group,
-                                                     int ranks_per_node);
+// `direction` matters to dedup only (the other plans are their own reverse).
+A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ranks_per_node,
+                       A2ADirection direction = A2ADirection::kDispatch);
+// The same, computed once per (algorithm, group, ranks_per_node, direction) and shared:
+// executors call this on every A2A. Thread-safe.
+std::shared_ptr<const A2ARouting> cached_a2a_routing(
+    Algorithm algorithm, const core::RankGroup& group, int ranks_per_node,
+    A2ADirection direction = A2ADirection::kDispatch);
 
 // Member indices grouped by node (nodes ascending); empty where nodes hold different numbers
 // of members. Throws moecomm::Error where ranks_per_node < 1.
 std::vector<std::vector<int>> members_by_node(const core::RankGroup& group, int ranks_per_node);
 
-// The bytes a transfer carries given the A2A's per-pair bytes (n x n row-major).
+// The bytes a transfer carries given the A2A's per-pair bytes (n x n row-major) and, for
+// dedup, its node_bytes (n x n).
 double transfer_bytes(const RoutedTransfer& transfer, const std::vector<double>& pair_bytes,
-                      int members);
+                      int members, const std::vector<double>& node_bytes = {});
 
 }  // namespace moecomm::sched

@@ -87,13 +87,23 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
 }
 
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
-                  const Label& label, const Frontier& in, int priority) {
+                  const Label& label, const Frontier& in, int priority,
+                  const std::vector<std::vector<double>>& node_bytes, A2ADirection direction) {
   Frontier out = in;
   for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
     const auto& g = ctx.groups.ep[k];
     if (g.size() < 2 || !ctx.active(g)) continue;
-    CollectiveSpec spec{OpKind::kAllToAll, g, 0, pairs[k], ctx.strategy.a2a, kNone, label, priority,
-                        plain_codec(ctx)};
+    CollectiveSpec spec{.kind = OpKind::kAllToAll,
+                        .group = g,
+                        .bytes = 0,
+                        .pair_bytes = pairs[k],
+                        .node_bytes = node_bytes.empty() ? std::vector<double>{} : node_bytes[k],
+                        .direction = direction,
+                        .algorithm = ctx.strategy.a2a,
+                        .root = kNone,
+                        .label = label,
+                        .priority = priority,
+                        .codec = plain_codec(ctx)};
     std::vector<std::vector<OpId>> deps;
     for (int r : g) deps.push_back(in[r]);
     const auto issued = ctx.schedule.add_collective(std::move(spec), kTokenStream, deps);

@@ -26,6 +26,9 @@ struct TokenPath {
   // transpose unless NetMoE moved the samples.
   std::vector<std::vector<double>> combine;
   std::vector<double> expert_scale;  // per rank: rows it computes / balanced rows
+  // a2a=dedup: per EP group, the dispatch's rows once per (token, member) and its node bytes
+  // (sched/dedup_traffic.h), unchunked, with a2a_fraction; empty otherwise.
+  std::vector<std::vector<double>> dedup_pairs, dedup_nodes;
 };
 
 // What a layer's backward leaves for the gradient synchronization (per rank, kNone: none).
@@ -66,7 +69,9 @@ struct BuildContext {
 
   int world() const { return schedule.world_size(); }
   bool active(int rank) const { return in_stage[size_t(rank)] != 0; }
-  bool active(const core::RankGroup& group) const { return !group.empty() && active(group.front()); }
+  bool active(const core::RankGroup& group) const {
+    return !group.empty() && active(group.front());
+  }
   int chunks() const;  // of the current phase
   // Layer l's dense gradient bytes per rank: LayerSetup::dense_grad_bytes, else the workload's.
   double dense_grad_bytes(int layer) const;
@@ -93,9 +98,12 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
                     const std::vector<double>& bytes, int stream, const Label& label,
                     const Frontier& in, int priority = 0,
                     const std::optional<WireCodec>& codec = std::nullopt);
-// A2A over every EP group with per-group pair matrices (n x n).
+// A2A over every EP group with per-group pair matrices (n x n); a2a=dedup also takes its
+// per-group node matrices (CollectiveSpec::node_bytes) and the direction.
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
-                  const Label& label, const Frontier& in, int priority);
+                  const Label& label, const Frontier& in, int priority = 0,
+                  const std::vector<std::vector<double>>& node_bytes = {},
+                  A2ADirection direction = A2ADirection::kDispatch);
 
 Frontier single(const std::vector<OpId>& per_rank);  // {op} per rank; kNone: {}
 Frontier merge(const std::vector<Frontier>& parts);  // union per rank

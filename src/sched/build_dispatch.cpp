@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "sched/build_grad_sync.h"
 #include "sched/build_hybridep.h"
+#include "sched/dedup_traffic.h"
 
 namespace moecomm::sched {
 namespace {
@@ -95,15 +96,24 @@ int chunk_label(int i, int n) {
 void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   const int n = static_cast<int>(c.size());
   const bool backward = ctx.phase == Phase::kBackward;
-  auto pairs = scaled(combine == backward ? ctx.path.dispatch : ctx.path.combine, 1.0 / n);
-  if (backward)
-    for (size_t k = 0; k < pairs.size(); ++k)
-      pairs[k] = transposed(pairs[k], static_cast<int>(ctx.groups.ep[k].size()));
+  // Tokens out to their experts: the forward dispatch and the backward combine.
+  const bool outward = combine == backward;
+  const bool dedup = ctx.strategy.a2a == Algorithm::kDedup;
+  auto pairs = scaled(
+      dedup ? ctx.path.dedup_pairs : (outward ? ctx.path.dispatch : ctx.path.combine), 1.0 / n);
+  auto nodes = scaled(ctx.path.dedup_nodes, 1.0 / n);
+  if (dedup ? !outward : backward)
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const int members = static_cast<int>(ctx.groups.ep[k].size());
+      pairs[k] = transposed(pairs[k], members);
+      if (dedup) nodes[k] = transposed(nodes[k], members);
+    }
   const OpRole role = combine ? OpRole::kCombineA2A : OpRole::kDispatchA2A;
   const int priority = traffic_priority(ctx.strategy, Traffic::kEp);
+  const A2ADirection direction = outward ? A2ADirection::kDispatch : A2ADirection::kCombine;
   for (int i = 0; i < n; ++i)
     c[i] = a2a_step(ctx, pairs, ctx.label(role, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
-                    priority);
+                    priority, nodes, direction);
 }
 
 // Bytes of the ESP/TP collectives per group, from the dispatch matrices (routed or uniform):
@@ -255,6 +265,27 @@ std::vector<double> transposed(const std::vector<double>& pairs, int n) {
   return out;
 }
 
+// a2a=dedup: the rows once per (token, member) and per (token, node), from the model's router
+// (balanced routing; sched/dedup_traffic.h). `bytes`: one rank's dispatch bytes, one row per
+// (token, expert), so bytes / top_k per token.
+void add_dedup(const LayerSetup& setup, const core::RankGroups& groups, double bytes,
+               TokenPath& path) {
+  const Strategy& s = setup.strategy;
+  if (s.placement == Placement::kNetMoe || s.expert_transfer == ExpertTransfer::kHybrid ||
+      !setup.a2a_pair_bytes.empty())
+    throw Error("strategy: a2a",
+                "a2a=dedup prices balanced routing over the experts' home ranks; it does not "
+                "compose with placement=netmoe, expert_transfer=hybrid or measured pair bytes");
+  const core::ModelConfig& m = setup.model;
+  const RouterShape router{m.experts, int(m.top_k), 1, 0};
+  const int ranks_per_node = setup.cluster.levels.empty() ? 1 : setup.cluster.levels.back().count;
+  for (const auto& g : groups.ep) {
+    DedupMatrices d = dedup_matrices(router, g, ranks_per_node, bytes / double(m.top_k));
+    path.dedup_pairs.push_back(std::move(d.pair));
+    path.dedup_nodes.push_back(std::move(d.node));
+  }
+}
+
 TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& groups,
                           const LayerWorkload& work,
                           const std::vector<std::vector<int>>& hybrid_orders) {
@@ -300,6 +331,7 @@ TokenPath make_token_path(const LayerSetup& setup, const core::RankGroups& group
                path.a2a_fraction);
   }
   path.expert_scale = expert_scale(path, groups, bytes, p.world());
+  if (s.a2a == Algorithm::kDedup) add_dedup(setup, groups, bytes, path);
   return path;
 }
 

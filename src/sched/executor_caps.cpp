@@ -145,6 +145,17 @@ const Rule kRules[] = {
               "schedule runtime and moecomm.torch do not run (zero=0 only); the simulator prices "
               "it";
      }},
+    // dedup's crossings carry a token once per node: the sender must deduplicate its rows by
+    // token and the counterpart expand them again (combine: reduce them per token), which the
+    // executors' generic routed A2A, moving whole (src, dst) blocks, does not do.
+    {kAll, [](const Strategy& s, const RunFacts&) { return s.a2a == Algorithm::kDedup; },
+     "strategy: a2a",
+     [](const Strategy&, const RunFacts&) {
+       return std::string(
+           "a2a=dedup sends a token once per destination node, which the schedule runtime and "
+           "moecomm.torch do not run yet (they move one row per token and expert); the "
+           "simulator prices it");
+     }},
     // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
     {kAll,
      [](const Strategy& s, const RunFacts& f) {

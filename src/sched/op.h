@@ -35,7 +35,11 @@ inline constexpr int kNumOpKinds = 9;
 // How a collective becomes flows. kDefault is resolved when the collective is declared:
 // A2A -> kFlat; AllGather, ReduceScatter, AllReduce, Broadcast -> kRing. The A2A algorithms'
 // names and routing plans are in sched/a2a_routing.h.
-enum class Algorithm : uint8_t { kDefault, kFlat, k1DH, k2DH, kRing, kPairwise };
+enum class Algorithm : uint8_t { kDefault, kFlat, k1DH, k2DH, kRing, kPairwise, kDedup };
+// Which way an A2A moves tokens, for plans that are not symmetric (dedup): kDispatch sends each
+// token to the experts that chose it (the forward dispatch, the backward combine), kCombine
+// brings their outputs back (the forward combine, the backward dispatch).
+enum class A2ADirection : uint8_t { kDispatch, kCombine };
 
 enum class Phase : uint8_t { kNone, kForward, kBackward };
 
@@ -60,7 +64,8 @@ struct Label {
   std::string_view name() const { return to_string(role); }  // "moe.dispatch.a2a"
   bool operator==(const Label&) const = default;
 };
-// "moe.dispatch.a2a [layer 0, forward, chunk 1, knob fsmoe, micro-batch 2]"; only the fields that are set.
+// "moe.dispatch.a2a [layer 0, forward, chunk 1, knob fsmoe, micro-batch 2]"; only the fields that
+// are set.
 std::string to_string(const Label& label);
 struct LabelHash {
   size_t operator()(const Label& label) const;
@@ -72,7 +77,8 @@ struct Op {
   double flops = 0;  // kCompute
   // kCompute: memory bytes; kCopy: bytes copied; kSend/kRecv: payload; AllGather,
   // ReduceScatter, AllReduce, Broadcast: the buffer size S of the collective; A2A: the bytes
-  // this rank sends to other members (its pair-matrix row without the diagonal).
+  // this rank sends to other members (its pair-matrix row without the diagonal; dedup: its
+  // node_bytes row, the hops it sends its own rows on, not the rows it forwards).
   double bytes = 0;
   int32_t rank = 0;
   int32_t stream = 0;
@@ -106,6 +112,13 @@ struct CollectiveSpec {
   core::RankGroup group;           // global ranks; member i is group[i]
   double bytes = 0;                // buffer size S (not A2A): AG output, RS input, AR/Bcast buffer
   std::vector<double> pair_bytes;  // A2A only: n x n row-major, [i * n + j]: member i -> j
+  // a2a=dedup only (n x n, row-major): [i * n + j], what member i sends member j itself in the
+  // dispatch: to the members of its node, its tokens once per member holding one of their
+  // experts; to another node, its tokens once per node, all to its counterpart there (the
+  // member of i's local index), 0 to the rest. The combine's is the transpose: the hop that
+  // brings the outputs home. pair_bytes then count a token once per member, not per expert.
+  std::vector<double> node_bytes = {};
+  A2ADirection direction = A2ADirection::kDispatch;
   Algorithm algorithm = Algorithm::kDefault;
   int root = kNone;  // Broadcast: the global rank that holds the data
   Label label;
@@ -120,6 +133,8 @@ struct Collective {
   core::RankGroup group;
   double bytes = 0;
   std::vector<double> pair_bytes;
+  std::vector<double> node_bytes;  // a2a=dedup: CollectiveSpec::node_bytes
+  A2ADirection direction = A2ADirection::kDispatch;
   int root = kNone;
   int32_t label = 0;
   int32_t priority = 0;

@@ -35,10 +35,11 @@ Algorithm resolve(OpKind kind, Algorithm algorithm) {
 // device-local copy). 0 while the matrix is malformed; validate() reports that.
 double row_bytes(const Collective& c, int member) {
   const size_t n = c.group.size();
-  if (member == kNone || c.pair_bytes.size() != n * n) return 0;
+  const std::vector<double>& m = c.algorithm == Algorithm::kDedup ? c.node_bytes : c.pair_bytes;
+  if (member == kNone || m.size() != n * n) return 0;
   double sum = 0;
   for (size_t j = 0; j < n; ++j)
-    if (j != size_t(member)) sum += c.pair(member, int(j));
+    if (j != size_t(member)) sum += m[size_t(member) * n + j];
   return sum;
 }
 
@@ -189,6 +190,8 @@ CollectiveId Schedule::declare_collective(CollectiveSpec spec) {
   c.group = std::move(spec.group);
   c.bytes = spec.bytes;
   c.pair_bytes = std::move(spec.pair_bytes);
+  c.node_bytes = std::move(spec.node_bytes);
+  c.direction = spec.direction;
   c.root = spec.root;
   c.label = intern(spec.label);
   c.priority = spec.priority;
@@ -329,6 +332,15 @@ void Schedule::check_collective(CollectiveId id) const {
     if (!is_size(c.pair_bytes[k]))
       fail("pair bytes [" + str(int(k) / n) + "][" + str(int(k) % n) +
            "] = " + num(c.pair_bytes[k]) + ", must be >= 0");
+  const bool dedup = c.kind == OpKind::kAllToAll && c.algorithm == Algorithm::kDedup;
+  if (!dedup && !c.node_bytes.empty()) fail("node bytes belong to a2a=dedup only");
+  if (dedup && c.node_bytes.size() != size_t(n) * n)
+    fail("a2a=dedup needs node bytes for a group of " + str(n) + " (" + str(n * n) +
+         " entries), got " + std::to_string(c.node_bytes.size()));
+  for (size_t k = 0; k < c.node_bytes.size(); ++k)
+    if (!is_size(c.node_bytes[k]))
+      fail("node bytes [" + str(int(k) / n) + "][" + str(int(k) % n) +
+           "] = " + num(c.node_bytes[k]) + ", must be >= 0");
   if (!is_size(c.bytes)) fail("bytes = " + num(c.bytes) + ", must be >= 0");
   if (!(c.codec.compression > 0 && c.codec.compression <= 1))  // also rejects NaN
     fail("codec compression = " + num(c.codec.compression) + ", must be in (0, 1]");

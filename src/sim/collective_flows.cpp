@@ -32,12 +32,14 @@ FlowPhase broadcast(const Collective& c) {
 
 // The A2A's routing plan, each step a phase of one flow per transfer.
 std::vector<FlowPhase> routed_a2a(const Collective& c, int devices_per_node) {
-  const auto routing = sched::cached_a2a_routing(c.algorithm, c.group, devices_per_node);
+  const auto routing =
+      sched::cached_a2a_routing(c.algorithm, c.group, devices_per_node, c.direction);
   std::vector<FlowPhase> phases;
   for (const sched::RoutingStep& step : routing->steps) {
     FlowPhase& phase = phases.emplace_back();
     for (const sched::RoutedTransfer& t : step)
-      add(phase, c.group[t.from], c.group[t.to], sched::transfer_bytes(t, c.pair_bytes, c.size()));
+      add(phase, c.group[t.from], c.group[t.to],
+          sched::transfer_bytes(t, c.pair_bytes, c.size(), c.node_bytes));
   }
   return phases;
 }

@@ -39,30 +39,49 @@ std::string where(Algorithm a, const Layout& l) {
 }
 
 // Brute force: follow every block through the steps; a member forwards only what it holds,
-// and every block ends at its destination having moved at most once per step.
+// and every block ends at its destination having moved at most once per step. A dedup node
+// block (x, y) moves what x holds for y: on x's node or in the combine, the blocks bound for y;
+// across nodes in the dispatch, every block bound for y's node (the tokens, once per node).
 TEST(A2ARouting, EveryPlanDeliversEveryBlockOnce) {
   for (const A2AAlgorithmInfo& info : a2a_algorithms()) {
     for (const Layout& l : kLayouts) {
-      const A2ARouting r = a2a_routing(info.algorithm, l.group, l.ranks_per_node);
-      const int n = static_cast<int>(l.group.size());
-      ASSERT_EQ(r.members, n) << where(info.algorithm, l);
-      std::map<Block, int> at;
-      for (int s = 0; s < n; ++s) {
-        for (int d = 0; d < n; ++d) at[{s, d}] = s;
-      }
-      for (const RoutingStep& step : r.steps) {
-        std::set<Block> moved;
-        for (const RoutedTransfer& t : step) {
-          EXPECT_NE(t.from, t.to) << where(info.algorithm, l);
-          for (const Block& b : t.blocks) {
+      for (A2ADirection direction : {A2ADirection::kDispatch, A2ADirection::kCombine}) {
+        const A2ARouting r = a2a_routing(info.algorithm, l.group, l.ranks_per_node, direction);
+        const int n = static_cast<int>(l.group.size());
+        const auto node = [&](int member) { return l.group[size_t(member)] / l.ranks_per_node; };
+        ASSERT_EQ(r.members, n) << where(info.algorithm, l);
+        std::map<Block, int> at;
+        for (int s = 0; s < n; ++s) {
+          for (int d = 0; d < n; ++d) at[{s, d}] = s;
+        }
+        for (const RoutingStep& step : r.steps) {
+          const std::map<Block, int> before = at;  // a step's messages run at once
+          std::set<Block> moved;
+          const auto move = [&](const RoutedTransfer& t, const Block& b) {
             EXPECT_EQ(at[b], t.from) << where(info.algorithm, l);
             EXPECT_TRUE(moved.insert(b).second) << where(info.algorithm, l);
             at[b] = t.to;
+          };
+          for (const RoutedTransfer& t : step) {
+            EXPECT_NE(t.from, t.to) << where(info.algorithm, l);
+            for (const Block& b : t.blocks) move(t, b);
+            for (const Block& nb : t.node_blocks) {
+              EXPECT_EQ(nb, (Block{t.from, t.to})) << where(info.algorithm, l);
+              const bool tokens_across =
+                  direction == A2ADirection::kDispatch && node(t.from) != node(t.to);
+              std::vector<Block> carried;
+              for (const auto& [block, member] : before)
+                if (member == t.from && block.second != t.from &&
+                    (tokens_across ? node(block.second) == node(t.to) : block.second == t.to))
+                  carried.push_back(block);
+              EXPECT_FALSE(carried.empty()) << where(info.algorithm, l);
+              for (const Block& b : carried) move(t, b);
+            }
           }
         }
+        for (const auto& [block, member] : at)
+          EXPECT_EQ(member, block.second) << where(info.algorithm, l);
       }
-      for (const auto& [block, member] : at)
-        EXPECT_EQ(member, block.second) << where(info.algorithm, l);
     }
   }
 }
@@ -175,7 +194,7 @@ TEST(A2ARouting, KnobNamesComeFromTheTable) {
     EXPECT_TRUE(algorithm_applies(OpKind::kAllToAll, info.algorithm));
   }
   EXPECT_EQ(names, a2a_algorithm_names());
-  EXPECT_EQ(names, (std::vector<std::string>{"flat", "1dh", "2dh", "pairwise"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"flat", "1dh", "2dh", "pairwise", "dedup"}));
   EXPECT_EQ(parse_strategy("a2a=pairwise", "test").a2a, Algorithm::kPairwise);
 }
 

@@ -157,6 +157,13 @@ TEST(ExecutorCaps, SemanticRulesNameTheKnobAndHoldForTheExecutorsTheyBind) {
                        "expert_transfer=hybrid needs the cluster (--cluster) to place its "
                        "per-level domains"}));
   EXPECT_EQ(semantic_refusal(levels, {}, kRt), std::nullopt);
+  for (Executor e : {kRt, kLayer, kMoving})
+    EXPECT_EQ(semantic_refusal(parse_strategy("a2a=dedup", "-"), {}, e),
+              (Refusal{"strategy: a2a",
+                       "a2a=dedup sends a token once per destination node, which the schedule "
+                       "runtime and moecomm.torch do not run yet (they move one row per token and "
+                       "expert); the simulator prices it"}));
+  EXPECT_EQ(semantic_refusal(parse_strategy("a2a=2dh", "-"), {}, kRt), std::nullopt);
 }
 
 TEST(ExecutorCaps, RefusalConsultsTheRulesBeforeTheOps) {

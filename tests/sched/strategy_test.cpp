@@ -225,7 +225,7 @@ TEST(Strategy, NearMissNamesGetASuggestion) {
                 knobs + ")");
   EXPECT_EQ(error_of([] { parse_strategy("a2a=2hd", "--strategy"); }),
             "--strategy: a2a: unknown value \"2hd\"; did you mean '2dh'? (accepted: flat, 1dh, "
-            "2dh, pairwise)");
+            "2dh, pairwise, dedup)");
   EXPECT_EQ(error_of([] { parse_strategy("monta-o4", "--strategy"); }),
             "--strategy: unknown strategy \"monta-o4\"; did you mean 'monta-o1', 'monta-o2' or "
             "'monta-o3'? (accepted: baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "

@@ -72,14 +72,29 @@ void bind_routing(py::module_& m) {
   m.def(
       "a2a_routing",
       [](const std::string& algorithm, const std::vector<int>& group, int ranks_per_node) {
-        return sched::a2a_routing(sched::parse_a2a_algorithm(algorithm, "a2a_routing"), group,
-                                  ranks_per_node);
+        const sched::Algorithm a = sched::parse_a2a_algorithm(algorithm, "a2a_routing");
+        for (const sched::A2AAlgorithmInfo& info : sched::a2a_algorithms())
+          if (info.algorithm == a && !info.moves_blocks)
+            throw Error("a2a_routing", algorithm +
+                                           "'s plan moves rows deduplicated by token, not "
+                                           "(src, dst) blocks; moecomm.torch does not run it");
+        return sched::a2a_routing(a, group, ranks_per_node);
       },
       py::arg("algorithm"), py::arg("group"), py::arg("ranks_per_node"),
       "the routing plan of the A2A algorithm `algorithm` (an a2a knob value) over `group` "
       "(global ranks), where ranks r and s share a node when r // ranks_per_node == s // "
       "ranks_per_node");
   m.def("a2a_algorithms", &sched::a2a_algorithm_names, "the a2a knob's values, in order");
+  m.def(
+      "routed_a2a_algorithms",
+      [] {
+        std::vector<std::string> out;
+        for (const sched::A2AAlgorithmInfo& a : sched::a2a_algorithms())
+          if (a.moves_blocks) out.emplace_back(a.name);
+        return out;
+      },
+      "the a2a knob's values whose plans move (source, destination) blocks only, which "
+      "moecomm.torch and the MPI runtime run (all but dedup)");
   m.def("members_by_node", &sched::members_by_node, py::arg("group"), py::arg("ranks_per_node"),
         "member indices of `group` by node, nodes ascending; empty where nodes hold different "
         "numbers of members");

@@ -33,8 +33,9 @@ def test_cases_cover_every_knob():
                  "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false", "recompute_experts=true",
                  "grad_partitions=3"):
         assert knob in strategies
-    for a in _moecomm.a2a_algorithms():
+    for a in _moecomm.routed_a2a_algorithms():
         assert f"a2a={a}" in strategies
+    assert set(_moecomm.a2a_algorithms()) - set(_moecomm.routed_a2a_algorithms()) == {"dedup"}
     assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert-choice"}
     assert {c[6] for c in torch_cases.CASES} == {"gelu", "swiglu"}
 
@@ -49,3 +50,9 @@ def test_lina_micro_ops_overlap_the_backward_but_never_an_a2a(results):
         assert got["ops"] == 3  # grad_partitions=3 micro-ops of the expert gradients
         assert got["micro_beside_a2a"] == 0
         assert got["micro_during_backward"] >= 1
+
+
+def test_a2a_routing_refuses_plans_that_move_more_than_blocks():
+    with pytest.raises(Exception, match="dedup's plan moves rows deduplicated by token"):
+        _moecomm.a2a_routing("dedup", [0, 1, 2, 3], 2)
+    assert _moecomm.a2a_routing("2dh", [0, 1, 2, 3], 2).algorithm == "2dh"

@@ -55,7 +55,7 @@ def test_samples_move(results):
 def test_cases_cover_the_knobs():
     strategies = " ".join(c[1] for c in cases.CASES)
     for knob in ("chunks=2", "chunks_fwd=3,chunks_bwd=2", "chunks_fwd=2,chunks_bwd=3",
-                 "pipeline_experts=false", *(f"a2a={a}" for a in _moecomm.a2a_algorithms()
+                 "pipeline_experts=false", *(f"a2a={a}" for a in _moecomm.routed_a2a_algorithms()
                                              if a != "flat")):
         assert knob in strategies
     assert {c[4] for c in cases.CASES} == {"gshard", "sigmoid", "xmoe"}

@@ -89,7 +89,7 @@ def skewed_batch(tokens, gen):
 # Every A2A algorithm of sched's table (sched/a2a_routing.h) on two nodes, chunked: a new
 # algorithm is tested here by its table entry alone.
 CASES += [(f"a2a-{a}", f"base=fsmoe,a2a={a},chunks=2", "ep=4", TWO_NODES, "gshard", None,
-           "gelu", 2) for a in _moecomm.a2a_algorithms()]
+           "gelu", 2) for a in _moecomm.routed_a2a_algorithms()]
 
 
 # Cases whose GradSync runs after the backward (overlap=False); the rest start the gradient

@@ -149,7 +149,7 @@ const std::vector<A2ARoutingEntry>& entries() {
       {{Algorithm::k1DH, "1dh"}, true, one_dh},
       {{Algorithm::k2DH, "2dh"}, true, two_dh},
       {{Algorithm::kPairwise, "pairwise"}, false, pairwise},
-      {{Algorithm::kDedup, "dedup"}, true, dedup},
+      {{Algorithm::kDedup, "dedup", false}, true, dedup},
   };
   return table;
 }

@@ -60,6 +60,10 @@ struct A2ARouting {
 struct A2AAlgorithmInfo {
   Algorithm algorithm;
   std::string_view name;  // the a2a knob's value, e.g. "2dh"
+  // Whether its plan moves (src, dst) blocks only, so that the executors' generic routed A2A
+  // runs it (rt/routed_a2a.h, moecomm.torch): every plan but dedup's, whose node blocks need
+  // the rows deduplicated by token.
+  bool moves_blocks = true;
 };
 const std::vector<A2AAlgorithmInfo>& a2a_algorithms();
 bool is_a2a_algorithm(Algorithm algorithm);

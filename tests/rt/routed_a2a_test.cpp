@@ -41,6 +41,7 @@ void check_group(const core::RankGroup& group) {
   const int me = world_rank();
   for (int rpn : {1, 2, 3, 4, world_size()}) {
     for (const sched::A2AAlgorithmInfo& info : sched::a2a_algorithms()) {
+      if (!info.moves_blocks) continue;  // dedup: refused by the executors (executor_caps)
       const Algorithm algorithm = info.algorithm;
       const int salt = rpn + static_cast<int>(algorithm);
       const test::SendBlocks s = test::send_blocks(group, me, salt);

@@ -26,8 +26,7 @@ PYBIND11_MODULE(_moecomm, m) {
         if (!p) return std::nullopt;
         return std::pair{p->key, p->message};
       },
-      py::arg("experts"), py::arg("top_k"), py::arg("router_groups"),
-      py::arg("router_group_top_k"),
+      py::arg("experts"), py::arg("top_k"), py::arg("router_groups"), py::arg("router_group_top_k"),
       "None when the shape is valid, else (the key at fault, why)");
   m.def("limits_groups", &moecomm::core::limits_groups, py::arg("router_groups"),
         py::arg("router_group_top_k"), "whether the limit leaves any expert out");

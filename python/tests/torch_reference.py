@@ -20,20 +20,6 @@ class Expert(torch.nn.Module):
         if ffn_type == "swiglu":
             self.fc3 = torch.nn.Linear(hidden, ffn, bias=False)
 
-    def node_limited(self, sc: torch.Tensor) -> torch.Tensor:
-        """One token's scores with the experts outside its best router_group_top_k groups at
-        -inf (DeepSeek-V3's node-limited routing): a group scores the sum of its two largest
-        affinities (softmax, or sigmoid for the sigmoid gate), one expert's where it has one."""
-        if not (self.groups > 1 and 0 < self.group_top_k < self.groups):
-            return sc
-        aff = (torch.sigmoid(sc) if self.gate_kind == "sigmoid" else torch.softmax(sc, -1)).tolist()
-        per = self.experts_n // self.groups
-        score = [sum(sorted(aff[g * per:(g + 1) * per], reverse=True)[:2])
-                 for g in range(self.groups)]
-        best = sorted(range(self.groups), key=lambda g: (-score[g], g))[:self.group_top_k]
-        keep = torch.tensor([e // per in best for e in range(self.experts_n)])
-        return sc.masked_fill(~keep, float("-inf"))
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.ffn_type == "gelu":
             return self.fc2(F.gelu(self.fc1(x)))
@@ -54,6 +40,20 @@ class ReferenceMoE(torch.nn.Module):
         self.router = torch.nn.Linear(hidden, width, bias=False)
         self.embeddings = torch.nn.Parameter(torch.randn(experts, xmoe_dim)) if gate == "xmoe" else None
         self.experts = torch.nn.ModuleList(Expert(hidden, ffn, ffn_type) for _ in range(experts))
+
+    def node_limited(self, sc: torch.Tensor) -> torch.Tensor:
+        """One token's scores with the experts outside its best router_group_top_k groups at
+        -inf (DeepSeek-V3's node-limited routing): a group scores the sum of its two largest
+        affinities (softmax, or sigmoid for the sigmoid gate), one expert's where it has one."""
+        if not (self.groups > 1 and 0 < self.group_top_k < self.groups):
+            return sc
+        aff = (torch.sigmoid(sc) if self.gate_kind == "sigmoid" else torch.softmax(sc, -1)).tolist()
+        per = self.experts_n // self.groups
+        score = [sum(sorted(aff[g * per:(g + 1) * per], reverse=True)[:2])
+                 for g in range(self.groups)]
+        best = sorted(range(self.groups), key=lambda g: (-score[g], g))[:self.group_top_k]
+        keep = torch.tensor([e // per in best for e in range(self.experts_n)])
+        return sc.masked_fill(~keep, float("-inf"))
 
     def slots(self, x: torch.Tensor) -> List[tuple]:
         """(token, expert, weight) in slot order."""

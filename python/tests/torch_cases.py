@@ -92,6 +92,16 @@ CASES += [(f"a2a-{a}", f"base=fsmoe,a2a={a},chunks=2", "ep=4", TWO_NODES, "gshar
            "gelu", 2) for a in _moecomm.routed_a2a_algorithms()]
 
 
+# Node-limited routing (router_groups, router_group_top_k by case): on two nodes with one
+# group per node, every token's experts on one node; 4 groups of 2, each token within 2.
+GROUPS = {"node-limited": (2, 1), "node-limited-xmoe": (4, 2), "node-limited-sigmoid": (4, 1)}
+CASES += [
+    ("node-limited", "base=fsmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("node-limited-xmoe", "fsmoe", "ep=4", ONE_NODE, "xmoe", None, "gelu", 2),
+    ("node-limited-sigmoid", "baseline", "ep=4", TWO_NODES, "sigmoid", 1.0, "gelu", 2),
+]
+
+
 # Cases whose GradSync runs after the backward (overlap=False); the rest start the gradient
 # ops during it.
 AFTER_BACKWARD = {"edp-fsmoe", "tp-replicate"}
@@ -101,11 +111,14 @@ def run_case(case, rank):
     import moecomm.torch as mt
     from torch_reference import ReferenceMoE
     name, strategy, parallel, cluster, gate, cf, ffn, k = case
-    ref = ReferenceMoE(HIDDEN, FFN, EXPERTS, k, gate, cf, ffn, seed=7)
+    groups, group_top_k = GROUPS.get(name, (1, 0))
+    ref = ReferenceMoE(HIDDEN, FFN, EXPERTS, k, gate, cf, ffn, seed=7, router_groups=groups,
+                       router_group_top_k=group_top_k)
     sizes, skewed = EDGES.get(name, (None, False))
     if skewed:
         skew(ref)
     layer = mt.MoELayer(HIDDEN, FFN, EXPERTS, k, gate=gate, capacity_factor=cf, ffn_type=ffn,
+                        router_groups=groups, router_group_top_k=group_top_k,
                         strategy=strategy, parallel=parallel, cluster=cluster, tokens=TOKENS)
     with torch.no_grad():
         layer.gate_weight.copy_(ref.router.weight)

@@ -29,15 +29,31 @@ class Expert(torch.nn.Module):
 class ReferenceMoE(torch.nn.Module):
     def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, gate: str,
                  capacity_factor: Optional[float], ffn_type: str, xmoe_dim: int = 8,
-                 temperature: float = 0.07, seed: int = 0) -> None:
+                 temperature: float = 0.07, seed: int = 0, router_groups: int = 1,
+                 router_group_top_k: int = 0) -> None:
         super().__init__()
         torch.manual_seed(seed)
         self.experts_n, self.top_k, self.gate_kind = experts, top_k, gate
+        self.groups, self.group_top_k = router_groups, router_group_top_k
         self.capacity_factor, self.temperature = capacity_factor, temperature
         width = xmoe_dim if gate == "xmoe" else experts
         self.router = torch.nn.Linear(hidden, width, bias=False)
         self.embeddings = torch.nn.Parameter(torch.randn(experts, xmoe_dim)) if gate == "xmoe" else None
         self.experts = torch.nn.ModuleList(Expert(hidden, ffn, ffn_type) for _ in range(experts))
+
+    def node_limited(self, sc: torch.Tensor) -> torch.Tensor:
+        """One token's scores with the experts outside its best router_group_top_k groups at
+        -inf (DeepSeek-V3's node-limited routing): a group scores the sum of its two largest
+        affinities (softmax, or sigmoid for the sigmoid gate), one expert's where it has one."""
+        if not (self.groups > 1 and 0 < self.group_top_k < self.groups):
+            return sc
+        aff = (torch.sigmoid(sc) if self.gate_kind == "sigmoid" else torch.softmax(sc, -1)).tolist()
+        per = self.experts_n // self.groups
+        score = [sum(sorted(aff[g * per:(g + 1) * per], reverse=True)[:2])
+                 for g in range(self.groups)]
+        best = sorted(range(self.groups), key=lambda g: (-score[g], g))[:self.group_top_k]
+        keep = torch.tensor([e // per in best for e in range(self.experts_n)])
+        return sc.masked_fill(~keep, float("-inf"))
 
     def slots(self, x: torch.Tensor) -> List[tuple]:
         """(token, expert, weight) in slot order."""
@@ -60,7 +76,7 @@ class ReferenceMoE(torch.nn.Module):
                 sc = sc / self.temperature
             else:
                 sc = self.router(x[t])
-            chosen = torch.topk(sc, self.top_k).indices
+            chosen = torch.topk(self.node_limited(sc), self.top_k).indices
             if self.gate_kind == "sigmoid":
                 ws = [torch.sigmoid(sc[c]) for c in chosen]
             else:

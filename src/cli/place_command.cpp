@@ -99,6 +99,18 @@ PlaceCommand::PlaceCommand(CLI::App& app) {
       ->group(syn)
       ->capture_default_str()
       ->check(finite_range(0.0, 1.0));
+  sub_->add_option("--router-groups", spec_.router_groups,
+                   "node-limited routing: experts in this many equal groups (the model key "
+                   "router_groups; with the nodes' count, a token's groups are nodes)")
+      ->group(syn)
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  sub_->add_option("--router-group-top-k", spec_.router_group_top_k,
+                   "node-limited routing: each token's experts within this many groups (0: "
+                   "any)")
+      ->group(syn)
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   sub_->add_option("--seed", spec_.seed, "random seed")->group(syn)->capture_default_str();
   sub_->add_option("--write-trace", write_trace_, "also write the routing used to this trace file")
       ->group(syn);

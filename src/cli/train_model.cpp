@@ -54,6 +54,8 @@ nn::MoeTransformerConfig preset_model(const std::string& name) {
   m.moe.ffn_hidden = static_cast<int>(c.ffn_hidden);
   m.moe.experts = static_cast<int>(c.experts);
   m.moe.top_k = static_cast<int>(c.top_k);
+  m.moe.router_groups = c.router_groups;
+  m.moe.router_group_top_k = c.router_group_top_k;
   m.moe.ffn_type = c.ffn_type;
   return m;
 }

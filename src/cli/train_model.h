@@ -11,8 +11,9 @@ namespace moecomm::cli {
 // tiny: vocab 64, hidden 64, 4 heads, 2 layers, FFN 128, 2 experts per rank, top-2.
 nn::MoeTransformerConfig tiny_model(int world);
 // A preset name or JSON file: its hidden, ffn_hidden, heads, layers, experts, top_k,
-// seq_len, vocab_size and ffn_type. A model with dense_layers, shared_experts or kv_heads
-// below heads is refused (Error naming the key): the trainer builds none of them.
+// router_groups, router_group_top_k, seq_len, vocab_size and ffn_type. A model with dense_layers,
+// shared_experts or kv_heads below heads is refused (Error naming the key): the trainer builds none
+// of them.
 nn::MoeTransformerConfig preset_model(const std::string& name);
 // "tiny" or a preset/file.
 nn::MoeTransformerConfig train_model(const std::string& name, int world);

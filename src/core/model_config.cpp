@@ -23,6 +23,27 @@ FfnType parse_ffn_type(std::string_view name, const std::string& where) {
                          did_you_mean(name, {"gelu", "swiglu"}));
 }
 
+std::optional<RouterGroupsProblem> router_groups_problem(int64_t experts, int64_t top_k,
+                                                         int64_t groups, int64_t group_top_k) {
+  const auto n = [](int64_t v) { return std::to_string(v); };
+  if (groups < 1) return RouterGroupsProblem{"router_groups", "must be >= 1, got " + n(groups)};
+  if (experts % groups != 0)
+    return RouterGroupsProblem{"router_groups", "router_groups = " + n(groups) +
+                                                    " does not divide experts = " + n(experts) +
+                                                    " (the groups are equal)"};
+  if (group_top_k < 0 || group_top_k > groups)
+    return RouterGroupsProblem{"router_group_top_k", "must be in [0, router_groups = " + n(groups) +
+                                                         "] (0: every " + "group), got " +
+                                                         n(group_top_k)};
+  if (group_top_k > 0 && group_top_k * (experts / groups) < top_k)
+    return RouterGroupsProblem{
+        "router_group_top_k",
+        "router_group_top_k x (experts / router_groups) = " + n(group_top_k) + " x " +
+            n(experts / groups) + " = " + n(group_top_k * (experts / groups)) +
+            " is fewer than top_k = " + n(top_k) + " (a token's groups must hold its experts)"};
+  return std::nullopt;
+}
+
 namespace {
 
 FfnType ffn_type_of(JsonReader& r) {
@@ -40,12 +61,15 @@ void check_model(const ModelConfig& m, JsonReader& r) {
   if (m.dtype_bytes != 1 && m.dtype_bytes != 2 && m.dtype_bytes != 4 && m.dtype_bytes != 8)
     throw Error(r.where("dtype_bytes"), "must be 1, 2, 4 or 8");
   if (m.dense_layers >= m.layers)
-    throw Error(r.where("dense_layers"), "dense_layers = " + std::to_string(m.dense_layers) +
-                                             " leaves no MoE layer of layers = " +
-                                             std::to_string(m.layers));
+    throw Error(r.where("dense_layers"),
+                "dense_layers = " + std::to_string(m.dense_layers) +
+                    " leaves no MoE layer of layers = " + std::to_string(m.layers));
   if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     throw Error(r.where("kv_heads"), "kv_heads = " + std::to_string(m.kv_heads) +
                                          " does not divide heads = " + std::to_string(m.heads));
+  if (const auto problem =
+          router_groups_problem(m.experts, m.top_k, m.router_groups, m.router_group_top_k))
+    throw Error(r.where(problem->key), problem->message);
 }
 
 }  // namespace
@@ -70,8 +94,8 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
     if (!r.has(key)) return 0;
     const int64_t v = r.integer(key);
     if (v < 0 || v > hi)
-      throw Error(r.where(key), "must be in [0, " + std::to_string(hi) + "], got " +
-                                    std::to_string(v));
+      throw Error(r.where(key),
+                  "must be in [0, " + std::to_string(hi) + "], got " + std::to_string(v));
     return v;
   };
   m.dense_layers = count("dense_layers", kMaxLayers);
@@ -79,6 +103,10 @@ ModelConfig parse_model(const json& doc, const std::string& where) {
   m.shared_experts = count("shared_experts", kMaxExperts);
   m.shared_expert_ffn_hidden = count("shared_expert_ffn_hidden", kMaxHidden * 16);
   m.kv_heads = count("kv_heads", kMaxHidden);
+  if (r.has("router_groups"))
+    m.router_groups = static_cast<int>(r.positive_int("router_groups", kMaxExperts));
+  if (r.has("router_group_top_k"))
+    m.router_group_top_k = static_cast<int>(count("router_group_top_k", kMaxExperts));
   if (!r.value("capacity_factor").is_null())
     m.capacity_factor = r.in_range("capacity_factor", kCapacityFactor);
   m.dtype_bytes = r.positive_int("dtype_bytes");
@@ -149,6 +177,8 @@ json model_to_json(const ModelConfig& m) {
   if (m.shared_experts > 0) doc["shared_experts"] = m.shared_experts;
   if (m.shared_expert_ffn_hidden > 0) doc["shared_expert_ffn_hidden"] = m.shared_expert_ffn_hidden;
   if (m.kv_heads > 0) doc["kv_heads"] = m.kv_heads;
+  if (m.router_groups != 1) doc["router_groups"] = m.router_groups;
+  if (m.router_group_top_k > 0) doc["router_group_top_k"] = m.router_group_top_k;
   if (m.compute_dtype) doc["compute_dtype"] = std::string(to_string(*m.compute_dtype));
   if (!m.description.empty()) doc["description"] = m.description;
   if (m.cluster) doc["cluster"] = *m.cluster;

@@ -30,6 +30,24 @@ inline constexpr double kMaxDispatchBytes = 1e15;
 
 enum class FfnType { kGelu, kSwiglu };  // GPT FFN (2 GEMMs) or Mixtral FFN (3 GEMMs)
 
+// Node-limited routing's shape (DeepSeek-V2 Sec. 2.2.2 device-limited routing, DeepSeek-V3
+// Sec. 2.1.2 node-limited routing): the experts split into `groups` equal contiguous groups,
+// each token choosing its top_k experts among its best `group_top_k` groups (0: every group).
+// nullopt when the shape is valid, else the key at fault ("router_groups" or
+// "router_group_top_k") and why; every place the keys enter (model file, nn's gates,
+// moecomm.torch, the synthetic routing) applies this one rule and names its own source.
+struct RouterGroupsProblem {
+  std::string key;
+  std::string message;
+};
+std::optional<RouterGroupsProblem> router_groups_problem(int64_t experts, int64_t top_k,
+                                                         int64_t groups, int64_t group_top_k);
+// Whether the limit excludes any expert (groups > 1 and 0 < group_top_k < groups): otherwise
+// the routing is plain top-k.
+inline bool limits_groups(int64_t groups, int64_t group_top_k) {
+  return groups > 1 && group_top_k > 0 && group_top_k < groups;
+}
+
 struct ModelConfig {
   std::string name;
   std::string description;
@@ -50,10 +68,15 @@ struct ModelConfig {
   int64_t dense_layers = 0;
   int64_t dense_ffn_hidden = 0;  // 0: ffn_hidden
   int64_t shared_experts = 0;
-  int64_t shared_expert_ffn_hidden = 0;  // 0: ffn_hidden
-  int64_t kv_heads = 0;                  // 0: heads
+  int64_t shared_expert_ffn_hidden = 0;   // 0: ffn_hidden
+  int64_t kv_heads = 0;                   // 0: heads
   std::optional<double> capacity_factor;  // nullopt: dropless
-  int64_t dtype_bytes = 2;                // activations, weights and gradients as they travel
+  // Node-limited routing (router_groups_problem above): expert e is in group
+  // e / (experts / router_groups); with router_groups = the EP group's nodes a token reaches at
+  // most router_group_top_k nodes (DeepSeek-V3: 8 groups, 4 per token).
+  int router_groups = 1;
+  int router_group_top_k = 0;  // 0: every group
+  int64_t dtype_bytes = 2;     // activations, weights and gradients as they travel
   // The dtype the GEMMs run in (the device's peak for it prices compute); nullopt: implied by
   // dtype_bytes (default_compute_dtype).
   std::optional<Dtype> compute_dtype;
@@ -70,6 +93,10 @@ struct ModelConfig {
     return shared_expert_ffn_hidden > 0 ? shared_expert_ffn_hidden : ffn_hidden;
   }
   int64_t kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  // The groups a token may reach (router_groups when unlimited).
+  int router_groups_per_token() const {
+    return router_group_top_k > 0 ? router_group_top_k : router_groups;
+  }
   int ffn_gemms() const { return ffn_type == FfnType::kSwiglu ? 3 : 2; }
   // Parameters of one expert and of all experts of one layer (weights only, no biases).
   double expert_params() const { return double(ffn_gemms()) * hidden * ffn_hidden; }
@@ -107,7 +134,8 @@ ModelConfig parse_model(const nlohmann::json& doc, const std::string& where);
 // seq_len or micro_batch. Throws Error naming `where` and the keys to reduce.
 void check_model_sizes(const ModelConfig& model, const std::string& where);
 // The parallel sizes must also split the model: pp the layers (one each at least; unevenly
-// is fine), cp the sequence, tp the heads, esp the expert FFN. Throws Error naming `where` and the key.
+// is fine), cp the sequence, tp the heads, esp the expert FFN. Throws Error naming `where` and the
+// key.
 void check_parallel_fits_model(const ParallelConfig& parallel, const ModelConfig& model,
                                const std::string& where);
 nlohmann::json model_to_json(const ModelConfig& model);

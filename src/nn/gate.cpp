@@ -1,6 +1,7 @@
 #include "nn/gate.h"
 
 #include "core/error.h"
+#include "core/model_config.h"
 
 namespace moecomm::nn {
 
@@ -32,6 +33,13 @@ void Gate::regroup_aux(std::vector<int> group, std::vector<AuxStats> stats) {
 void check_gate_shape(int hidden, int experts, int k, const char* where) {
   if (hidden <= 0 || experts <= 0) throw Error(where, "hidden and experts must be positive");
   if (k <= 0 || k > experts) throw Error(where, "k must be in [1, experts]");
+}
+
+void check_gate_groups(int experts, int k, int router_groups, int router_group_top_k,
+                       const char* where) {
+  if (const auto problem =
+          core::router_groups_problem(experts, k, router_groups, router_group_top_k))
+    throw Error(std::string(where) + ": " + problem->key, problem->message);
 }
 
 }  // namespace moecomm::nn

@@ -84,5 +84,9 @@ class Gate {
 
 // Throws moecomm::Error (where: the gate's name) unless hidden, experts > 0, 1 <= k <= experts.
 void check_gate_shape(int hidden, int experts, int k, const char* where);
+// The token-choice gates' node-limited routing (core::router_groups_problem): throws
+// moecomm::Error at "<where>: router_groups" or "<where>: router_group_top_k".
+void check_gate_groups(int experts, int k, int router_groups, int router_group_top_k,
+                       const char* where);
 
 }  // namespace moecomm::nn

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
+#include "core/model_config.h"
 #include "nn/gate.h"
 
 namespace moecomm::nn {
@@ -44,6 +46,49 @@ std::vector<int> topk_rows(const Tensor& s, int k) {
     const float* v = s.row(r);
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
                       [v](int a, int b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    out.insert(out.end(), idx.begin(), idx.begin() + k);
+  }
+  return out;
+}
+
+std::vector<int> group_limited_topk_rows(const Tensor& scores, const Tensor& affinity, int k,
+                                         int groups, int group_top_k) {
+  if (!core::limits_groups(groups, group_top_k)) return topk_rows(scores, k);
+  const int n = static_cast<int>(scores.cols()), per_group = n / groups;
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(scores.rows() * k));
+  std::vector<float> group_score(static_cast<size_t>(groups));
+  std::vector<int> group_idx(static_cast<size_t>(groups)), idx;
+  idx.reserve(static_cast<size_t>(group_top_k * per_group));
+  for (int64_t r = 0; r < scores.rows(); ++r) {
+    const float* a = affinity.row(r);
+    for (int g = 0; g < groups; ++g) {
+      const float* in = a + g * per_group;
+      float first = in[0], second = -std::numeric_limits<float>::infinity();
+      for (int j = 1; j < per_group; ++j) {
+        if (in[j] > first) {
+          second = first;
+          first = in[j];
+        } else if (in[j] > second) {
+          second = in[j];
+        }
+      }
+      group_score[static_cast<size_t>(g)] = per_group >= 2 ? first + second : first;
+    }
+    std::iota(group_idx.begin(), group_idx.end(), 0);
+    std::partial_sort(group_idx.begin(), group_idx.begin() + group_top_k, group_idx.end(),
+                      [&](int x, int y) {
+                        const float sx = group_score[static_cast<size_t>(x)],
+                                    sy = group_score[static_cast<size_t>(y)];
+                        return sx > sy || (sx == sy && x < y);
+                      });
+    idx.clear();
+    for (int i = 0; i < group_top_k; ++i)
+      for (int j = 0; j < per_group; ++j)
+        idx.push_back(group_idx[static_cast<size_t>(i)] * per_group + j);
+    const float* v = scores.row(r);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [v](int x, int y) { return v[x] > v[y] || (v[x] == v[y] && x < y); });
     out.insert(out.end(), idx.begin(), idx.begin() + k);
   }
   return out;

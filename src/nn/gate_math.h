@@ -15,6 +15,18 @@ Tensor softmax_rows_backward(const Tensor& p, const Tensor& dp);
 // Indices of the k largest entries of each row of s, best first (ties: lower index).
 std::vector<int> topk_rows(const Tensor& s, int k);
 
+// Node-limited top-k (DeepSeek-V2 Sec. 2.2.2, DeepSeek-V3 Sec. 2.1.2): the E columns split
+// into `groups` equal contiguous groups (expert e in group e / (E / groups)). A row's group
+// score is the sum of its group's two largest affinities (DeepSeek-V3's sum of the top
+// K_r / M = 8 / 4 affinities of a node, as its released model.py takes them; with one expert
+// per group, that expert's affinity); the row keeps its best group_top_k groups (ties: lower
+// group) and takes the k largest scores among their experts, best first (ties: lower index).
+// `scores` rank the experts as topk_rows does; `affinity` (the same shape: the gate's
+// probabilities or sigmoids) scores the groups. Without a limit (core::limits_groups false)
+// this is topk_rows(scores, k).
+std::vector<int> group_limited_topk_rows(const Tensor& scores, const Tensor& affinity, int k,
+                                         int groups, int group_top_k);
+
 // Token-choice slots from probabilities p [T, E] and choices [T * k]: weight of slot
 // (t, j) is p[t, e_j], divided by sum_j p[t, e_j] when normalize (GShard top-2).
 void fill_topk_slots(const Tensor& p, const std::vector<int>& choice, int k, bool normalize,

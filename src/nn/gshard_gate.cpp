@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/model_config.h"
 #include "nn/gate_math.h"
 #include "nn/gemm.h"
 
@@ -11,6 +12,8 @@ namespace moecomm::nn {
 GShardGate::GShardGate(const GShardGateConfig& config)
     : config_(config), noise_rng_(config.seed ^ 0x9e3779b97f4a7c15ull) {
   check_gate_shape(config.hidden, config.experts, config.k, "gshard gate");
+  check_gate_groups(config.experts, config.k, config.router_groups, config.router_group_top_k,
+                    "gshard gate");
   const float bound = 1.0f / std::sqrt(static_cast<float>(config.hidden));
   wg_ = Tensor::uniform({config.hidden, config.experts}, config.seed, bound);
   dwg_ = Tensor(wg_.shape());
@@ -25,7 +28,11 @@ GateOutput GShardGate::forward(const Tensor& x) {
     const float scale = config_.noise_std / static_cast<float>(config_.experts);
     for (int64_t i = 0; i < h.size(); ++i) h[i] += scale * n01(noise_rng_);
   }
-  choice_ = topk_rows(h, config_.k);
+  const bool noisy = config_.noise_std > 0.0f;
+  choice_ = core::limits_groups(config_.router_groups, config_.router_group_top_k)
+                ? group_limited_topk_rows(h, noisy ? softmax_rows(h) : p_, config_.k,
+                                          config_.router_groups, config_.router_group_top_k)
+                : topk_rows(h, config_.k);
   return softmax_topk_output(p_, choice_, config_.experts, config_.k, normalized());
 }
 

@@ -5,6 +5,8 @@
 //   choice = top-k of (h + noise)     noise = noise_std * N(0,1) / E from a seeded RNG; it
 //                                     only perturbs the selection, so p (and the gradient)
 //                                     is of the clean logits. noise_std = 0 turns it off.
+//                                     Node-limited (router_groups): among the experts of the
+//                                     best groups by softmax(h + noise) (gate_math.h).
 //   weight_j = p[e_j] / sum_i p[e_i]  (k > 1 and normalize, GShard top-2), else p[e_j]
 //   aux = E * sum_e f_e m_e           (gate_math.h)
 #include <cstdint>
@@ -21,6 +23,10 @@ struct GShardGateConfig {
   bool normalize = true;  // renormalise the top-k weights (only when k > 1)
   float noise_std = 0.0f;
   uint64_t seed = 0;  // for Wg's initialisation and the noise stream
+  // Node-limited routing (group_limited_topk_rows): experts in router_groups groups, each
+  // token choosing among its best router_group_top_k (0: every group).
+  int router_groups = 1;
+  int router_group_top_k = 0;
 };
 
 class GShardGate : public Gate {

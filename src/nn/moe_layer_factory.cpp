@@ -51,16 +51,24 @@ GateKind parse_gate_kind(std::string_view name, const std::string& where) {
 }
 
 std::unique_ptr<Gate> make_gate(const MoeLayerSpec& s) {
+  const int groups = s.router_groups, group_top_k = s.router_group_top_k;
   switch (s.gate) {
     case GateKind::kGShard:
-      return std::make_unique<GShardGate>(
-          GShardGateConfig{s.hidden, s.experts, s.top_k, true, s.gate_noise, s.seed});
+      return std::make_unique<GShardGate>(GShardGateConfig{
+          s.hidden, s.experts, s.top_k, true, s.gate_noise, s.seed, groups, group_top_k});
     case GateKind::kSigmoid:
-      return std::make_unique<SigmoidGate>(SigmoidGateConfig{s.hidden, s.experts, s.top_k, s.seed});
+      return std::make_unique<SigmoidGate>(
+          SigmoidGateConfig{s.hidden, s.experts, s.top_k, s.seed, groups, group_top_k});
     case GateKind::kXMoE:
       return std::make_unique<XMoEGate>(XMoEGateConfig{s.hidden, s.experts, s.top_k, s.xmoe_dim,
-                                                       s.xmoe_temperature, true, s.seed});
+                                                       s.xmoe_temperature, true, s.seed, groups,
+                                                       group_top_k});
     case GateKind::kExpertChoice:
+      if (core::limits_groups(groups, group_top_k))
+        throw Error("expert-choice gate: router_group_top_k",
+                    "node-limited routing limits each token's choice; the expert-choice gate "
+                    "lets experts choose tokens (use a token-choice gate: gshard, sigmoid, "
+                    "xmoe)");
       return std::make_unique<ExpertChoiceGate>(
           ExpertChoiceGateConfig{s.hidden, s.experts, s.expert_choice_capacity, s.seed});
   }

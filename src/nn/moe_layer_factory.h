@@ -29,6 +29,11 @@ struct MoeLayerSpec {
   int ffn_hidden = 0;
   int experts = 0;
   int top_k = 2;  // token-choice gates
+  // Node-limited routing of the token-choice gates (core::ModelConfig's keys of these names):
+  // experts in router_groups groups, a token choosing among its best router_group_top_k
+  // (0: every group). The expert-choice gate has no per-token choice: it refuses a limit.
+  int router_groups = 1;
+  int router_group_top_k = 0;
   GateKind gate = GateKind::kGShard;
   core::FfnType ffn_type = core::FfnType::kGelu;
   float capacity_factor = 0.0f;         // > 0: capacity layout; 0: dropless

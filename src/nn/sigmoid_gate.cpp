@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/model_config.h"
+
 #include "nn/gate_math.h"
 #include "nn/gemm.h"
 
@@ -16,6 +18,8 @@ float sigmoid(float v) {
 
 SigmoidGate::SigmoidGate(const SigmoidGateConfig& config) : config_(config) {
   check_gate_shape(config.hidden, config.experts, config.k, "sigmoid gate");
+  check_gate_groups(config.experts, config.k, config.router_groups, config.router_group_top_k,
+                    "sigmoid gate");
   const float bound = 1.0f / std::sqrt(static_cast<float>(config.hidden));
   wg_ = Tensor::uniform({config.hidden, config.experts}, config.seed, bound);
   dwg_ = Tensor(wg_.shape());
@@ -61,7 +65,14 @@ float SigmoidGate::aux_of(const AuxStats& stats) const {
 GateOutput SigmoidGate::forward(const Tensor& x) {
   x_ = x;
   h_ = matmul(x, wg_);
-  choice_ = topk_rows(h_, config_.k);
+  if (core::limits_groups(config_.router_groups, config_.router_group_top_k)) {
+    Tensor affinity(h_.shape());
+    for (int64_t i = 0; i < h_.size(); ++i) affinity[i] = sigmoid(h_[i]);
+    choice_ = group_limited_topk_rows(h_, affinity, config_.k, config_.router_groups,
+                                      config_.router_group_top_k);
+  } else {
+    choice_ = topk_rows(h_, config_.k);
+  }
   GateOutput out;
   out.tokens = static_cast<int>(x.rows());
   out.experts = config_.experts;

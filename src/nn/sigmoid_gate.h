@@ -1,7 +1,9 @@
 #pragma once
 // Sigmoid gate (BASE Layers / StableMoE style, StableMoE Sec. 2.1 eqs. 1-3):
 //   h = x Wg                               Wg [M, E]
-//   choice = top-k of h                    (StableMoE / BASE: k = 1)
+//   choice = top-k of h                    (StableMoE / BASE: k = 1); node-limited
+//                                          (router_groups): among the experts of the best
+//                                          groups by sigmoid(h) (gate_math.h)
 //   weight_j = sigmoid(h[e_j])             the token's output is sigma(s) * FFN(x)
 //   aux = sum_e ((|A_e| - n) / n) * sum_{t in A_e} sigmoid(h[t, e])      (StableMoE eq. 3)
 //     A_e = slots routed to expert e, n = T k / E the balanced count; |A_e| is a count (no
@@ -17,6 +19,10 @@ struct SigmoidGateConfig {
   int experts = 0;
   int k = 1;
   uint64_t seed = 0;
+  // Node-limited routing (group_limited_topk_rows): experts in router_groups groups, each
+  // token choosing among its best router_group_top_k (0: every group).
+  int router_groups = 1;
+  int router_group_top_k = 0;
 };
 
 class SigmoidGate : public Gate {

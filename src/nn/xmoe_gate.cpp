@@ -42,6 +42,8 @@ Tensor unit_rows_backward(const Tensor& u, const std::vector<float>& norms, cons
 
 XMoEGate::XMoEGate(const XMoEGateConfig& config) : config_(config) {
   check_gate_shape(config.hidden, config.experts, config.k, "x-moe gate");
+  check_gate_groups(config.experts, config.k, config.router_groups, config.router_group_top_k,
+                    "x-moe gate");
   if (config.dim <= 0) throw Error("x-moe gate", "dim must be positive");
   if (!(config.temperature > 0.0f)) throw Error("x-moe gate", "temperature must be positive");
   const float bound = 1.0f / std::sqrt(static_cast<float>(config.hidden));
@@ -58,7 +60,8 @@ GateOutput XMoEGate::forward(const Tensor& x) {
   Tensor s({x.rows(), config_.experts});
   gemm(Trans::kNo, Trans::kYes, 1.0f / config_.temperature, zhat_, ehat_, 0.0f, s);
   p_ = softmax_rows(s);
-  choice_ = topk_rows(s, config_.k);
+  choice_ =
+      group_limited_topk_rows(s, p_, config_.k, config_.router_groups, config_.router_group_top_k);
   return softmax_topk_output(p_, choice_, config_.experts, config_.k, normalized());
 }
 

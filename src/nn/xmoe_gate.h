@@ -3,7 +3,8 @@
 // routing scores are cosine similarities in a low-dimensional space.
 //   z = x Wp                              Wp [M, d], d << M (low-rank projection)
 //   s[t, e] = <z_t / |z_t|, v_e / |v_e|> / tau     v = expert embeddings [E, d] (L2 normalised)
-//   p = softmax(s); choice = top-k of s; weights and aux loss as the GShard gate
+//   p = softmax(s); choice = top-k of s (node-limited: among the experts of the best
+//   groups by p, gate_math.h); weights and aux loss as the GShard gate
 //   (normalised top-k weights when k > 1; aux = E * sum_e f_e m_e).
 // tau is a fixed temperature here (the paper learns it; a fixed value keeps routing
 // identical on every rank).
@@ -21,6 +22,10 @@ struct XMoEGateConfig {
   float temperature = 0.07f;
   bool normalize = true;
   uint64_t seed = 0;
+  // Node-limited routing (group_limited_topk_rows): experts in router_groups groups, each
+  // token choosing among its best router_group_top_k (0: every group).
+  int router_groups = 1;
+  int router_group_top_k = 0;
 };
 
 class XMoEGate : public Gate {

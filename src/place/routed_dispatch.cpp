@@ -63,6 +63,8 @@ RoutedDispatch routed_dispatch(const core::ModelSetup& setup, SyntheticRoutingSp
     spec.tokens = static_cast<int>(setup.model.seq_len / setup.parallel.cp);
     spec.experts = static_cast<int>(setup.model.experts);
     spec.top_k = static_cast<int>(setup.model.top_k);
+    spec.router_groups = setup.model.router_groups;
+    spec.router_group_top_k = setup.model.router_group_top_k;
     spec.layers = 2;
     spec.iterations = 1;
     const RoutingTrace trace = generate_routing_trace(spec);

@@ -18,7 +18,8 @@ struct RoutedDispatch {
 };
 
 // spec supplies locality, skew, correlation and seed; shapes come from the model (samples
-// = micro-batch per EP member, tokens = seq_len / cp, experts, top_k). Throws Error when an
+// = micro-batch per EP member, tokens = seq_len / cp, experts, top_k, router_groups,
+// router_group_top_k: node-limited routing). Throws Error when an
 // EP group's members are spread unevenly over nodes (the placement's equal shares).
 RoutedDispatch routed_dispatch(const core::ModelSetup& setup, SyntheticRoutingSpec spec,
                                bool netmoe_placement, const std::string& solver);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/model_config.h"
 
 namespace moecomm::place {
 
@@ -48,6 +49,9 @@ void validate(const SyntheticRoutingSpec& spec) {
   require_unit(spec.locality, "locality", 1);
   require_unit(spec.layer_correlation, "layer_correlation", 1);
   require_unit(spec.skew, "skew", 10);  // 10 already puts ~all mass on one expert
+  if (const auto problem = core::router_groups_problem(spec.experts, spec.top_k, spec.router_groups,
+                                                       spec.router_group_top_k))
+    throw Error("synthetic routing: " + problem->key, problem->message);
   const double ids =
       static_cast<double>(spec.iterations) * spec.layers * spec.samples * spec.tokens * spec.top_k;
   if (ids > static_cast<double>(kMaxTraceIds))
@@ -140,18 +144,32 @@ class DistinctRanks {
     while (first_untaken_ < zipf_.size() && taken(first_untaken_)) ++first_untaken_;
   }
   int draw() {
-    const bool whole = taken_mass_ <= 0.5 * zipf_.cdf.back();
-    for (;;) {
-      const double u = rng_.unit();
-      const int r = whole ? zipf_.sample(u) : zipf_.sample_from(first_untaken_, u);
-      if (!taken(r)) {
+    for (;;)
+      if (const int r = propose(); !taken(r)) {
         take(r);
         return r;
       }
-    }
+  }
+  // The same renormalized over the untaken ranks `allowed` accepts too, by up to `tries`
+  // proposals; -1 when none is accepted (the caller then draws exactly over its few allowed
+  // ranks). Accepted proposals follow the renormalized weights whatever `allowed` is.
+  template <class Allowed>
+  int try_draw(Allowed allowed, int tries) {
+    for (int i = 0; i < tries; ++i)
+      if (const int r = propose(); !taken(r) && allowed(r)) {
+        take(r);
+        return r;
+      }
+    return -1;
   }
 
  private:
+  int propose() {
+    const double u = rng_.unit();
+    return taken_mass_ <= 0.5 * zipf_.cdf.back() ? zipf_.sample(u)
+                                                 : zipf_.sample_from(first_untaken_, u);
+  }
+
   const Zipf& zipf_;
   Rng& rng_;
   std::vector<uint64_t> stamp_;
@@ -180,7 +198,10 @@ class Generator {
         rng_(spec.seed),
         zipf_(spec.experts, spec.skew),
         ranks_(zipf_, rng_),
-        preferred_(static_cast<size_t>(spec.samples) * spec.preferred) {
+        preferred_(static_cast<size_t>(spec.samples) * spec.preferred),
+        limited_(core::limits_groups(spec.router_groups, spec.router_group_top_k)),
+        per_group_(spec.experts / spec.router_groups),
+        group_stamp_(static_cast<size_t>(spec.router_groups), 0) {
     for (int l = 0; l < spec.layers; ++l) {
       LayerModel& m = model_.emplace_back();
       m.expert_of_rank = identity(spec.experts);
@@ -198,7 +219,13 @@ class Generator {
       for (int i = 0; i < spec_.samples; ++i) {
         int32_t* pref = &preferred_[static_cast<size_t>(i) * spec_.preferred];
         update_preferred(l, pref);
-        for (int t = 0; t < spec_.tokens; ++t) route_token(l, pref, &routing.at(i, t, 0));
+        for (int t = 0; t < spec_.tokens; ++t) {
+          int32_t* out = &routing.at(i, t, 0);
+          if (limited_)
+            route_token_limited(l, pref, out);
+          else
+            route_token(l, pref, out);
+        }
       }
     }
     return layers;
@@ -243,12 +270,94 @@ class Generator {
     }
   }
 
+  // route_token within router_group_top_k groups (the header's rule).
+  void route_token_limited(int l, const int32_t* pref, int32_t* out) {
+    const LayerModel& m = model_[l];
+    const int k_max = spec_.top_k, p = spec_.preferred;
+    ranks_.clear();
+    ++token_;
+    used_.clear();
+    int k = 0;
+    // Expert e (its rank taken already) into out, its group into the token's.
+    const auto add = [&](int32_t e) {
+      const int g = e / per_group_;
+      if (group_stamp_[g] != token_) {
+        group_stamp_[g] = token_;
+        used_.push_back(g);
+      }
+      out[k++] = e;
+    };
+    const auto take = [&](int32_t e) {
+      ranks_.take(m.rank_of_expert[e]);
+      add(e);
+    };
+    if (rng_.unit() < spec_.locality) {
+      if (p > k_max) {
+        // Uniform picks, one at a time, among the preferred experts still allowed.
+        while (k < k_max) {
+          candidates_.clear();
+          for (int j = 0; j < p; ++j)
+            if (!ranks_.taken(m.rank_of_expert[pref[j]]) && allowed(pref[j]))
+              candidates_.push_back(pref[j]);
+          if (candidates_.empty()) break;
+          take(candidates_[rng_.below(static_cast<int>(candidates_.size()))]);
+        }
+      } else {
+        for (int j = 0; j < p; ++j)
+          if (allowed(pref[j])) take(pref[j]);
+      }
+    }
+    while (k < k_max) add(m.expert_of_rank[draw_allowed(m)]);
+  }
+
+  bool allowed(int32_t e) const {
+    return static_cast<int>(used_.size()) < spec_.router_group_top_k ||
+           group_stamp_[e / per_group_] == token_;
+  }
+
+  // A rank from p_l renormalized over the untaken experts the limit allows: while the token
+  // holds fewer than router_group_top_k groups every untaken expert is allowed (draw()); then
+  // rejection first, and past kTries an exact draw over its groups' untaken experts.
+  int draw_allowed(const LayerModel& m) {
+    if (static_cast<int>(used_.size()) < spec_.router_group_top_k) return ranks_.draw();
+    constexpr int kTries = 32;
+    const int r =
+        ranks_.try_draw([&](int rank) { return allowed(m.expert_of_rank[rank]); }, kTries);
+    if (r >= 0) return r;
+    double total = 0;
+    for (int g : used_)
+      for (int e = g * per_group_; e < (g + 1) * per_group_; ++e)
+        if (!ranks_.taken(m.rank_of_expert[e])) total += zipf_.weight[m.rank_of_expert[e]];
+    double x = rng_.unit() * total;
+    int last = -1;
+    for (int g : used_)
+      for (int e = g * per_group_; e < (g + 1) * per_group_; ++e) {
+        const int rank = m.rank_of_expert[e];
+        if (ranks_.taken(rank)) continue;
+        last = rank;
+        if ((x -= zipf_.weight[rank]) < 0) {
+          ranks_.take(rank);
+          return rank;
+        }
+      }
+    ranks_.take(last);  // x rounded past the total: the last allowed expert
+    return last;
+  }
+
   const SyntheticRoutingSpec spec_;
   Rng rng_;
   Zipf zipf_;
   DistinctRanks ranks_;
   std::vector<LayerModel> model_;
   std::vector<int32_t> preferred_;  // [sample][j], carried from layer to layer
+  // Node-limited routing: whether it limits, experts per group, the groups the current token
+  // holds (stamped with its number, and in order), the preferred experts it may still pick.
+  bool limited_;
+  int per_group_;
+  std::vector<uint64_t> group_stamp_;
+  uint64_t token_ = 0;
+  std::vector<int> used_;
+  std::vector<int32_t> candidates_;
 };
 
 }  // namespace

@@ -17,6 +17,15 @@
 // preferred < top_k); otherwise they are top_k distinct experts drawn from p_l.
 // "Distinct experts drawn from p" means successive draws from p renormalized over the
 // experts not yet chosen.
+// Node-limited routing (router_groups > 1, 0 < router_group_top_k < router_groups: DeepSeek-V3
+// Sec. 2.1.2, core::ModelConfig's keys): expert e is in group e / (experts / router_groups), and
+// a token's experts lie in at most router_group_top_k groups. Its experts are taken in the
+// order above (preferred ones first: a token's most affine), each draw renormalized over the
+// experts that keep it within the limit: once a token holds router_group_top_k groups, a
+// preferred expert of another group is passed over and the fill-up draws come from p_l
+// renormalized over its groups' experts; with preferred > top_k, the top_k picks are uniform
+// among the preferred experts so allowed. Without a limit the generator is the one above,
+// draw for draw.
 //
 // Deterministic for a seed on every platform: std::mt19937_64 with hand-written uniform and
 // discrete sampling (std:: distributions are implementation-defined). Generation is
@@ -39,11 +48,14 @@ struct SyntheticRoutingSpec {
   double skew = 1.0;               // Zipf exponent of expert popularity (0 = uniform)
   double layer_correlation = 0.8;  // chance a sample's preference at l+1 follows the one at l
   uint64_t seed = 1;
+  int router_groups = 1;       // node-limited routing (above)
+  int router_group_top_k = 0;  // 0: every group
 };
 
 // Throws Error naming the field, e.g. "synthetic routing: locality: must be in [0, 1], got
 // 1.5". Bounds: shapes positive, experts <= 1000000, top_k and preferred <= experts, at most
-// 2^31 ids in all, skew in [0, 10].
+// 2^31 ids in all, skew in [0, 10]; router_groups and router_group_top_k by
+// core::router_groups_problem ("synthetic routing: router_groups: ...").
 void validate(const SyntheticRoutingSpec& spec);
 
 // Validates, then generates iterations x layers x samples x tokens x top_k ids.

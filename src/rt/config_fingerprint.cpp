@@ -132,6 +132,8 @@ std::vector<Setting> train_settings(const TrainConfig& c) {
       {"model: experts", text(moe.experts)},
       {"gate", std::string(nn::to_string(moe.gate))},
       {"model: top_k", text(moe.top_k)},
+      {"model: router_groups", text(moe.router_groups)},
+      {"model: router_group_top_k", text(moe.router_group_top_k)},
       {"ffn_type", std::string(core::to_string(moe.ffn_type))},
       {"capacity_factor", text(moe.capacity_factor)},
       {"expert_choice_capacity", text(moe.expert_choice_capacity)},

@@ -274,6 +274,8 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
   m.ffn_hidden = c.model.moe.ffn_hidden;
   m.experts = c.model.moe.experts;
   m.top_k = c.model.moe.top_k;
+  m.router_groups = c.model.moe.router_groups;
+  m.router_group_top_k = c.model.moe.router_group_top_k;
   m.layers = c.model.layers;
   m.heads = c.model.heads;
   m.seq_len = c.seq_len;

@@ -35,6 +35,17 @@ void check_strategy(const TrainConfig& c) {
 
 void check(const TrainConfig& c) {
   check_strategy(c);
+  const nn::MoeLayerSpec& moe = c.model.moe;
+  if (const auto p = core::router_groups_problem(moe.experts, moe.top_k, moe.router_groups,
+                                                 moe.router_group_top_k))
+    throw Error("model: " + p->key, p->message);
+  if (moe.gate == nn::GateKind::kExpertChoice &&
+      core::limits_groups(moe.router_groups, moe.router_group_top_k))
+    throw Error("--gate",
+                "expert-choice lets experts choose tokens: it cannot limit a token to "
+                "router_group_top_k = " +
+                    std::to_string(moe.router_group_top_k) +
+                    " groups (use gshard, sigmoid or xmoe)");
   if (c.seq_len < 2 || c.seq_len > c.model.max_seq)
     throw Error("seq_len", "must be in [2, " + std::to_string(c.model.max_seq) + "]");
   if (c.batch < 1 || c.steps < 1) throw Error("train", "batch and steps must be >= 1");

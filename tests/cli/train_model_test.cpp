@@ -37,7 +37,19 @@ TEST(TrainModel, RefusesTheSublayersItDoesNotBuild) {
   EXPECT_EQ(preset_model(mha).heads, 4);
   const std::string plain = model_file("plain", "");
   EXPECT_EQ(preset_model(plain).moe.experts, 8);
+  EXPECT_EQ(preset_model(plain).moe.router_groups, 1);
+  EXPECT_EQ(preset_model(plain).moe.router_group_top_k, 0);
   for (const auto& path : {shared, dense, mha, plain}) std::remove(path.c_str());
+}
+
+// Node-limited routing reaches the trainer's gates from the model file.
+TEST(TrainModel, TakesTheModelsRouterGroups) {
+  const std::string grouped =
+      model_file("grouped", R"(, "router_groups": 4, "router_group_top_k": 1)");
+  const nn::MoeTransformerConfig m = preset_model(grouped);
+  EXPECT_EQ(m.moe.router_groups, 4);
+  EXPECT_EQ(m.moe.router_group_top_k, 1);
+  std::remove(grouped.c_str());
 }
 
 }  // namespace

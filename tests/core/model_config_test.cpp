@@ -107,6 +107,66 @@ TEST(ModelConfig, Errors) {
   EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: capacity_factor", "too large");
 }
 
+// Node-limited routing: 16 experts in groups of equal size, each token among its best
+// router_group_top_k groups, which must hold top_k experts; the keys round-trip.
+TEST(ModelConfig, RouterGroupsAreReadCheckedAndWritten) {
+  ModelConfig m = parse_model(good(), "m.json");
+  EXPECT_EQ(m.router_groups, 1);
+  EXPECT_EQ(m.router_group_top_k, 0);
+  EXPECT_EQ(m.router_groups_per_token(), 1);
+  EXPECT_FALSE(model_to_json(m).contains("router_groups"));
+  EXPECT_FALSE(model_to_json(m).contains("router_group_top_k"));
+  json j = good();
+  j["router_groups"] = 8;
+  j["router_group_top_k"] = 1;  // 1 group of 2 experts holds top_k = 2
+  m = parse_model(j, "m.json");
+  EXPECT_EQ(m.router_groups, 8);
+  EXPECT_EQ(m.router_group_top_k, 1);
+  EXPECT_EQ(m.router_groups_per_token(), 1);
+  const ModelConfig back = parse_model(model_to_json(m), "again");
+  EXPECT_EQ(back.router_groups, 8);
+  EXPECT_EQ(back.router_group_top_k, 1);
+  j["router_group_top_k"] = 0;  // every group
+  EXPECT_EQ(parse_model(j, "m.json").router_groups_per_token(), 8);
+  j["router_group_top_k"] = 8;
+  EXPECT_EQ(parse_model(j, "m.json").router_groups_per_token(), 8);
+
+  j = good();
+  j["router_groups"] = 0;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: router_groups", "positive integer");
+  j["router_groups"] = 3;
+  EXPECT_EQ(testing::error_of([&] { parse_model(j, "m.json"); }),
+            "m.json: router_groups: router_groups = 3 does not divide experts = 16 (the groups "
+            "are equal)");
+  j["router_groups"] = 4;
+  j["router_group_top_k"] = 5;
+  EXPECT_EQ(
+      testing::error_of([&] { parse_model(j, "m.json"); }),
+      "m.json: router_group_top_k: must be in [0, router_groups = 4] (0: every group), got 5");
+  j["router_group_top_k"] = -1;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: router_group_top_k", "must be in [0, ");
+  j["router_groups"] = 16;
+  j["router_group_top_k"] = 1;  // one expert, top_k 2
+  EXPECT_EQ(testing::error_of([&] { parse_model(j, "m.json"); }),
+            "m.json: router_group_top_k: router_group_top_k x (experts / router_groups) = 1 x 1 = "
+            "1 is fewer than top_k = 2 (a token's groups must hold its experts)");
+  j = good();
+  j["router_groups_top_k"] = 2;
+  EXPECT_ERROR_HAS(parse_model(j, "m.json"), "m.json: router_groups_top_k", "unknown key",
+                   "did you mean 'router_group_top_k'?");
+}
+
+TEST(ModelConfig, LimitsGroupsOnlyWhenAGroupIsLeftOut) {
+  EXPECT_FALSE(limits_groups(1, 0));
+  EXPECT_FALSE(limits_groups(1, 1));
+  EXPECT_FALSE(limits_groups(8, 0));
+  EXPECT_FALSE(limits_groups(8, 8));
+  EXPECT_TRUE(limits_groups(8, 4));
+  EXPECT_TRUE(limits_groups(2, 1));
+  EXPECT_FALSE(router_groups_problem(256, 8, 8, 4).has_value());
+  EXPECT_FALSE(router_groups_problem(16, 2, 16, 2).has_value());
+}
+
 // Each size has its bound; their product (one micro-batch's dispatch) has one too: 1 PB.
 TEST(ModelConfig, TheDispatchBytesOfAMicroBatchAreBounded) {
   json j = good();

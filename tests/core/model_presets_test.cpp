@@ -56,6 +56,9 @@ TEST(ModelPresets, DeepSeekV3HasThePublishedShapes) {
   EXPECT_EQ(m.top_k, 8);
   EXPECT_EQ(m.shared_experts, 1);
   EXPECT_EQ(m.shared_ffn(), 2048);
+  // Node-limited routing: 256 experts in 8 groups (nodes), each token to at most 4.
+  EXPECT_EQ(m.router_groups, 8);
+  EXPECT_EQ(m.router_group_top_k, 4);
   EXPECT_EQ(m.heads, 128);
   EXPECT_EQ(m.kv_head_count(), 128);  // MLA approximated as multi-head attention
   EXPECT_EQ(m.vocab_size, 129280);
@@ -102,6 +105,8 @@ TEST(ModelPresets, PresetsRoundTripThroughTheModelFile) {
     EXPECT_EQ(back.dense_ffn_hidden, m.dense_ffn_hidden) << name;
     EXPECT_EQ(back.shared_experts, m.shared_experts) << name;
     EXPECT_EQ(back.shared_expert_ffn_hidden, m.shared_expert_ffn_hidden) << name;
+    EXPECT_EQ(back.router_groups, m.router_groups) << name;
+    EXPECT_EQ(back.router_group_top_k, m.router_group_top_k) << name;
     EXPECT_EQ(back.total_params(), m.total_params()) << name;
     EXPECT_EQ(back.active_params(), m.active_params()) << name;
   }

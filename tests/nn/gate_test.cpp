@@ -4,10 +4,13 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 
 #include "grad_check.h"
 #include "nn/expert_choice_gate.h"
+#include "nn/gate_math.h"
 #include "nn/gshard_gate.h"
+#include "nn/moe_layer_factory.h"
 #include "nn/sigmoid_gate.h"
 #include "nn/xmoe_gate.h"
 #include "support/expect_error.h"
@@ -195,6 +198,122 @@ TEST(Gates, ExpertChoiceAuxDoesNotRegroup) {
   ExpertChoiceGate gate({5, 3, 1.5f, 41});
   EXPECT_FALSE(gate.groups_aux());
   EXPECT_ERROR_HAS(gate.regroup_aux({0}, {AuxStats(3)}), "cannot be regrouped");
+}
+
+// Node-limited routing's worked case, the same in python/tests/test_torch_routing.py: 8
+// experts in 4 groups of 2, each token among its best 2 groups, top-3, on logits h = x (Wg =
+// I). A group's score is the sum of its two softmax probabilities, i.e. of exp(h) per row:
+//   token 0: h = (3, -5 | 1, 1 | 2.5, -4 | 0, 0): groups 20.09, 5.44, 12.20, 2: keep 0 and 2,
+//            experts 0, 4, 5 (plain top-3: 0, 4, 2).
+//   token 1: h = (2, 1.9 | 2.5, -5 | 2.4, -5 | 0, 0): groups 14.08, 12.19, 11.03, 2: keep 0
+//            and 1, experts 2, 0, 1 (plain top-3: 2, 4, 0; the best expert of each group, the
+//            max, would keep groups 1 and 2).
+//   token 2: h = (0, 0.1 | 0.2, 0.3 | 3, 2 | 1, 2.2): groups 2.11, 2.57, 27.47, 11.74: keep 2
+//            and 3, experts 4, 7, 5 (= plain top-3).
+Tensor node_limited_logits() {
+  return Tensor({3, 8}, {3, -5,   1,    1,    2.5f, -4, 0, 0,  //
+                         2, 1.9f, 2.5f, -5,   2.4f, -5, 0, 0,  //
+                         0, 0.1f, 0.2f, 0.3f, 3,    2,  1, 2.2f});
+}
+
+Tensor identity(int n) {
+  Tensor i({n, n});
+  for (int e = 0; e < n; ++e) i.at(e, e) = 1;
+  return i;
+}
+
+TEST(GroupLimitedTopK, KeepsTheBestGroupsByTheirTopTwoAffinities) {
+  GShardGate gate({8, 8, 3, true, 0.0f, 0, 4, 2});
+  *gate.params()[0].value = identity(8);
+  const GateOutput out = gate.forward(node_limited_logits());
+  EXPECT_EQ(out.expert, (std::vector<int>{0, 4, 5, 2, 0, 1, 4, 7, 5}));
+  GShardGate plain({8, 8, 3, true, 0.0f, 0});
+  *plain.params()[0].value = identity(8);
+  EXPECT_EQ(plain.forward(node_limited_logits()).expert,
+            (std::vector<int>{0, 4, 2, 2, 4, 0, 4, 7, 5}));
+  // One expert per group: the group's score is that expert's affinity, so the limit to the
+  // best groups is plain top-k.
+  const Tensor h = node_limited_logits();
+  EXPECT_EQ(group_limited_topk_rows(h, softmax_rows(h), 3, 8, 3), topk_rows(h, 3));
+}
+
+// The groups a token's experts are in, at most router_group_top_k; the same gate without the
+// limit sends some tokens to more (the limit binds).
+int most_groups_per_token(const GateOutput& out, int per_group) {
+  int most = 0;
+  for (int t = 0; t < out.tokens; ++t) {
+    std::set<int> groups;
+    for (int j = 0; j < out.per_group; ++j)
+      groups.insert(out.expert[static_cast<size_t>(t * out.per_group + j)] / per_group);
+    most = std::max(most, static_cast<int>(groups.size()));
+  }
+  return most;
+}
+
+TEST(GroupLimitedTopK, NoTokenReachesMoreThanGroupTopKGroups) {
+  // 32 experts in 8 groups of 4, top-6: each token within 2 (then 3) groups.
+  const Tensor x = Tensor::randn({64, 12}, 71);
+  for (GateKind kind : {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE}) {
+    MoeLayerSpec spec{.hidden = 12, .ffn_hidden = 8, .experts = 32, .top_k = 6, .gate = kind};
+    spec.seed = 5;
+    EXPECT_GT(most_groups_per_token(make_gate(spec)->forward(x), 4), 3) << to_string(kind);
+    for (int group_top_k : {2, 3}) {
+      spec.router_groups = 8;
+      spec.router_group_top_k = group_top_k;
+      const GateOutput out = make_gate(spec)->forward(x);
+      EXPECT_EQ(out.slots(), 64 * 6);
+      EXPECT_EQ(most_groups_per_token(out, 4), group_top_k) << to_string(kind);
+    }
+  }
+}
+
+// groups = 1, router_group_top_k = 0 or = groups: every expert stays, the plain gate.
+TEST(GroupLimitedTopK, WithoutALimitItIsThePlainGate) {
+  const Tensor x = Tensor::randn({40, 12}, 72);
+  for (GateKind kind : {GateKind::kGShard, GateKind::kSigmoid, GateKind::kXMoE}) {
+    MoeLayerSpec spec{.hidden = 12, .ffn_hidden = 8, .experts = 16, .top_k = 4, .gate = kind};
+    spec.seed = 9;
+    spec.gate_noise = kind == GateKind::kGShard ? 3.0f : 0.0f;
+    const GateOutput plain = make_gate(spec)->forward(x);
+    for (auto [groups, group_top_k] : {std::pair{1, 0}, {1, 1}, {4, 0}, {4, 4}, {16, 16}}) {
+      spec.router_groups = groups;
+      spec.router_group_top_k = group_top_k;
+      const GateOutput out = make_gate(spec)->forward(x);
+      EXPECT_EQ(out.expert, plain.expert) << to_string(kind) << " " << groups;
+      EXPECT_EQ(out.weight, plain.weight) << to_string(kind) << " " << groups;
+      EXPECT_EQ(out.aux_loss, plain.aux_loss) << to_string(kind) << " " << groups;
+    }
+  }
+}
+
+// The limit only chooses which experts carry a weight: the gradient flows through the chosen
+// experts' weights (and the aux loss) as without it.
+TEST(GroupLimitedTopK, GradientsMatchFiniteDifferences) {
+  GShardGate gshard({5, 8, 3, true, 0.0f, 81, 4, 2});
+  check_gate_gradients(gshard, Tensor::randn({6, 5}, 82));
+  SigmoidGate sigmoid({5, 8, 2, 83, 4, 1});
+  check_gate_gradients(sigmoid, Tensor::randn({7, 5}, 84));
+  XMoEGate xmoe({6, 8, 2, 3, 0.5f, true, 85, 2, 1});
+  check_gate_gradients(xmoe, Tensor::randn({6, 6}, 86));
+}
+
+TEST(GroupLimitedTopK, BadGroupsAreErrorsNamingTheKey) {
+  EXPECT_EQ(::moecomm::testing::error_of([] {
+              GShardGate({4, 8, 2, true, 0.0f, 0, 3, 1});
+            }),
+            "gshard gate: router_groups: router_groups = 3 does not divide experts = 8 (the "
+            "groups are equal)");
+  EXPECT_ERROR_HAS(SigmoidGate({4, 8, 3, 0, 4, 1}), "sigmoid gate: router_group_top_k",
+                   "1 x 2 = 2 is fewer than top_k = 3");
+  EXPECT_ERROR_HAS(XMoEGate({4, 8, 1, 2, 0.5f, true, 0, 4, 5}), "x-moe gate: router_group_top_k",
+                   "must be in [0, router_groups = 4]");
+  MoeLayerSpec spec{.hidden = 4, .ffn_hidden = 8, .experts = 8, .gate = GateKind::kExpertChoice};
+  spec.router_groups = 4;
+  spec.router_group_top_k = 2;
+  EXPECT_ERROR_HAS(make_gate(spec), "expert-choice gate: router_group_top_k",
+                   "lets experts choose tokens");
+  spec.router_group_top_k = 4;  // no limit: accepted
+  EXPECT_NO_THROW(make_gate(spec));
 }
 
 TEST(Gates, BadConfigurationsAreErrors) {

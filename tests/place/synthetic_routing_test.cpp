@@ -250,6 +250,91 @@ TEST(SyntheticRouting, HeavySkewDistinctDrawsFollowRenormalizedPopularity) {
   EXPECT_NEAR(n[2] / tokens, 0.01686, 0.005);
 }
 
+// Node-limited routing: the most groups any token's experts lie in.
+int most_groups_per_token(const RoutingTrace& t, int per_group) {
+  int most = 0;
+  for (const auto& layers : t.iterations)
+    for (const LayerRouting& r : layers)
+      for (int i = 0; i < r.samples(); ++i)
+        for (int tok = 0; tok < r.tokens(); ++tok) {
+          std::set<int> groups;
+          for (int k = 0; k < r.top_k(); ++k) groups.insert(r.at(i, tok, k) / per_group);
+          most = std::max(most, static_cast<int>(groups.size()));
+        }
+  return most;
+}
+
+TEST(SyntheticRouting, NodeLimitedRoutingNeverSendsATokenToMoreThanGroupTopKGroups) {
+  SyntheticRoutingSpec spec = small();
+  spec.samples = 8;
+  spec.tokens = 32;
+  spec.layers = 2;
+  spec.experts = 32;
+  spec.top_k = 6;
+  for (double locality : {0.0, 0.5, 1.0})
+    for (int preferred : {2, 6, 9})
+      for (double skew : {0.0, 1.0, 10.0}) {
+        spec.locality = locality;
+        spec.preferred = preferred;
+        spec.skew = skew;
+        spec.router_groups = 1;
+        spec.router_group_top_k = 0;
+        const std::string at = "locality " + std::to_string(locality) + ", preferred " +
+                               std::to_string(preferred) + ", skew " + std::to_string(skew);
+        EXPECT_GT(most_groups_per_token(generate_routing_trace(spec), 4), 3) << at;
+        spec.router_groups = 8;  // groups of 4
+        for (int group_top_k : {2, 3}) {
+          spec.router_group_top_k = group_top_k;
+          const RoutingTrace t = generate_routing_trace(spec);
+          expect_valid(t, spec);
+          EXPECT_EQ(most_groups_per_token(t, 4), group_top_k) << at;
+        }
+      }
+  // One expert per group: a token reaches exactly top_k groups.
+  spec.router_groups = 32;
+  spec.router_group_top_k = 6;
+  EXPECT_EQ(most_groups_per_token(generate_routing_trace(spec), 1), 6);
+}
+
+// groups = 1, router_group_top_k = 0 or = groups: the plain generator, draw for draw.
+TEST(SyntheticRouting, WithoutALimitNodeLimitedRoutingIsThePlainTrace) {
+  SyntheticRoutingSpec spec = small();
+  spec.preferred = 3;
+  spec.locality = 0.7;
+  const RoutingTrace plain = generate_routing_trace(spec);
+  for (auto [groups, group_top_k] : {std::pair{1, 0}, {1, 1}, {4, 0}, {4, 4}, {16, 16}}) {
+    spec.router_groups = groups;
+    spec.router_group_top_k = group_top_k;
+    const RoutingTrace t = generate_routing_trace(spec);
+    for (int i = 0; i < spec.iterations; ++i)
+      for (int l = 0; l < spec.layers; ++l)
+        EXPECT_EQ(t.iterations[i][l].ids(), plain.iterations[i][l].ids()) << groups;
+  }
+}
+
+// experts 4 in 2 groups, top_k 2 within 1 group, skew 10: a token's first expert is the most
+// popular one with probability 1 / (1 + 2^-10 + 3^-10 + 4^-10) = 0.99902, and its second must
+// be that expert's group partner, however unpopular (the exact draw past the rejections).
+TEST(SyntheticRouting, NodeLimitedDrawsStayInsideTheFirstExpertsGroup) {
+  SyntheticRoutingSpec spec = small();
+  spec.samples = 64;
+  spec.tokens = 256;
+  spec.experts = 4;
+  spec.layers = 1;
+  spec.iterations = 1;
+  spec.locality = 0;
+  spec.skew = 10;
+  spec.router_groups = 2;
+  spec.router_group_top_k = 1;
+  const RoutingTrace t = generate_routing_trace(spec);
+  EXPECT_EQ(most_groups_per_token(t, 2), 1);
+  std::vector<int64_t> n = per_expert(t.iterations[0][0], spec.experts);
+  const double tokens = 64.0 * 256;
+  const int top = static_cast<int>(std::max_element(n.begin(), n.end()) - n.begin());
+  EXPECT_GT(n[static_cast<size_t>(top)] / tokens, 0.997);
+  EXPECT_EQ(n[static_cast<size_t>(top ^ 1)], n[static_cast<size_t>(top)]);  // its partner
+}
+
 TEST(SyntheticRouting, ValidateRejectsEachBadField) {
   auto bad = [](auto change) {
     SyntheticRoutingSpec spec;
@@ -295,6 +380,20 @@ TEST(SyntheticRouting, ValidateRejectsEachBadField) {
                    "synthetic routing", "too large", "2147483648");
   EXPECT_ERROR_HAS(generate_routing_trace(bad([](auto& s) { s.top_k = 100; })),
                    "synthetic routing: top_k");
+  EXPECT_ERROR_HAS(validate(bad([](auto& s) { s.router_groups = 0; })),
+                   "synthetic routing: router_groups", "must be >= 1, got 0");
+  EXPECT_ERROR_HAS(validate(bad([](auto& s) { s.router_groups = 5; })),
+                   "synthetic routing: router_groups", "does not divide experts = 64");
+  EXPECT_ERROR_HAS(validate(bad([](auto& s) {
+                     s.router_groups = 8;
+                     s.router_group_top_k = 9;
+                   })),
+                   "synthetic routing: router_group_top_k", "must be in [0, router_groups = 8]");
+  EXPECT_ERROR_HAS(validate(bad([](auto& s) {
+                     s.router_groups = 64;
+                     s.router_group_top_k = 1;
+                   })),
+                   "synthetic routing: router_group_top_k", "is fewer than top_k = 2");
 }
 
 }  // namespace

@@ -60,6 +60,11 @@ TEST(ConfigFingerprint, EachFlagOfTrainChangesItsOwnSetting) {
   c.model.moe.capacity_factor = 1.25f;
   EXPECT_EQ(differing(base, c), std::vector<std::string>{"capacity_factor 0 -> 1.25"});
   c = base;
+  c.model.moe.router_groups = 4;
+  c.model.moe.router_group_top_k = 2;
+  EXPECT_EQ(differing(base, c), (std::vector<std::string>{"model: router_groups 1 -> 4",
+                                                          "model: router_group_top_k 0 -> 2"}));
+  c = base;
   c.model.moe.ffn_type = core::FfnType::kSwiglu;
   EXPECT_EQ(differing(base, c), std::vector<std::string>{"ffn_type gelu -> swiglu"});
   c = base;

@@ -53,6 +53,10 @@ class MoELayer(torch.nn.Module):
         gate: ``gshard``, ``sigmoid``, ``xmoe`` or ``expert-choice`` (moecomm.torch.routing).
         capacity_factor: None for the dropless order, else each expert's per-rank capacity
             factor (expert choice: the average experts per token, default 1).
+        router_groups, router_group_top_k: node-limited routing (the model file's keys): the
+            experts split into ``router_groups`` equal contiguous groups, each token choosing
+            its experts among its best ``router_group_top_k`` groups (0: every group;
+            moecomm.torch.routing). Token-choice gates only.
         ffn_type: ``gelu`` (GPT FFN with biases) or ``swiglu`` (Mixtral, no biases).
         strategy: a method name or knobs, as ``moecomm train --strategy``
             (``"base=fsmoe,chunks_fwd=4"``), or a PlanRow.
@@ -69,6 +73,7 @@ class MoELayer(torch.nn.Module):
 
     def __init__(self, hidden: int, ffn_hidden: int, experts: int, top_k: int = 2, *,
                  gate: str = "gshard", capacity_factor: Optional[float] = None,
+                 router_groups: int = 1, router_group_top_k: int = 0,
                  ffn_type: str = "gelu", strategy: Union[str, Any] = "baseline",
                  parallel: Union[str, Mapping[str, Any], None] = None,
                  cluster: Union[str, Mapping[str, Any], None] = None, tokens: int = 1024,
@@ -85,7 +90,9 @@ class MoELayer(torch.nn.Module):
                                       "experts": experts, "top_k": top_k, "tokens": tokens,
                                       "xmoe_dim": xmoe_dim}, seed, capacity_factor)
         check_ffn_type(ffn_type, "MoELayer")
+        rt.check_groups("MoELayer", experts, top_k, gate, router_groups, router_group_top_k)
         self.hidden, self.ffn_hidden, self.experts, self.top_k = hidden, ffn_hidden, experts, top_k
+        self.router_groups, self.router_group_top_k = router_groups, router_group_top_k
         self.gate, self.capacity_factor, self.ffn_type = gate, capacity_factor, ffn_type
         self.temperature = temperature
         world = dist.get_world_size()
@@ -93,11 +100,13 @@ class MoELayer(torch.nn.Module):
         model = {"name": "torch-moe", "hidden": hidden, "ffn_hidden": ffn_hidden,
                  "experts": experts, "top_k": top_k, "layers": 1, "heads": hidden,
                  "seq_len": tokens, "micro_batch": 1, "capacity_factor": capacity_factor,
-                 "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type}
+                 "dtype_bytes": 4, "compute_dtype": "fp32", "ffn_type": ffn_type,
+                 "router_groups": router_groups, "router_group_top_k": router_group_top_k}
         text = strategy_text(strategy, "MoELayer")
         # Every rank's settings agree before the first collective (or the groups' new_group).
         self.schedule = check_built("MoELayer", layer_settings(
-            self, {"capacity_factor": capacity_factor, "xmoe_dim": xmoe_dim, "seed": seed,
+            self, {"capacity_factor": capacity_factor, "router_groups": router_groups,
+                   "router_group_top_k": router_group_top_k, "xmoe_dim": xmoe_dim, "seed": seed,
                    "timeout": timeout}), lambda: _moecomm.build_schedule(
                        model, cluster or default_cluster(world), parallel, text))
         if self.schedule.world_size != world:
@@ -206,7 +215,8 @@ class MoELayer(torch.nn.Module):
         found by their place in the sorted order: no host sync, no data-dependent size."""
         token, expert, weight = rt.choose(self.gate, x, self.gate_weight, self.top_k,
                                           self.capacity_factor, self.experts,
-                                          self.expert_embeddings, self.temperature)
+                                          self.expert_embeddings, self.temperature,
+                                          self.router_groups, self.router_group_top_k)
         cap = rt.capacity_of(self.gate, self.capacity_factor, x.shape[0], self.top_k,
                              self.experts)
         keys = self._exchange_keys(expert)

@@ -8,6 +8,13 @@
 - ``expert-choice`` (Zhou et al. Sec. 3.1): S = softmax(x Wg^T); expert e takes its top-C
   tokens, C = min(T, ceil(c T / E)); weight S[t, e].
 
+Node-limited routing (DeepSeek-V2 Sec. 2.2.2, DeepSeek-V3 Sec. 2.1.2; the rule of moecomm's
+nn gates, gate_math.h): with ``router_groups`` > 1 and 0 < ``router_group_top_k`` <
+``router_groups``, the experts split into equal contiguous groups; a token's group score is
+the sum of the two largest affinities (the probabilities above, sigmoid(h) for ``sigmoid``)
+of the group's experts (the one affinity where a group has one expert), it keeps its best
+``router_group_top_k`` groups (ties: lower group) and takes its top-k among their experts.
+
 A routing is a list of slots (token, expert, weight). The order keeps every slot
 (``dropless``) or, with a capacity factor f, each expert's first C = ceil(f T k / E) slots in
 slot order (token-major; GShard's local capacity), the rest dropped.
@@ -23,7 +30,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .. import Error
+from .. import Error, _args, _moecomm
 
 GATES = ("gshard", "sigmoid", "xmoe", "expert-choice")  # as `moecomm train --gate`
 
@@ -38,9 +45,43 @@ class Routing:
     counts: torch.Tensor
 
 
+def group_limited_topk(scores: torch.Tensor, affinity: torch.Tensor, top_k: int,
+                       router_groups: int, router_group_top_k: int) -> torch.Tensor:
+    """[T, k] indices of each row's top-k ``scores`` among the experts of its best
+    ``router_group_top_k`` groups by ``affinity`` (the module's rule); plain top-k without a
+    limit."""
+    if not _moecomm.limits_groups(router_groups, router_group_top_k):
+        return torch.topk(scores, top_k, dim=-1).indices
+    tokens, experts = scores.shape
+    per_group = experts // router_groups
+    grouped = affinity.detach().reshape(tokens, router_groups, per_group)
+    group_score = torch.topk(grouped, min(2, per_group), dim=-1).values.sum(dim=-1)
+    best = torch.sort(group_score, dim=-1, descending=True, stable=True).indices
+    keep = torch.zeros_like(group_score, dtype=torch.bool)
+    keep.scatter_(1, best[:, :router_group_top_k], True)
+    masked = scores.masked_fill(~keep.repeat_interleave(per_group, dim=1), float("-inf"))
+    return torch.topk(masked, top_k, dim=-1).indices
+
+
+def check_groups(who: str, experts: int, top_k: int, gate: str, router_groups: object,
+                 router_group_top_k: object) -> None:
+    """The node-limited routing's shape, by the model file's rule (moecomm.Error naming the
+    argument); the expert-choice gate has no per-token choice to limit."""
+    groups = _args.integer(f"{who}: router_groups", router_groups)
+    group_top_k = _args.integer(f"{who}: router_group_top_k", router_group_top_k)
+    problem = _moecomm.router_groups_problem(experts, top_k, groups, group_top_k)
+    if problem is not None:
+        raise Error(f"{who}: {problem[0]}: {problem[1]}")
+    if gate == "expert-choice" and _moecomm.limits_groups(groups, group_top_k):
+        raise Error(f"{who}: router_group_top_k: the expert-choice gate lets experts choose "
+                    f"tokens: it cannot limit a token to {group_top_k} groups (use gshard, "
+                    f"sigmoid or xmoe)")
+
+
 def choose(gate: str, x: torch.Tensor, weight: torch.Tensor, top_k: int,
            capacity_factor: Optional[float], experts: int,
-           embeddings: Optional[torch.Tensor] = None, temperature: float = 0.07):
+           embeddings: Optional[torch.Tensor] = None, temperature: float = 0.07,
+           router_groups: int = 1, router_group_top_k: int = 0):
     """(token [S], expert [S], weight [S]) of every slot, slot order, before the order."""
     tokens = x.shape[0]
     if gate == "expert-choice":
@@ -57,7 +98,7 @@ def choose(gate: str, x: torch.Tensor, weight: torch.Tensor, top_k: int,
     else:
         scores = x @ weight.t()
         probs = torch.softmax(scores, dim=-1) if gate == "gshard" else torch.sigmoid(scores)
-    chosen = torch.topk(scores, top_k, dim=-1).indices  # [T, k]
+    chosen = group_limited_topk(scores, probs, top_k, router_groups, router_group_top_k)
     w = probs.gather(1, chosen)
     if gate != "sigmoid" and top_k > 1:
         w = w / w.sum(dim=-1, keepdim=True)

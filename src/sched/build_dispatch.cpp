@@ -266,7 +266,7 @@ std::vector<double> transposed(const std::vector<double>& pairs, int n) {
 }
 
 // a2a=dedup: the rows once per (token, member) and per (token, node), from the model's router
-// (balanced routing; sched/dedup_traffic.h). `bytes`: one rank's dispatch bytes, one row per
+// (balanced routing, node-limited by router_groups / router_group_top_k; dedup_traffic.h). `bytes`: one rank's dispatch bytes, one row per
 // (token, expert), so bytes / top_k per token.
 void add_dedup(const LayerSetup& setup, const core::RankGroups& groups, double bytes,
                TokenPath& path) {
@@ -277,7 +277,7 @@ void add_dedup(const LayerSetup& setup, const core::RankGroups& groups, double b
                 "a2a=dedup prices balanced routing over the experts' home ranks; it does not "
                 "compose with placement=netmoe, expert_transfer=hybrid or measured pair bytes");
   const core::ModelConfig& m = setup.model;
-  const RouterShape router{m.experts, int(m.top_k), 1, 0};
+  const RouterShape router{m.experts, int(m.top_k), m.router_groups, m.router_group_top_k};
   const int ranks_per_node = setup.cluster.levels.empty() ? 1 : setup.cluster.levels.back().count;
   for (const auto& g : groups.ep) {
     DedupMatrices d = dedup_matrices(router, g, ranks_per_node, bytes / double(m.top_k));

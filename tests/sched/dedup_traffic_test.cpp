@@ -137,36 +137,46 @@ TEST(DedupRouting, CrossesOncePerNodeAndFansOut) {
 // The fixture: tiny-moe (h 64, bf16, 2 x 32 tokens per rank, 8 experts top-2) on 2 nodes x 4,
 // EP 8: one expert per member. A token reaches a member with probability 1 - C(7,2)/C(8,2) =
 // 1/4 and a node (4 experts) with 1 - C(4,2)/C(8,2) = 22/28: the forward dispatch's node bytes
-// to the counterpart are 64 tokens x 128 bytes x 22/28, the flat A2A's 64 x 2 x 128 x 4/8.
+// to the counterpart are 64 tokens x 128 bytes x 22/28 (the flat A2A's: 64 x 2 x 128 x 4/8).
+// Node-limited to one of 2 groups (a group = a node's experts): a token reaches the other node
+// with probability 1/2, a member with 1/2 x (1 - C(3,2)/C(4,2)) = 1/4.
 TEST(DedupTraffic, ForwardDispatchBytesPerLevelAreExact) {
-  LayerSetup s;
-  s.cluster = testing::tiny_cluster();
-  s.model = testing::tiny_moe_model();
-  s.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=8", "-"), 8, 8, "-");
-  s.strategy = parse_strategy("a2a=dedup", "-");
-  s.layers = 1;
-  const Schedule sched = build_training_step(s);
-  int seen = 0;
-  const double row = 64 * 2;  // h x bf16
-  for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
-    const Collective& c = sched.collective(id);
-    const Label& l = sched.label(c.ops.front());
-    if (l.role != OpRole::kDispatchA2A || l.phase != Phase::kForward) continue;
-    ++seen;
-    EXPECT_EQ(c.algorithm, Algorithm::kDedup);
-    EXPECT_EQ(c.direction, A2ADirection::kDispatch);
-    for (int i = 0; i < 8; ++i)
-      for (int j = 0; j < 8; ++j) {
-        EXPECT_NEAR(c.pair(i, j), 64 * row * 0.25, 1e-9) << i << " -> " << j;
-        const double node = i / 4 == j / 4     ? 64 * row * 0.25
-                            : j == (i + 4) % 8 ? 64 * row * 22.0 / 28.0
-                                               : 0.0;
-        EXPECT_NEAR(c.node_bytes[size_t(i) * 8 + j], node, 1e-9) << i << " -> " << j;
-      }
-    // What a rank sends of its own: 3 members of its node and one crossing.
-    EXPECT_NEAR(sched.op(c.ops[0]).bytes, 64 * row * (3 * 0.25 + 22.0 / 28.0), 1e-9);
+  struct Case {
+    int groups, group_top_k;
+    double member, node;
+  };
+  for (const Case& k : {Case{1, 0, 0.25, 22.0 / 28.0}, Case{2, 1, 0.25, 0.5}}) {
+    LayerSetup s;
+    s.cluster = testing::tiny_cluster();
+    s.model = testing::tiny_moe_model();
+    s.model.router_groups = k.groups;
+    s.model.router_group_top_k = k.group_top_k;
+    s.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=8", "-"), 8, 8, "-");
+    s.strategy = parse_strategy("a2a=dedup", "-");
+    s.layers = 1;
+    const Schedule sched = build_training_step(s);
+    int seen = 0;
+    const double row = 64 * 2;  // h x bf16
+    for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
+      const Collective& c = sched.collective(id);
+      const Label& l = sched.label(c.ops.front());
+      if (l.role != OpRole::kDispatchA2A || l.phase != Phase::kForward) continue;
+      ++seen;
+      EXPECT_EQ(c.algorithm, Algorithm::kDedup);
+      EXPECT_EQ(c.direction, A2ADirection::kDispatch);
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) {
+          EXPECT_NEAR(c.pair(i, j), 64 * row * k.member, 1e-9) << i << " -> " << j;
+          const double node = i / 4 == j / 4     ? 64 * row * k.member
+                              : j == (i + 4) % 8 ? 64 * row * k.node
+                                                 : 0.0;
+          EXPECT_NEAR(c.node_bytes[size_t(i) * 8 + j], node, 1e-9) << i << " -> " << j;
+        }
+      // What a rank sends of its own: 3 members of its node and one crossing.
+      EXPECT_NEAR(sched.op(c.ops[0]).bytes, 64 * row * (3 * k.member + k.node), 1e-9);
+    }
+    EXPECT_EQ(seen, 1) << "groups " << k.groups;
   }
-  EXPECT_EQ(seen, 1);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cost/nccl_tests_output.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -51,7 +52,7 @@ double number(const std::string& text, const std::string& at, const std::string&
 
 NcclTestsRun parse_nccl_tests(std::istream& in, const std::string& where) {
   static const std::regex rank_line(
-      R"(^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+.*)");
+      R"(^#\s*Rank\s+(\d{1,7})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+.*)");
   static const std::regex starting(R"(^#\s*Collective test starting:\s*(\S+).*)");
   NcclTestsRun run;
   run.where = where;
@@ -101,7 +102,9 @@ NcclTestsRun parse_nccl_tests(std::istream& in, const std::string& where) {
       }
       continue;
     }
-    if (t[0][0] == '#' || !std::all_of(t[0].begin(), t[0].end(), ::isdigit)) continue;
+    if (t[0][0] == '#' ||
+        !std::all_of(t[0].begin(), t[0].end(), [](unsigned char ch) { return std::isdigit(ch); }))
+      continue;
     if (time_col < 0)
       throw Error(at, "a result row before the column header (\"#  size  count  type ...\")");
     if (static_cast<int>(t.size()) <= std::max({time_col, busbw_col, wrong_col}))

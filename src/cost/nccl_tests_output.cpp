@@ -15,6 +15,8 @@ namespace moecomm::cost {
 
 namespace {
 
+constexpr size_t kMaxLine = 4096;
+
 // The four binaries and the efficiency-curve key of each.
 const std::vector<std::pair<std::string, std::string>>& binaries() {
   static const std::vector<std::pair<std::string, std::string>> names = {
@@ -64,6 +66,11 @@ NcclTestsRun parse_nccl_tests(std::istream& in, const std::string& where) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     const std::string at = where + ":" + std::to_string(n);
+    // nccl-tests' lines are short (its device lines are cut at 2048 characters); a longer one
+    // is another file, and would make std::regex recurse once per character.
+    if (line.size() > kMaxLine)
+      throw Error(at, "a line of more than " + std::to_string(kMaxLine) +
+                          " characters: not nccl-tests output");
     std::smatch m;
     if (std::regex_match(line, m, starting)) {
       const std::string key = collective_in(m[1]);

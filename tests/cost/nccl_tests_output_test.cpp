@@ -104,6 +104,8 @@ TEST(NcclTestsOutput, MalformedInputIsNamedByFileAndLine) {
   EXPECT_ERROR_HAS(parse(kHeader + kRows + "# Collective test starting: alltoall_perf\n"),
                    "t.txt:12", "give each test its own file");
   EXPECT_ERROR_HAS(read_nccl_tests(kDir + "missing.txt"), "missing.txt", "cannot open");
+  EXPECT_ERROR_HAS(parse(kHeader + "# " + std::string(5000, 'x') + "\n" + kRows), "t.txt:10",
+                   "more than 4096 characters");
 }
 
 }  // namespace

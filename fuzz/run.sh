@@ -9,7 +9,7 @@ build=$1
 seconds=$2
 shift 2
 names=("$@")
-((${#names[@]})) || names=(cluster model parallel strategy counts trace profile)
+((${#names[@]})) || names=(cluster model parallel strategy counts trace profile nccl_tests)
 chunk=${FUZZ_CHUNK:-300}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$build/crashes"
@@ -28,6 +28,7 @@ seed trace "$root"/fuzz/seeds/trace/*
 seed parallel "$root"/fuzz/seeds/parallel/*
 seed strategy "$root"/fuzz/seeds/strategy/*
 seed profile
+seed nccl_tests "$root"/tests/data/nccl_tests/*.txt
 
 status=0
 for name in "${names[@]}"; do

@@ -12,10 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/flag_checks.h"
 #include "cli/json_output.h"
 #include "cli/model_step_probe.h"
 #include "cli/mpi_command.h"
+#include "cli/profile_nccl_tests.h"
 #include "core/error.h"
+#include "core/presets.h"
 #include "core/units.h"
 #include "cost/profile_fit.h"
 #include "rt/collective_profile.h"
@@ -105,7 +108,18 @@ void ProfileCommand::add_sweep_options() {
 }
 
 void ProfileCommand::add_output_options() {
-  sub_->add_option("--out", out_, "the cluster file to write")->capture_default_str();
+  sub_->add_option("-o,--out", out_, "the cluster file to write")->capture_default_str();
+  sub_->add_option("--from-nccl-tests", nccl_tests_,
+                   "measure nothing: fit the cluster file to these nccl-tests output files "
+                   "(alltoall_perf, all_reduce_perf, all_gather_perf, reduce_scatter_perf; "
+                   "single-node runs fit the gpu level, multi-node runs the node level), then "
+                   "print every measured busbw beside `sim --collective`'s on the fit; runs "
+                   "without mpirun")
+      ->expected(1, -1);
+  sub_->add_option("--cluster", device_cluster_,
+                   "with --from-nccl-tests: the preset or file whose device the fitted cluster "
+                   "keeps (default: " +
+                       std::string(core::kDefaultCluster) + ")");
   sub_->add_option("--name", name_, "the cluster's name (default: profiled-<counts>, e.g. 2x4)");
   sub_->add_option("--table-out", table_out_,
                    "also write the measurements and the fit as JSON (what --json prints)");
@@ -119,30 +133,8 @@ namespace {
 
 constexpr int64_t kMaxSize = int64_t{1} << 30;
 
-// "64KiB", "4KB", "16M", "1048576": bytes. 0 only where `zero_allowed` (it turns a thing off).
 int64_t parse_size(const std::string& text, const std::string& flag, bool zero_allowed = false) {
-  static const std::regex form(R"(\s*([0-9]+(\.[0-9]+)?([eE][0-9]+)?)\s*([A-Za-z]*)\s*)");
-  std::smatch m;
-  const std::string why =
-      "'" + text + "' is not a size (bytes, or a number with KB/MB/GB or K/M/G, KiB/MiB/GiB)";
-  if (!std::regex_match(text, m, form)) throw Error(flag, why);
-  std::string unit = m[4];
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  if (unit == "kb") scale = 1e3;
-  if (unit == "mb") scale = 1e6;
-  if (unit == "gb") scale = 1e9;
-  if (unit == "k" || unit == "kib") scale = 1 << 10;
-  if (unit == "m" || unit == "mib") scale = 1 << 20;
-  if (unit == "g" || unit == "gib") scale = 1 << 30;
-  if (scale == 0) throw Error(flag, why);
-  const double bytes = std::stod(m[1]) * scale;
-  if (zero_allowed && bytes == 0) return 0;
-  if (!(bytes >= 1 && bytes <= kMaxSize))
-    throw Error(flag, "'" + text + "' must be between 1 byte and 1GiB");
-  return static_cast<int64_t>(std::llround(bytes));
+  return cli::parse_size(text, flag, kMaxSize, "1GiB", zero_allowed);
 }
 
 std::vector<int64_t> sweep_sizes(int64_t lo, int64_t hi, double factor) {
@@ -346,6 +338,19 @@ std::function<void(const cost::ProfileRow&)> progress(std::ostream& err, int64_t
 }  // namespace
 
 int ProfileCommand::run(std::ostream& out, std::ostream& err) const {
+  if (!nccl_tests_.empty()) {
+    for (const char* flag :
+         {"--ranks-per-node", "--datacenters", "--min-bytes", "--max-bytes", "--factor", "--iters",
+          "--warmup", "--gemm-size", "--model", "--timeout", "--table-out"}) {
+      if (sub_->count(flag) > 0)
+        throw Error(flag, "measures; --from-nccl-tests fits files and measures nothing");
+    }
+    return profile_from_nccl_tests(
+        {nccl_tests_, device_cluster_.empty() ? core::kDefaultCluster : device_cluster_, name_,
+         out_, json_},
+        out);
+  }
+  if (!device_cluster_.empty()) throw Error("--cluster", "applies only to --from-nccl-tests");
   return run_under_mpi(err, [&] { return profile(out, err); });
 }
 

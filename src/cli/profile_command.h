@@ -9,6 +9,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace moecomm::cli {
 
@@ -31,6 +32,8 @@ class ProfileCommand {
   int ranks_per_node_ = 0, datacenters_ = 0, iters_ = 20, warmup_ = 2, gemm_size_ = 512, batch_ = 0,
       seq_len_ = 0;
   bool json_ = false;
+  std::vector<std::string> nccl_tests_;  // --from-nccl-tests: fit these files, measure nothing
+  std::string device_cluster_;
 };
 
 }  // namespace moecomm::cli

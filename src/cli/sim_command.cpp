@@ -8,6 +8,7 @@
 
 #include "cli/flag_checks.h"
 #include "cli/json_output.h"
+#include "cli/sim_collective.h"
 #include "core/error.h"
 #include "core/model_setup.h"
 #include "core/presets.h"
@@ -111,12 +112,57 @@ SimCommand::SimCommand(CLI::App& app) {
   sub_->add_option("--ranks", ranks_,
                    "the ranks --svg and --trace show, in this order: ranks and ranges separated "
                    "by commas, e.g. 0-7,32");
+  sub_->add_option("--collective", collective_,
+                   "instead of a training step: one collective (alltoall, allreduce, allgather, "
+                   "reducescatter) over --group, at every size of --sizes, printed as nccl-tests "
+                   "prints it (size, time, algbw, busbw); only --cluster, --fairness, "
+                   "--completion-tolerance and --json apply")
+      ->check(CLI::IsMember({"alltoall", "allreduce", "allgather", "reducescatter"}));
+  sub_->add_option("--sizes", sizes_,
+                   "--collective's sizes LO:HI, doubling (nccl-tests -b LO -e HI -f 2), or one "
+                   "size; K/M/G are powers of 1024 as in nccl-tests; the size is nccl-tests' "
+                   "(AllGather: the output, ReduceScatter: the input, A2A: each rank's send "
+                   "buffer)")
+      ->capture_default_str();
+  sub_->add_option("--group", group_,
+                   "--collective's ranks: ranks and ranges separated by commas, e.g. 0-7 "
+                   "(default: every rank of the cluster, as nccl-tests' job)");
   sub_->add_flag("--json", json_,
                  "print {iteration_ms, forward_ms, backward_ms, ops: {kind: {count, flops, "
                  "bytes, busy_ms_per_rank}}, busiest_links, flows, strategy, strategy_notes}");
 }
 
+int SimCommand::run_collective(std::ostream& out) const {
+  for (const char* flag :
+       {"--model", "--parallel", "--strategy", "--seq-len", "--micro-batch", "--layers",
+        "--micro-batches", "--pp-schedule", "--whole-step", "--zero", "--compute-efficiency",
+        "--routing", "--locality", "--trace", "--svg", "--ranks"}) {
+    if (sub_->count(flag) > 0)
+      throw Error(flag, "does not apply to --collective (a collective alone on --cluster)");
+  }
+  const core::Topology topology(
+      core::load_cluster(cluster_.empty() ? core::kDefaultCluster : cluster_));
+  std::vector<int> group;
+  if (group_.empty()) {
+    for (int r = 0; r < topology.world_size(); ++r) group.push_back(r);
+  } else {
+    group = sim::parse_rank_selection(group_, topology.world_size(), "--group");
+  }
+  const CollectiveSweep sweep =
+      run_collective_sweep(topology, collective_, group, parse_size_sweep(sizes_, "--sizes"),
+                           plan::step_sim_options(0, completion_tolerance_, fairness_));
+  if (json_) {
+    out << dump_json(collective_sweep_json(sweep)) << "\n";
+  } else {
+    print_collective_sweep(sweep, out);
+  }
+  return 0;
+}
+
 int SimCommand::run(std::ostream& out, std::ostream& err) const {
+  if (!collective_.empty()) return run_collective(out);
+  if (sub_->count("--sizes") > 0 || !group_.empty())
+    throw Error(sub_->count("--sizes") > 0 ? "--sizes" : "--group", "applies only to --collective");
   plan::StepRequest request;
   request.setup = core::resolve_model_setup(model_, cluster_, parallel_, seq_len_, micro_batch_);
   request.strategy = strategy_;

@@ -30,6 +30,9 @@ class SimCommand {
   double compute_efficiency_ = 0;          // 0: the device's
   double completion_tolerance_ = sim::SimOptions{}.completion_tolerance;
   bool json_ = false;
+  // Collective mode: one collective over a sweep of sizes, as nccl-tests reports it.
+  std::string collective_, sizes_ = "1M:4G", group_;
+  int run_collective(std::ostream& out) const;
 };
 
 }  // namespace moecomm::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <string>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cost/collective_model.h"
 #include "sched/policy.h"
 #include "sim/collective_flows.h"
 #include "sim/flow_network.h"
@@ -37,7 +39,9 @@ class Run {
         topo_(topo),
         options_(options),
         net_(options.completion_tolerance),
-        model_(topo, net_) {
+        model_(topo, net_),
+        curves_(topo),
+        link_bytes_(net_.num_links(), 0.0) {
     devices_per_node_ = topo.level(topo.num_levels() - 1).count;
     overlapped_share_ = topo.cluster().device.overlapped_compute_share;
   }
@@ -96,6 +100,11 @@ class Run {
     int id;
   };
   void start_flows(const FlowPhase& phase, int priority, double t, FlowOwner owner, int id);
+  // Counts a flow's bytes on the links of its path (before any efficiency scaling).
+  void count_bytes(const FlowSpec& flow);
+  // Scales the flows of a collective by the measured efficiency of its level (see
+  // apply_efficiency's comment) and counts their bytes.
+  void apply_efficiency(const sched::Collective& collective, std::vector<FlowPhase>& phases);
   std::unordered_map<int, double> phase_overheads(const FlowPhase& phase) const;
   void launch(const PendingFlow& p, double t);
   void flow_done(FlowId f, double t);
@@ -107,6 +116,8 @@ class Run {
   SimOptions options_;
   FlowNetwork net_;
   NetworkModel model_;
+  cost::CollectiveModel curves_;  // the cluster's efficiency curves, as plan's estimators read them
+  std::vector<double> link_bytes_;  // per link: the bytes its flows carry (what counters count)
   int devices_per_node_ = 1;
   // Compute slowed by communication in flight on its rank (Device::overlapped_compute_share):
   // per rank, its comm ops that are ready and not done, and its compute ops running; per
@@ -194,6 +205,7 @@ void Run::op_ready(OpId id, double t) {
         op_done(op.twin, t);
         return;
       }
+      count_bytes({sop.rank, sop.peer, sop.bytes, 1});
       start_flows({{sop.rank, sop.peer, sop.bytes, 1}}, sop.priority, t, FlowOwner::kP2P, send);
       return;
     }
@@ -339,8 +351,50 @@ void Run::start_collective(CollectiveId c, double t) {
   if (sched::yields_to_traffic(col))
     for (int r : col.group) ++micro_ops_running_[r];
   coll_[c].phases = collective_phases(col, devices_per_node_);
+  apply_efficiency(col, coll_[c].phases);
   coll_[c].phase = -1;
   start_phase(c, t);
+}
+
+void Run::count_bytes(const FlowSpec& flow) {
+  for (int link : model_.path(flow.src, flow.dst)) link_bytes_[link] += flow.bytes;
+}
+
+std::optional<cost::Collective> curve_key(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllToAll:
+      return cost::Collective::kAllToAll;
+    case OpKind::kAllGather:
+      return cost::Collective::kAllGather;
+    case OpKind::kReduceScatter:
+      return cost::Collective::kReduceScatter;
+    case OpKind::kAllReduce:
+      return cost::Collective::kAllReduce;
+    default:
+      return std::nullopt;  // Broadcast and point to point: no curve is measured for them
+  }
+}
+
+// The cluster's measured efficiency (MoNTA's r(volume), core::Cluster::efficiency): a flow
+// of a collective that crosses level l moves at l's bandwidth x r_{l, collective}(S), where
+// S is the collective's message size as nccl-tests counts it (the AllGather's output, the
+// ReduceScatter's input, the AllReduce's buffer, an A2A's per-rank send buffer: the mean of
+// its members' sends). The flow's bytes are divided by r, so it holds its links as long as
+// the measured collective held them; the byte counters count the bytes themselves.
+void Run::apply_efficiency(const sched::Collective& col, std::vector<FlowPhase>& phases) {
+  const std::optional<cost::Collective> key = curve_key(col.kind);
+  double size = col.bytes;
+  if (col.kind == OpKind::kAllToAll) {
+    double sum = 0;
+    for (double b : col.pair_bytes) sum += b;
+    size = col.size() > 0 ? sum / col.size() : 0;
+  }
+  for (FlowPhase& phase : phases) {
+    for (FlowSpec& f : phase) {
+      count_bytes(f);
+      if (key) f.bytes /= curves_.efficiency(*key, model_.meet_level(f.src, f.dst), size);
+    }
+  }
 }
 
 void Run::start_phase(CollectiveId c, double t) {
@@ -535,13 +589,13 @@ SimResult Run::result() const {
   }
   for (double e : r.rank_end_s) r.makespan_s = std::max(r.makespan_s, e);
   for (const LinkStats& l : net_.busiest_links(16)) {
-    if (l.bytes > 0) r.busiest_links.push_back({l.name, l.bytes, l.busy_time});
+    if (link_bytes_[l.id] > 0) r.busiest_links.push_back({l.name, link_bytes_[l.id], l.busy_time});
   }
   r.flows = flows_;
   r.bytes_by_level.assign(topo_.num_levels(), 0.0);
   for (int l = 0; l < net_.num_links(); ++l) {
     const int level = model_.egress_level(l);
-    if (level >= 0) r.bytes_by_level[level] += net_.link_stats(l).bytes;
+    if (level >= 0) r.bytes_by_level[level] += link_bytes_[l];
   }
   return r;
 }

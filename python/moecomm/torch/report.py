@@ -40,32 +40,84 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _node_size(world: int, ranks_per_node: Optional[int]) -> int:
+    """Ranks per node: given, else the ranks that share this rank's host name (every host
+    must hold an equal, contiguous block of ranks, as torchrun and mpirun place them)."""
+    if ranks_per_node is None:
+        import socket
+        hosts: List[Any] = [None] * world
+        dist.all_gather_object(hosts, socket.gethostname())
+        ranks_per_node = hosts.count(hosts[0])
+        blocks = [hosts[r] == hosts[r - r % ranks_per_node] for r in range(world)]
+        if world % ranks_per_node or not all(blocks) or len(set(hosts)) != world // ranks_per_node:
+            raise ValueError(f"profile_cluster: the hosts {hosts} do not hold equal contiguous "
+                             "blocks of ranks; pass ranks_per_node")
+    if not (isinstance(ranks_per_node, int) and 1 <= ranks_per_node <= world
+            and world % ranks_per_node == 0):
+        raise ValueError(f"profile_cluster: ranks_per_node must divide the world size {world}, "
+                         f"got {ranks_per_node!r}")
+    return ranks_per_node
+
+
+def _fit_a2a(group, members: int, sizes: Sequence[int], repeats: int, device: torch.device,
+             carried: float):
+    """(bandwidth_GBps, latency_us) of the link an all_to_all_single over ``group`` crosses,
+    every group at once: least squares of the slowest rank's time against the bytes the
+    link carries, ``carried`` x a rank's bytes to the other members."""
+    points = []
+    for size in sizes:
+        floats = max(members, size // 4 // members * members)
+        send, recv = torch.randn(floats, device=device), torch.empty(floats, device=device)
+        t = _timed(lambda: dist.all_to_all_single(recv, send, group=group), repeats, device)
+        points.append((carried * floats * 4 * (members - 1) / members, t))
+    sent, secs = np.array(points).T
+    slope, alpha = np.polyfit(sent, secs, 1)
+    return 1 / max(slope, 1e-15) / 1e9, max(alpha, 0.0) * 1e6
+
+
 def profile_cluster(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 5,
-                    gemm: int = 256) -> Dict[str, Any]:
-    """Measures torch.distributed's world as a one-level cluster (collective: every rank
-    calls it). The link is alpha-beta fitted (least squares) to ``all_to_all_single``
-    times, slowest rank, over ``sizes`` bytes per rank: latency_us = alpha, bandwidth_GBps =
-    the bytes a rank sends to the others over (time - alpha). The device's fp32 rate is a
-    ``gemm`` x ``gemm`` matmul's. Returns a cluster dict (README "Files")."""
+                    gemm: int = 256, ranks_per_node: Optional[int] = None) -> Dict[str, Any]:
+    """Measures torch.distributed's world as a cluster (collective: every rank calls it), one
+    level per node boundary. Ranks per node: ``ranks_per_node``, else the ranks sharing a
+    host name. One node, or one rank per node: one level (``proc``) over the world. Else two
+    levels, as README "What a level's bandwidth means" defines them: ``gpu`` (count: ranks
+    per node), from an ``all_to_all_single`` inside each node, all nodes at once, over a
+    rank's bytes to its node peers; ``node`` (count: nodes), from one between the ranks of
+    equal local index across nodes, all of them at once, over the bytes a whole node sends
+    out (ranks per node x a rank's bytes to other nodes): the node's bandwidth, shared by its
+    ranks. Each link is alpha-beta fitted (least squares) to the slowest rank's times over
+    ``sizes`` bytes per rank: latency_us = alpha, bandwidth_GBps = bytes carried over
+    (time - alpha). The device's fp32 rate is a ``gemm`` x ``gemm`` matmul's. Returns a
+    cluster dict (README "Files")."""
     world = dist.get_world_size()
+    rank = dist.get_rank()
     # NCCL moves device memory (this line and the next only run on GPUs).
     on_gpu = str(dist.get_backend()).lower() == "nccl"
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-    points = []
-    for size in sizes:
-        floats = max(world, size // 4 // world * world)
-        send, recv = torch.randn(floats, device=device), torch.empty(floats, device=device)
-        t = _timed(lambda: dist.all_to_all_single(recv, send), repeats, device)
-        points.append((floats * 4 * (world - 1) / world, t))
-    sent, secs = np.array(points).T
-    slope, alpha = np.polyfit(sent, secs, 1)
+    per_node = _node_size(world, ranks_per_node)
+    nodes = world // per_node
+    if nodes == 1 or per_node == 1:
+        bandwidth, latency = _fit_a2a(None, world, sizes, repeats, device, 1.0)
+        levels = [{"name": "proc", "count": world, "bandwidth_GBps": bandwidth,
+                   "latency_us": latency}]
+    else:
+        # Every rank creates every group, in one order (torch.distributed's rule).
+        inside = [dist.new_group(list(range(n * per_node, (n + 1) * per_node)))
+                  for n in range(nodes)]
+        across = [dist.new_group(list(range(k, world, per_node))) for k in range(per_node)]
+        gpu_bw, gpu_lat = _fit_a2a(inside[rank // per_node], per_node, sizes, repeats, device,
+                                   1.0)
+        node_bw, node_lat = _fit_a2a(across[rank % per_node], nodes, sizes, repeats, device,
+                                     float(per_node))
+        levels = [{"name": "node", "count": nodes, "bandwidth_GBps": node_bw,
+                   "latency_us": node_lat},
+                  {"name": "gpu", "count": per_node, "bandwidth_GBps": gpu_bw,
+                   "latency_us": gpu_lat}]
     a, b = torch.randn(gemm, gemm, device=device), torch.randn(gemm, gemm, device=device)
     flops = 2 * gemm ** 3 / _timed(lambda: a @ b, repeats, device)
     return {"name": f"torch-{dist.get_backend()}-{world}",
             "description": "measured by moecomm.torch.profile_cluster",
-            "levels": [{"name": "proc", "count": world,
-                        "bandwidth_GBps": 1 / max(slope, 1e-15) / 1e9,
-                        "latency_us": max(alpha, 0.0) * 1e6}],
+            "levels": levels,
             "device": {"tflops": flops / 1e12, "memory_GB": 16, "memory_bandwidth_GBps": 20,
                        "compute_efficiency": 1}}
 

@@ -128,7 +128,8 @@ std::vector<std::string> a2a_algorithm_names();
 Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where);
 // Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.
 void validate(const Strategy& strategy, const std::string& where);
-// "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips).
+// "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips);
+// hybrid_levels and a2a_dtype only when set.
 std::string to_string(const Strategy& strategy);
 
 std::string_view to_string(Placement placement);

@@ -147,8 +147,10 @@ std::shared_ptr<BuiltSchedule> build(const py::object& model, const py::object& 
                                      int layers, int64_t seq_len, int64_t micro_batch,
                                      const RoutingArgs& args) {
   if (layers < 0 || layers > core::kMaxLayers)
-    throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) + "] (or 0: one "
-                          "per pipeline stage), got " + std::to_string(layers));
+    throw Error("layers", "must be in [1, " + std::to_string(core::kMaxLayers) +
+                              "] (or 0: one "
+                              "per pipeline stage), got " +
+                              std::to_string(layers));
   plan::StepRequest request;
   request.routing = routing_arg(args.routing, args.locality);
   request.setup = resolve_setup(model, cluster, parallel, seq_len, micro_batch);
@@ -204,10 +206,10 @@ std::string python_name(sched::OpRole role) {
 
 void bind_roles(py::module_& m) {
   py::enum_<sched::OpFamily> family(m, "OpFamily", "the part of the step a role belongs to");
-  for (auto f : {sched::OpFamily::kDense, sched::OpFamily::kDenseComm, sched::OpFamily::kPipeline,
-                 sched::OpFamily::kTokenPath, sched::OpFamily::kPlacement,
-                 sched::OpFamily::kExpertTransfer, sched::OpFamily::kGradSync,
-                 sched::OpFamily::kOptimizer})
+  for (auto f :
+       {sched::OpFamily::kDense, sched::OpFamily::kDenseComm, sched::OpFamily::kPipeline,
+        sched::OpFamily::kTokenPath, sched::OpFamily::kPlacement, sched::OpFamily::kExpertTransfer,
+        sched::OpFamily::kGradSync, sched::OpFamily::kOptimizer})
     family.value(std::string(sched::to_string(f)).c_str(), f);
   py::enum_<sched::OpRole> role(m, "OpRole", "what an op is for (sched::OpRole)");
   for (int i = 0; i < sched::kNumOpRoles; ++i) {
@@ -338,6 +340,15 @@ void bind_sched(py::module_& m) {
           "whether the backward recomputes the experts' forward instead of keeping their "
           "activations (the strategy's recompute_experts; its backward expert ops are priced "
           "at 3x the forward's flops)")
+      .def_property_readonly(
+          "a2a_dtype",
+          [](const BuiltSchedule& b) -> std::optional<std::string> {
+            if (!b.knobs.a2a_dtype) return std::nullopt;
+            return sched::to_string(*b.knobs.a2a_dtype);
+          },
+          "the strategy's a2a_dtype as written (\"bf16\", \"fp8/bf16\": dispatch/combine), "
+          "None where the token rows travel as the model's dtype; the token A2As' codecs "
+          "carry it")
       .def_readonly("hybrid", &BuiltSchedule::hybrid, "whether experts travel (HybridEP)")
       .def_readonly("hybrid_domain", &BuiltSchedule::hybrid_domain,
                     "HybridEP's domain size S_ED (1 without expert transfer)")

@@ -133,3 +133,30 @@ def test_an_unknown_executor_is_refused_by_name():
     with pytest.raises(Error, match="executor: 'torch' is not rt, torch_layer or "
                                     "torch_sample_moving"):
         build("baseline", "ep=4").refusal("torch")
+
+
+def test_a2a_dtype_reaches_the_codecs_and_the_executors_refuse_it_by_name():
+    """The token A2As carry the knob's dtype per direction; the runtime sends fp32 and bf16,
+    moecomm.torch fp32 only, and neither sends fp8 (the simulator prices it)."""
+    s = _moecomm.build_schedule(MODEL, CLUSTER, "ep=4", "a2a_dtype=fp8/bf16")
+    assert s.a2a_dtype == "fp8/bf16"
+    dtypes = {}
+    for op in s.ops(0):
+        if op.collective >= 0:
+            dtypes.setdefault(op.role, set()).add(s.collective(op.collective).codec.dtype)
+    assert dtypes[_moecomm.OpRole.dispatch_a2a] == {"fp8"}
+    assert dtypes[_moecomm.OpRole.combine_a2a] == {"bf16"}
+    assert s.refusal("rt") == (
+        "strategy: a2a_dtype", "a2a_dtype=fp8/bf16: the schedule runtime sends token rows as "
+        "fp32 or bf16 (MPI has no fp8 type); the simulator prices fp8")
+    refused = s.refusal("torch_layer")
+    assert refused is not None and refused[0] == "strategy: a2a_dtype"
+    assert "torch has no float8 dtype" in refused[1]
+    bf16 = _moecomm.build_schedule(MODEL, CLUSTER, "ep=4", "a2a_dtype=bf16")
+    assert bf16.refusal("rt") is None
+    assert bf16.refusal("torch_layer")[0] == "strategy: a2a_dtype"
+    plain = _moecomm.build_schedule(MODEL, CLUSTER, "ep=4", "baseline")
+    assert plain.a2a_dtype is None
+    assert plain.refusal("rt") is None and plain.refusal("torch_layer") is None
+    with pytest.raises(Error, match="a2a_dtype: unknown wire dtype \"fp16\""):
+        _moecomm.build_schedule(MODEL, CLUSTER, "ep=4", "a2a_dtype=fp16")

@@ -41,6 +41,14 @@ EXPECTED = {
     "type-capacity": "MoELayer: capacity_factor: must be a number, got a str",
     "type-netmoe-eps": "SampleMovingMoE: eps: must be a number, got a str",
     "netmoe-xmoe-dim": "SampleMovingMoE: xmoe_dim must be a positive integer, got 0",
+    # The token rows' wire dtype: moecomm.torch sends fp32 only (sched/executor_caps.h).
+    "a2a-dtype-fp8": "MoELayer: strategy: a2a_dtype: a2a_dtype=fp8: moecomm.torch sends token "
+                     "rows as fp32 (it has no bf16 wire path, and no fp8 one: torch has no "
+                     "float8 dtype before 2.1)",
+    "a2a-dtype-bf16": "MoELayer: strategy: a2a_dtype: a2a_dtype=bf16: moecomm.torch sends token "
+                      "rows as fp32",
+    "a2a-dtype-netmoe": "SampleMovingMoE: strategy: a2a_dtype: a2a_dtype=fp8/bf16: "
+                        "moecomm.torch sends token rows as fp32",
 }
 
 

@@ -39,6 +39,12 @@ CASES = {
     "type-capacity": lambda mt: mt.MoELayer(16, 32, 8, capacity_factor="1", parallel="ep=4"),
     "type-netmoe-eps": lambda mt: mt.SampleMovingMoE(16, 32, 8, eps="small", parallel="ep=4"),
     "netmoe-xmoe-dim": lambda mt: mt.SampleMovingMoE(16, 32, 8, xmoe_dim=0, parallel="ep=4"),
+    "a2a-dtype-fp8": lambda mt: mt.MoELayer(16, 32, 8, strategy="a2a_dtype=fp8", parallel="ep=4"),
+    "a2a-dtype-bf16": lambda mt: mt.MoELayer(16, 32, 8, strategy="base=lina,a2a_dtype=bf16",
+                                             parallel="ep=4"),
+    "a2a-dtype-netmoe": lambda mt: mt.SampleMovingMoE(16, 32, 8,
+                                                      strategy="base=netmoe,a2a_dtype=fp8/bf16",
+                                                      parallel="ep=4"),
 }
 
 

@@ -37,7 +37,9 @@ SimCommand::SimCommand(CLI::App& app) {
                    "a strategy name (baseline, hier-a2a, monta-o1, monta-o2, monta-o3, fsmoe, "
                    "lina, hybridep, netmoe) or knobs: base=NAME,a2a=2dh,chunks=4,...; the "
                    "tunable knobs not given (chunks, grad_partitions, hybrid_levels/hybrid_domain, "
-                   "compression) come from the planner's estimate of the method")
+                   "compression) come from the planner's estimate of the method; "
+                   "a2a_dtype=fp32|bf16|fp8 (or DISPATCH/COMBINE, e.g. fp8/bf16) prices the token "
+                   "A2As' rows in that dtype (fp8: 1 byte a value plus an fp32 scale per 128)")
       ->capture_default_str();
   sub_->add_option("--seq-len", seq_len_,
                    "override the model's sequence length (as plan --seq-len; default: the "

@@ -143,13 +143,17 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "netmoe runs with tp=1, a token-choice gate and the dropless layout; "
                    "hybridep (hybrid_domain=S, compression=C, shared_expert=BOOL, "
                    "sr_feedback=BOOL) with tp=1 and pipelined chunks: experts travel inside "
-                   "domains of S consecutive EP ranks, tokens across them")
+                   "domains of S consecutive EP ranks, tokens across them. "
+                   "a2a_dtype=fp32|bf16 (or DISPATCH/COMBINE, e.g. bf16/fp32) sends the token "
+                   "A2As' rows in that dtype (bf16: half the bytes, plain EP with tp=1 only; "
+                   "fp8 is priced by `moecomm sim`, not run)")
       ->capture_default_str();
   sub_->add_option("--cluster", cluster_,
                    "the machine the ranks run on (a cluster preset or JSON file with as many "
                    "devices as ranks): the planner chooses the knobs --strategy leaves unset "
                    "for it; without it they keep the named strategy's defaults");
-  sub_->add_flag("--bf16-a2a", bf16_, "send token rows as bfloat16 (half the A2A bytes)");
+  // Replaced by the a2a_dtype knob; kept out of --help to say so by name.
+  sub_->add_flag("--bf16-a2a", bf16_, "")->group("");
   sub_->add_option("--ranks-per-node", ranks_per_node_,
                    "ranks per node, for the A2A bytes by level and 1DH/2DH (default: all ranks "
                    "on one node)")
@@ -218,13 +222,15 @@ void check_writable(const std::string& path) {
 // The model's shape and the ranks' layout, so that `place --trace` and `infer --trace` price
 // and replay the routing as this run made it without being told.
 void describe_routing(place::RoutingTrace& trace, const rt::TrainConfig& c,
-                      const std::string& model, bool bf16_rows, int world) {
+                      const std::string& model, int world) {
   place::TraceModel m;
   m.name = model == "tiny" ? model : core::load_model(model).name;
   m.hidden = c.model.hidden;
   m.ffn_hidden = c.model.moe.ffn_hidden;
   m.ffn_type = c.model.moe.ffn_type;
-  m.dtype_bytes = bf16_rows ? 2 : 4;  // the A2A's rows: fp32, or bfloat16 with --bf16-a2a
+  // The dispatch A2A's rows: fp32, or bfloat16 with a2a_dtype=bf16 (the runtime sends no other).
+  const auto& wire = c.strategy.a2a_dtype;
+  m.dtype_bytes = wire && wire->dispatch == core::Dtype::kBf16 ? 2 : 4;
   trace.model = m;
   place::TraceLayout layout;
   layout.ranks = world;
@@ -272,7 +278,10 @@ rt::TrainConfig TrainCommand::config(int world, std::vector<std::string>& notes,
     throw Error("--text-order", "applies to the synthetic data only, not --data " + data_);
   c.ranks_per_node = ranks_per_node_;
   c.timeout_s = timeout_s_;
-  c.bf16_a2a = bf16_;
+  if (bf16_)
+    throw Error("--bf16-a2a",
+                "was replaced by the strategy knob a2a_dtype: --strategy "
+                "base=NAME,a2a_dtype=bf16 (or a2a_dtype=bf16 alone for the baseline)");
   notes = resolve_strategy(c, strategy_, a2a_, sub_->count("--a2a") > 0, cluster_, model_, world);
   apply_pp_schedule(c, strategy_, pp_schedule_);
   c.record_routing = !routing_trace_.empty();
@@ -342,7 +351,7 @@ int TrainCommand::train(std::ostream& out, std::ostream& err) const {
   });
   if (me != 0) return 0;
   if (c.record_routing && !result.routing.iterations.empty()) {
-    describe_routing(result.routing, c, model_, bf16_, world);
+    describe_routing(result.routing, c, model_, world);
     place::write_routing_trace(result.routing, routing_trace_);
     if (!json_)
       out << "wrote the routing trace " << routing_trace_

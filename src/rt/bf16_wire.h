@@ -1,5 +1,5 @@
 #pragma once
-// The MoE A2As' token rows as bfloat16 on the wire (--bf16-a2a; nn/bf16.h: rounded to nearest
+// The MoE A2As' token rows as bfloat16 on the wire (a2a_dtype=bf16; nn/bf16.h: rounded to nearest
 // even): each member's block of an A2A buffer is `header` bytes (the layout's int32 counts,
 // kept as they are) then fp32 rows, which travel as bf16; compute stays fp32.
 #include <cstddef>

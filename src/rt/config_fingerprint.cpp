@@ -167,7 +167,6 @@ std::vector<Setting> train_settings(const TrainConfig& c) {
       {"topics", text(c.topics)},
       {"text_order", text(c.text_order)},
       {"timeout_s", text(c.timeout_s)},
-      {"bf16_a2a", text(c.bf16_a2a)},
       {"record_routing", text(c.record_routing)},
       {"keep_gradients", text(c.keep_gradients)},
       {"trace_last_step", text(c.trace_last_step)},

@@ -77,12 +77,14 @@ ModelBinding::ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTra
 }
 
 // The token A2A `id`'s rows travel as its codec's dtype: fp32 as computed, or bf16
-// (nn/bf16.h); every token A2A of the rank alike (`first`: the first seen, kNone before).
+// (nn/bf16.h); every token A2A of the rank in its direction alike (`first`: the first seen,
+// kNone before).
 void ModelBinding::wire_rows(OpId id, OpId& first, bool& bf16) const {
   const core::Dtype dtype = s_.collective(s_.op(id).collective).codec.dtype;
   if (dtype != core::Dtype::kFp32 && dtype != core::Dtype::kBf16)
-    throw Error("schedule runtime", s_.describe(id) + ": token rows travel as fp32 or bf16, not " +
-                                        std::string(core::to_string(dtype)));
+    throw Error("strategy: a2a_dtype", s_.describe(id) +
+                                           ": the runtime sends token rows as fp32 or bf16, not " +
+                                           std::string(core::to_string(dtype)));
   if (first == sched::kNone) {
     first = id;
     bf16 = dtype == core::Dtype::kBf16;
@@ -102,7 +104,8 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
   w.ops.resize(size_t(layers_));
   std::map<std::pair<R, int>, int> parts;
   bool has_a2a = false;
-  OpId a2a_dtype = sched::kNone;  // the first token A2A: the dtype its rows travel as
+  // Per direction, the first token A2A: the dtype its rows travel as.
+  std::array<OpId, 2> a2a_dtype = {sched::kNone, sched::kNone};
   for (OpId id : ops_) {
     const sched::Op& op = s_.op(id);
     const sched::Label& label = this->label(id);
@@ -128,8 +131,10 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
         w.parts = s_.collective(op.collective).size();
         w.part = op.member;
       }
-      if (label.role == R::kDispatchA2A || label.role == R::kCombineA2A)
-        wire_rows(id, a2a_dtype, w.bf16_rows);
+      if (label.role == R::kDispatchA2A || label.role == R::kCombineA2A) {
+        const size_t direction = label.role == R::kDispatchA2A ? 0 : 1;
+        wire_rows(id, a2a_dtype[direction], w.bf16_rows[direction]);
+      }
       if (label.role == R::kDispatchA2A && !has_a2a) {
         const sched::Collective& a2a = s_.collective(op.collective);
         has_a2a = true;
@@ -174,8 +179,9 @@ void ModelBinding::bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_me
   bool beside_a2a = false;
   for (const auto& phases : wiring.ops)
     for (const MoeOps& o : phases) beside_a2a |= o.beside_a2a();
-  if (wiring.bf16_rows && (wiring.parts > 1 || options.hybrid.codec || has_netmoe || beside_a2a))
-    throw Error("--bf16-a2a",
+  const bool bf16 = wiring.bf16_rows[0] || wiring.bf16_rows[1];
+  if (bf16 && (wiring.parts > 1 || options.hybrid.codec || has_netmoe || beside_a2a))
+    throw Error("strategy: a2a_dtype",
                 "bf16 token rows run on the plain EP A2A only (no ESP/TP "
                 "collectives, HybridEP or NetMoE)");
   if (netmoe_) return;

@@ -102,12 +102,13 @@ struct BindingOptions {
 // ExpertTransferBinding.
 class ModelBinding {
  public:
-  // The token A2As carry their rows as their codec's dtype (sched::WireCodec): fp32, or bf16
-  // (nn/bf16.h: rounded to nearest even; the layout counts stay int32, compute fp32), which runs
-  // on the plain EP A2A only. Throws moecomm::Error naming the op when this rank's part of the
-  // schedule has an op that no kernel or buffer is registered for, or a layer the model does
-  // not have, or bf16 rows beside collectives that sum or move other data, or token A2As of
-  // another dtype or of different dtypes.
+  // The token A2As carry their rows as their codec's dtype (sched::WireCodec, the strategy's
+  // a2a_dtype per direction): fp32, or bf16 (nn/bf16.h: rounded to nearest even; the layout
+  // counts stay int32, compute fp32), which runs on the plain EP A2A only. Throws
+  // moecomm::Error naming the op when this rank's part of the schedule has an op that no kernel
+  // or buffer is registered for, or a layer the model does not have, or bf16 rows beside
+  // collectives that sum or move other data, or token A2As of another dtype, or A2As of one
+  // direction in different dtypes.
   ModelBinding(const sched::Schedule& schedule, int rank, nn::MoeTransformer& model,
                BindingOptions options = {});
   ModelBinding(const ModelBinding&) = delete;
@@ -148,7 +149,7 @@ class ModelBinding {
   using Kernel = MoePathBinding::Kernel;
 
   TokenPathWiring scan_ops(const HybridBinding& hybrid, bool& has_netmoe, int& a2a_member);
-  void wire_rows(sched::OpId id, sched::OpId& first, bool& bf16) const;
+  void wire_rows(sched::OpId id, sched::OpId& first, bool& bf16) const;  // one direction's
   void bind_path(TokenPathWiring wiring, bool has_netmoe, int a2a_member,
                  const BindingOptions& options);
   void register_kernels(const std::function<void()>& optimizer);

@@ -281,20 +281,15 @@ core::ModelConfig schedule_model(const TrainConfig& c) {
   m.seq_len = c.seq_len;
   m.micro_batch = c.batch;
   if (c.model.moe.capacity_factor > 0) m.capacity_factor = c.model.moe.capacity_factor;
-  // The bytes every op is priced at and the dtype on its collectives' codec: bf16 under
-  // --bf16-a2a, which is how the token path learns to send its rows as bf16 (model_binding.h).
-  m.dtype_bytes = c.bf16_a2a ? 2 : 4;
+  // The runtime computes and keeps fp32; the token A2As' rows travel as the strategy's
+  // a2a_dtype, which their codec carries to the token path (model_binding.h).
+  m.dtype_bytes = 4;
   m.ffn_type = c.model.moe.ffn_type;
   m.vocab_size = c.model.vocab;
   return m;
 }
 
 void check_scheduled(const TrainConfig& c) {
-  if (c.bf16_a2a && (c.tp > 1 || c.strategy.expert_transfer == sched::ExpertTransfer::kHybrid ||
-                     c.strategy.placement == sched::Placement::kNetMoe))
-    throw Error("--bf16-a2a",
-                "bf16 token rows run on the plain EP A2A only (tp=1, no HybridEP "
-                "or NetMoE)");
   const std::string pp = "pp=" + std::to_string(c.pp);
   if (c.micro_batches < 1)
     throw Error("--micro-batches", "must be >= 1, got " + std::to_string(c.micro_batches));

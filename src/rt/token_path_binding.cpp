@@ -332,14 +332,14 @@ OpBuffer* TokenPathBinding::buffer(sched::OpRole role, int l, int phase, int chu
   Chunk& c = state(l, phase).chunk[size_t(std::max(chunk, 0))];
   switch (role) {
     case sched::OpRole::kDispatchA2A:
-      return to_wire(remap_.to_members(c.dispatch), block_header(l, phase));
+      return to_wire(remap_.to_members(c.dispatch), block_header(l, phase), bf16_rows_[0]);
     case sched::OpRole::kDispatchEspAllGather:
       return &c.gather;
     case sched::OpRole::kCombineEspReduceScatter:
     case sched::OpRole::kCombineEspAllReduce:
       return &c.reduce;
     case sched::OpRole::kCombineA2A:
-      return to_wire(remap_.to_members(c.combine), 0);
+      return to_wire(remap_.to_members(c.combine), 0, bf16_rows_[1]);
     case sched::OpRole::kCombineTpAllGather:
       return &c.tp_gather;
     default:
@@ -352,7 +352,7 @@ void TokenPathBinding::after(sched::OpRole role, int l, int phase, int chunk) {
   Chunk& c = state(l, phase).chunk[size_t(i)];
   switch (role) {
     case sched::OpRole::kDispatchA2A:
-      from_wire(c.dispatch, block_header(l, phase));
+      from_wire(c.dispatch, block_header(l, phase), bf16_rows_[0]);
       remap_.from_members(c.dispatch);
       return on_dispatched(l, phase, i);
     case sched::OpRole::kDispatchEspAllGather:
@@ -361,7 +361,7 @@ void TokenPathBinding::after(sched::OpRole role, int l, int phase, int chunk) {
     case sched::OpRole::kCombineEspAllReduce:
       return on_reduced(l, phase, i);
     case sched::OpRole::kCombineA2A:
-      from_wire(c.combine, 0);
+      from_wire(c.combine, 0, bf16_rows_[1]);
       remap_.from_members(c.combine);
       return on_combined(l, phase, i);
     case sched::OpRole::kCombineTpAllGather:
@@ -375,13 +375,13 @@ size_t TokenPathBinding::block_header(int l, int phase) {
   return phase == 0 ? size_t(moe(l).local_experts()) * sizeof(int32_t) : 0;
 }
 
-OpBuffer* TokenPathBinding::to_wire(OpBuffer* buf, size_t header) const {
-  if (bf16_rows_) rows_to_bf16(*buf, header);
+OpBuffer* TokenPathBinding::to_wire(OpBuffer* buf, size_t header, bool bf16) const {
+  if (bf16) rows_to_bf16(*buf, header);
   return buf;
 }
 
-void TokenPathBinding::from_wire(OpBuffer& buf, size_t header) const {
-  if (bf16_rows_) rows_from_bf16(buf, header);
+void TokenPathBinding::from_wire(OpBuffer& buf, size_t header, bool bf16) const {
+  if (bf16) rows_from_bf16(buf, header);
 }
 
 // The forward dispatch's rows by the EP member that owns their experts under plain EP

@@ -26,8 +26,10 @@ struct TokenPathWiring {
   core::RankGroup a2a_group;  // the EP-wide A2A's members (world ranks); empty: none
   HybridRemap remap;          // HybridEP: exchange ranks -> the A2A's members
   std::vector<int> order;     // HybridEP: position -> EP member that owns its experts
-  bool bf16_rows = false;     // the A2As carry their rows as bf16
-  int world = 1;              // the schedule's world size
+  // Per direction, whether the token A2As carry their rows as bf16: [0] the dispatch A2As
+  // (toward the experts), [1] the combine A2As (back), as the strategy's a2a_dtype has them.
+  std::array<bool, 2> bf16_rows = {false, false};
+  int world = 1;  // the schedule's world size
 };
 
 class TokenPathBinding final : public MoePathBinding {
@@ -83,8 +85,8 @@ class TokenPathBinding final : public MoePathBinding {
   void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
   void count_dispatch(const std::vector<int>& send_counts);
   size_t block_header(int layer, int phase);  // bytes ahead of each block of a token A2A
-  OpBuffer* to_wire(OpBuffer* buf, size_t header) const;
-  void from_wire(OpBuffer& buf, size_t header) const;
+  OpBuffer* to_wire(OpBuffer* buf, size_t header, bool bf16) const;
+  void from_wire(OpBuffer& buf, size_t header, bool bf16) const;
 
   nn::MoeTransformer& model_;
   std::vector<nn::MoeLayer*> layers_;
@@ -93,7 +95,7 @@ class TokenPathBinding final : public MoePathBinding {
   core::RankGroup a2a_group_;
   HybridRemap remap_;
   std::vector<int> order_;
-  bool bf16_rows_;
+  std::array<bool, 2> bf16_rows_;
   int world_;
   std::vector<std::array<MoeState, 2>> moe_;
   std::vector<int64_t> header_bytes_;

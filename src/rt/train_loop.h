@@ -55,7 +55,6 @@ struct TrainConfig {
   int text_order = 1;            // synthetic text: Markov order, 1 or 2
   int ranks_per_node = 0;        // node = rank / ranks_per_node for byte levels; 0: one node
   double timeout_s = 60;         // any collective that stalls longer fails the job
-  bool bf16_a2a = false;         // token rows travel as bfloat16 (plain EP only)
   bool record_routing = false;   // token-choice gates only
   bool keep_gradients = false;   // return the last step's reduced gradients (for tests)
   bool trace_last_step = false;  // return the last step's calls (TrainResult::last_step_calls)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sched/wire_dtype.h"
+
 namespace moecomm::sched {
 
 BuildContext::BuildContext(const LayerSetup& s, const core::RankGroups& g)
@@ -62,6 +64,26 @@ WireCodec plain_codec(const BuildContext& ctx) {
   return codec;
 }
 
+namespace {
+std::optional<core::Dtype> token_dtype(const BuildContext& ctx, TokenDirection direction) {
+  const auto& d = ctx.strategy.a2a_dtype;
+  if (!d) return std::nullopt;
+  return direction == TokenDirection::kDispatch ? d->dispatch : d->combine;
+}
+}  // namespace
+
+WireCodec token_codec(const BuildContext& ctx, TokenDirection direction) {
+  WireCodec codec = plain_codec(ctx);
+  if (const auto dtype = token_dtype(ctx, direction)) codec.dtype = *dtype;
+  return codec;
+}
+
+double token_wire_scale(const BuildContext& ctx, TokenDirection direction) {
+  const auto dtype = token_dtype(ctx, direction);
+  if (!dtype || ctx.work.token_bytes <= 0) return 1;
+  return wire_row_bytes(ctx.setup.model.hidden, *dtype) / ctx.work.token_bytes;
+}
+
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     const std::vector<double>& bytes, int stream, const Label& label,
                     const Frontier& in, int priority, const std::optional<WireCodec>& codec) {
@@ -87,7 +109,7 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
 }
 
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
-                  const Label& label, const Frontier& in, int priority,
+                  const Label& label, const Frontier& in, int priority, const WireCodec& codec,
                   const std::vector<std::vector<double>>& node_bytes, A2ADirection direction) {
   Frontier out = in;
   for (size_t k = 0; k < ctx.groups.ep.size(); ++k) {
@@ -103,7 +125,7 @@ Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pai
                         .root = kNone,
                         .label = label,
                         .priority = priority,
-                        .codec = plain_codec(ctx)};
+                        .codec = codec};
     std::vector<std::vector<OpId>> deps;
     for (int r : g) deps.push_back(in[r]);
     const auto issued = ctx.schedule.add_collective(std::move(spec), kTokenStream, deps);

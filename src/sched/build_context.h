@@ -88,6 +88,13 @@ Frontier copy_step(BuildContext& ctx, double bytes, int stream, const Label& lab
 // The codec of the collectives a builder emits as they are: the model's dtype on the wire
 // (dtype_bytes, the bytes the workload counts), sent dense.
 WireCodec plain_codec(const BuildContext& ctx);
+// The direction token rows travel in (wire_dtype.h's A2ADtype): toward the experts or back.
+enum class TokenDirection { kDispatch, kCombine };
+// The codec of the token rows in `direction`: the strategy's a2a_dtype, else plain_codec.
+WireCodec token_codec(const BuildContext& ctx, TokenDirection direction);
+// Wire bytes per workload byte of token rows in `direction`: wire_row_bytes(h, a2a_dtype) over
+// the workload's row (h x dtype_bytes); 1 without a2a_dtype (the rows travel as the model's).
+double token_wire_scale(const BuildContext& ctx, TokenDirection direction);
 // Same-sized collective over every group of `groups` (AllGather, ReduceScatter, AllReduce).
 Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& groups, OpKind kind,
                     double bytes, int stream, const Label& label, const Frontier& in,
@@ -98,10 +105,11 @@ Frontier group_step(BuildContext& ctx, const std::vector<core::RankGroup>& group
                     const std::vector<double>& bytes, int stream, const Label& label,
                     const Frontier& in, int priority = 0,
                     const std::optional<WireCodec>& codec = std::nullopt);
-// A2A over every EP group with per-group pair matrices (n x n); a2a=dedup also takes its
-// per-group node matrices (CollectiveSpec::node_bytes) and the direction.
+// A2A over every EP group with per-group pair matrices (n x n, encoded bytes) and the codec
+// they travel with; a2a=dedup also takes its per-group node matrices
+// (CollectiveSpec::node_bytes, encoded bytes) and the direction its plan runs.
 Frontier a2a_step(BuildContext& ctx, const std::vector<std::vector<double>>& pairs,
-                  const Label& label, const Frontier& in, int priority = 0,
+                  const Label& label, const Frontier& in, int priority, const WireCodec& codec,
                   const std::vector<std::vector<double>>& node_bytes = {},
                   A2ADirection direction = A2ADirection::kDispatch);
 

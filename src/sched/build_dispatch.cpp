@@ -96,12 +96,14 @@ int chunk_label(int i, int n) {
 void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   const int n = static_cast<int>(c.size());
   const bool backward = ctx.phase == Phase::kBackward;
+  const TokenDirection wire = combine ? TokenDirection::kCombine : TokenDirection::kDispatch;
+  const double scale = token_wire_scale(ctx, wire) / n;
   // Tokens out to their experts: the forward dispatch and the backward combine.
   const bool outward = combine == backward;
   const bool dedup = ctx.strategy.a2a == Algorithm::kDedup;
   auto pairs = scaled(
-      dedup ? ctx.path.dedup_pairs : (outward ? ctx.path.dispatch : ctx.path.combine), 1.0 / n);
-  auto nodes = scaled(ctx.path.dedup_nodes, 1.0 / n);
+      dedup ? ctx.path.dedup_pairs : (outward ? ctx.path.dispatch : ctx.path.combine), scale);
+  auto nodes = scaled(ctx.path.dedup_nodes, scale);
   if (dedup ? !outward : backward)
     for (size_t k = 0; k < pairs.size(); ++k) {
       const int members = static_cast<int>(ctx.groups.ep[k].size());
@@ -113,7 +115,7 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   const A2ADirection direction = outward ? A2ADirection::kDispatch : A2ADirection::kCombine;
   for (int i = 0; i < n; ++i)
     c[i] = a2a_step(ctx, pairs, ctx.label(role, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
-                    priority, nodes, direction);
+                    priority, token_codec(ctx, wire), nodes, direction);
 }
 
 // Bytes of the ESP/TP collectives per group, from the dispatch matrices (routed or uniform):
@@ -147,22 +149,27 @@ std::vector<double> divided(std::vector<double> v, double n) {
   return v;
 }
 
-// Per chunk, an AllGather over `groups` of `bytes` (output, per group) on the intra-node stream.
+// Per chunk, an AllGather over `groups` of `bytes` (output, per group, as the workload counts
+// them) on the intra-node stream, the rows travelling as the A2A's they extend (`direction`).
 // When the experts wait for every chunk (MoNTA), the chunks arrive interleaved and a D2D copy of
 // the chunk restores the layout (MoNTA Fig. 8): after the AllGather on its stream (O2, Algorithm 1:
 // AG_j + D2D_j in series) or on the copy stream beside the next AllGather (O3, Algorithm 2).
 void gather_chunks(BuildContext& ctx, std::vector<Frontier>& c,
                    const std::vector<core::RankGroup>& groups, const std::vector<double>& bytes,
-                   OpRole role, OpRole copy_role, bool pipelined) {
+                   OpRole role, OpRole copy_role, bool pipelined, TokenDirection direction) {
   const int n = static_cast<int>(c.size());
+  const double wire = token_wire_scale(ctx, direction);
+  std::vector<double> chunk_bytes = bytes;  // one chunk's, on the wire
+  for (double& b : chunk_bytes) b = b * wire / n;
   const bool copies = !pipelined && n > 1;
   const int copy_stream = ctx.strategy.copy_pipelining ? kCopyStream : kIntraStream;
   const std::string knob = ctx.path.tp_gather ? "drop-allgather" : "esp";
   for (int i = 0; i < n; ++i) {
-    c[i] = group_step(ctx, groups, OpKind::kAllGather, divided(bytes, n), kIntraStream,
-                      ctx.label(role, knob, chunk_label(i, n)), c[i]);
+    c[i] =
+        group_step(ctx, groups, OpKind::kAllGather, chunk_bytes, kIntraStream,
+                   ctx.label(role, knob, chunk_label(i, n)), c[i], 0, token_codec(ctx, direction));
     if (copies)  // every member copies the whole gathered chunk; groups are equal-sized
-      c[i] = copy_step(ctx, *std::max_element(bytes.begin(), bytes.end()) / n, copy_stream,
+      c[i] = copy_step(ctx, *std::max_element(chunk_bytes.begin(), chunk_bytes.end()), copy_stream,
                        ctx.label(copy_role, ctx.strategy.copy_pipelining ? "o3" : "o2", i), c[i]);
   }
 }
@@ -266,8 +273,8 @@ std::vector<double> transposed(const std::vector<double>& pairs, int n) {
 }
 
 // a2a=dedup: the rows once per (token, member) and per (token, node), from the model's router
-// (balanced routing, node-limited by router_groups / router_group_top_k; dedup_traffic.h). `bytes`: one rank's dispatch bytes, one row per
-// (token, expert), so bytes / top_k per token.
+// (balanced routing, node-limited by router_groups / router_group_top_k; dedup_traffic.h). `bytes`:
+// one rank's dispatch bytes, one row per (token, expert), so bytes / top_k per token.
 void add_dedup(const LayerSetup& setup, const core::RankGroups& groups, double bytes,
                TokenPath& path) {
   const Strategy& s = setup.strategy;
@@ -347,7 +354,8 @@ void build_moe(BuildContext& ctx) {
   const std::vector<OpId> window = last_of(c.back());
   if (ctx.path.esp_gather)
     gather_chunks(ctx, c, ctx.groups.esp, per_group(ctx.groups.esp, per_rank_a2a(ctx, true), true),
-                  OpRole::kDispatchEspAllGather, OpRole::kDispatchEspAllGatherCopy, pipelined);
+                  OpRole::kDispatchEspAllGather, OpRole::kDispatchEspAllGatherCopy, pipelined,
+                  TokenDirection::kDispatch);
   expert_chunks(ctx, c, pipelined);
   if (ctx.phase == Phase::kBackward) {
     LayerGrads& g = ctx.grads[ctx.layer];
@@ -363,7 +371,8 @@ void build_moe(BuildContext& ctx) {
   a2a_chunks(ctx, c, true);
   if (ctx.path.tp_gather)  // the TP ranks' slices back to the full (replicated) tokens
     gather_chunks(ctx, c, ctx.groups.tp, per_group(ctx.groups.tp, per_rank_a2a(ctx, false), true),
-                  OpRole::kCombineTpAllGather, OpRole::kCombineTpAllGatherCopy, pipelined);
+                  OpRole::kCombineTpAllGather, OpRole::kCombineTpAllGatherCopy, pipelined,
+                  TokenDirection::kCombine);
   ctx.ready = merge(c);
 }
 

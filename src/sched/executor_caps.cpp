@@ -79,6 +79,14 @@ bool netmoe(const Strategy& s) {
 bool hybrid(const Strategy& s) {
   return s.expert_transfer == ExpertTransfer::kHybrid;
 }
+// Whether the token rows travel as `dtype` in either direction (a2a_dtype).
+bool wire_has(const Strategy& s, core::Dtype dtype) {
+  return s.a2a_dtype && (s.a2a_dtype->dispatch == dtype || s.a2a_dtype->combine == dtype);
+}
+bool wire_narrowed(const Strategy& s) {
+  return wire_has(s, core::Dtype::kBf16) || wire_has(s, core::Dtype::kFp8);
+}
+constexpr uint8_t kTorch = bit(Executor::kTorchLayer) | bit(Executor::kTorchSampleMoving);
 
 // The semantic rules, each once: the executors it binds, when it applies, what to change.
 struct Rule {
@@ -166,6 +174,36 @@ const Rule kRules[] = {
        return std::string(
            "expert_transfer=hybrid needs the cluster (--cluster) to place its per-level "
            "domains");
+     }},
+    // The wire dtype of the token rows: the runtime converts them around its MPI A2As
+    // (rt/bf16_wire.h), which have no fp8 type, and only where no other collective moves or
+    // sums them; moecomm.torch sends its tensors' own dtype.
+    {kRt, [](const Strategy& s, const RunFacts&) { return wire_has(s, core::Dtype::kFp8); },
+     "strategy: a2a_dtype",
+     [](const Strategy& s, const RunFacts&) {
+       return "a2a_dtype=" + to_string(*s.a2a_dtype) +
+              ": the schedule runtime sends token rows as fp32 or bf16 (MPI has no fp8 type); "
+              "the simulator prices fp8";
+     }},
+    {kRt,
+     [](const Strategy& s, const RunFacts& f) {
+       return wire_narrowed(s) && (f.tp != 1 || hybrid(s) || netmoe(s));
+     },
+     "strategy: a2a_dtype",
+     [](const Strategy& s, const RunFacts& f) {
+       return "a2a_dtype=" + to_string(*s.a2a_dtype) +
+              ": bf16 token rows run on the plain EP A2A only (tp=1, no HybridEP or NetMoE), "
+              "got tp=" +
+              std::to_string(f.tp) + (hybrid(s) ? ", expert_transfer=hybrid" : "") +
+              (netmoe(s) ? ", placement=netmoe" : "");
+     }},
+    {kTorch, [](const Strategy& s, const RunFacts&) { return wire_narrowed(s); },
+     "strategy: a2a_dtype",
+     [](const Strategy& s, const RunFacts&) {
+       return "a2a_dtype=" + to_string(*s.a2a_dtype) +
+              ": moecomm.torch sends token rows as fp32 (it has no bf16 wire path, and no fp8 "
+              "one: torch has no float8 dtype before 2.1); use a2a_dtype=fp32 here, `moecomm "
+              "train` for bf16, the simulator for fp8";
      }},
 };
 

@@ -120,6 +120,8 @@ const std::map<std::string, Setter>& setters() {
                        const std::string& w) { s.placement = pick(kPlacements, v, w); }},
       {"a2a", [](Strategy& s, const std::string& v,
                  const std::string& w) { s.a2a = pick(kAlgorithms, v, w); }},
+      {"a2a_dtype", [](Strategy& s, const std::string& v,
+                       const std::string& w) { s.a2a_dtype = parse_a2a_dtype(v, w); }},
       {"tp_dispatch", [](Strategy& s, const std::string& v,
                          const std::string& w) { s.tp_dispatch = pick(kDispatches, v, w); }},
       {"chunks",
@@ -256,6 +258,13 @@ void validate(const Strategy& s, const std::string& where) {
   if (!known)
     throw Error(where + ": a2a", "must be one of " + join(a2a_algorithm_names()) + ", got " +
                                      std::string(to_string(s.a2a)));
+  if (s.a2a_dtype) {
+    const auto& wire = a2a_wire_dtypes();
+    for (core::Dtype d : {s.a2a_dtype->dispatch, s.a2a_dtype->combine})
+      if (std::find(wire.begin(), wire.end(), d) == wire.end())
+        throw Error(where + ": a2a_dtype", "must be one of " + join(a2a_dtype_names()) +
+                                               " per direction, got " + to_string(*s.a2a_dtype));
+  }
   if (s.chunks_fwd < 1 || s.chunks_fwd > kMaxChunks || s.chunks_bwd < 1 ||
       s.chunks_bwd > kMaxChunks)
     throw Error(where + ": chunks", "must be in [1, " + std::to_string(kMaxChunks) + "]");
@@ -272,8 +281,8 @@ void validate(const Strategy& s, const std::string& where) {
   if (!(s.compression > 0 && s.compression <= 1))
     throw Error(where + ": compression", "must be in (0, 1]");
   if (s.virtual_stages < 1 || s.virtual_stages > kMaxVirtualStages)
-    throw Error(where + ": pp_schedule", "virtual stages must be in [1, " +
-                                             std::to_string(kMaxVirtualStages) + "]");
+    throw Error(where + ": pp_schedule",
+                "virtual stages must be in [1, " + std::to_string(kMaxVirtualStages) + "]");
   if ((s.pp_schedule == PpSchedule::kInterleaved) != (s.virtual_stages > 1))
     throw Error(where + ": pp_schedule",
                 "interleaved:V takes V >= 2 virtual stages, the other schedules 1");
@@ -400,8 +409,9 @@ void parse_pp_schedule(Strategy& s, const std::string& value, const std::string&
     return;
   }
   if (value == "interleaved")
-    throw Error(where, "interleaved needs its virtual stages per stage: interleaved:V, e.g. "
-                       "interleaved:2");
+    throw Error(where,
+                "interleaved needs its virtual stages per stage: interleaved:V, e.g. "
+                "interleaved:2");
   const PpSchedule kind = pick(kPpSchedules, value, where);
   if (kind == PpSchedule::kInterleaved)
     throw Error(where, "write V: interleaved:2, interleaved:4, ...");
@@ -429,6 +439,7 @@ std::string to_string(const Strategy& s) {
      << ",overlap_microbatches=" << s.overlap_microbatches << ",zero=" << s.zero;
   for (size_t l = 0; l < s.hybrid_levels.size(); ++l)
     os << (l == 0 ? ",hybrid_levels=" : "x") << s.hybrid_levels[l];
+  if (s.a2a_dtype) os << ",a2a_dtype=" << to_string(*s.a2a_dtype);
   return os.str();
 }
 

@@ -2,11 +2,13 @@
 // A Strategy: one value per knob of DESIGN.md "The one idea: techniques are knobs of one
 // schedule". The papers' methods are named settings (named_strategy); knobs compose, and
 // build_training_step (layer_builder.h) turns any combination into one schedule.
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "sched/op.h"
+#include "sched/wire_dtype.h"
 
 namespace moecomm::sched {
 
@@ -30,6 +32,13 @@ struct Strategy {
   std::string name = "baseline";
   Placement placement = Placement::kNone;
   Algorithm a2a = Algorithm::kFlat;  // an A2A algorithm (sched/a2a_routing.h): its routing
+  // The dtype the token rows travel as, per direction (sched/wire_dtype.h), in the dispatch
+  // and combine A2As and the ESP / TP AllGathers that extend them (the ESP ReduceScatter and
+  // AllReduce sum partial outputs and keep the model's dtype). fp8 carries one fp32 scale per
+  // 128 values of a row (DeepEP). Written a2a_dtype=bf16 (both ways) or a2a_dtype=fp8/bf16
+  // (dispatch/combine: DeepSeek-V3's FP8 dispatch and BF16 combine). nullopt: the model's
+  // dtype both ways, and the knob is left out of to_string.
+  std::optional<A2ADtype> a2a_dtype;
   TpDispatch tp_dispatch = TpDispatch::kReplicate;
   int chunks_fwd = 1;  // pipeline degree of the MoE token path (MoNTA O2's N, FSMoE's r)
   int chunks_bwd = 1;
@@ -90,7 +99,7 @@ Strategy named_strategy(const std::string& name);
 std::vector<std::string> strategy_names();
 
 // Either a name from strategy_names() or "knob=value,..." whose first item may be
-// "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, tp_dispatch,
+// "base=NAME" (defaults otherwise: baseline). Knobs: name, placement, a2a, a2a_dtype, tp_dispatch,
 // chunks (both phases), chunks_fwd, chunks_bwd, pipeline_experts, copy_pipelining,
 // grad_sync, grad_partitions, expert_transfer, hybrid_domain, hybrid_levels, compression,
 // shared_expert, sr_feedback, comm_priority, recompute_experts, pp_schedule,
@@ -119,7 +128,8 @@ std::vector<std::string> a2a_algorithm_names();
 Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where);
 // Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.
 void validate(const Strategy& strategy, const std::string& where);
-// "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips).
+// "name=...,placement=...,...": every knob, parse_strategy's syntax (round-trips);
+// hybrid_levels and a2a_dtype only when set.
 std::string to_string(const Strategy& strategy);
 
 std::string_view to_string(Placement placement);

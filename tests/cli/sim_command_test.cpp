@@ -96,7 +96,7 @@ TEST(SimCommand, StringsWithEmptyItemsRepeatsOrNearMissesAreRefusedClearly) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.err,
                   "error: --strategy: chunk: unknown knob; did you mean 'chunks'? "
-                  "(accepted: base, a2a, chunks, "))
+                  "(accepted: base, a2a, a2a_dtype, chunks, "))
       << r.err;
 }
 

@@ -146,15 +146,15 @@ TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheBaseline) {
   }
 }
 
-// --bf16-a2a: the A2As carry the token rows as bf16 (the layout counts as int32), so the token
-// bytes are exactly half of fp32's; the rows are rounded on the wire, so the losses move, but
-// by little.
+// a2a_dtype=bf16: the A2As carry the token rows as bf16 (the layout counts as int32), so the
+// token bytes are exactly half of fp32's; the rows are rounded on the wire, so the losses move,
+// but by little. a2a_dtype=fp32 is the run without the knob, to the bit.
 TEST(ScheduledTrain, Bf16RowsHalveTheTokenBytes) {
   for (const std::string s : {"baseline", "base=lina,chunks=2", "hier-a2a"}) {
     SCOPED_TRACE(s);
     const TrainConfig fp32 = (test::tiny_train(1, s));
     TrainConfig bf16 = fp32;
-    bf16.bf16_a2a = true;
+    bf16.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16};
     const TrainResult a = train(fp32), b = train(bf16);
     const bool flat = s.find("hier") == std::string::npos;  // 2DH: headers on other hops too
     if (flat) {
@@ -164,12 +164,43 @@ TEST(ScheduledTrain, Bf16RowsHalveTheTokenBytes) {
     EXPECT_NE(b.steps.back().loss, a.steps.back().loss);
     EXPECT_NEAR(b.steps.back().loss, a.steps.back().loss, 1e-2);
   }
-  TrainConfig c = (test::tiny_train(2, "monta-o1"));
-  c.bf16_a2a = true;
-  EXPECT_ERROR_HAS(train(c), "--bf16-a2a", "plain EP");
-  c = (test::tiny_train(1, "netmoe"));
-  c.bf16_a2a = true;
-  EXPECT_ERROR_HAS(train(c), "--bf16-a2a", "plain EP");
+  TrainConfig fp32 = test::tiny_train(1, "baseline");
+  fp32.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kFp32, core::Dtype::kFp32};
+  const TrainResult plain = train(test::tiny_train(1, "baseline")), given = train(fp32);
+  EXPECT_EQ(given.steps.back().loss, plain.steps.back().loss);
+  EXPECT_EQ(given.steps[0].a2a.total(), plain.steps[0].a2a.total());
+}
+
+// Per direction: bf16 only on the way to the experts (the forward's dispatch, the backward's
+// combine gradient) sends fewer bytes than fp32 and more than bf16 both ways, and trains apart
+// from both.
+TEST(ScheduledTrain, Bf16RowsRunPerDirection) {
+  const TrainConfig fp32 = test::tiny_train(1, "baseline");
+  TrainConfig half = fp32, both = fp32;
+  half.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kFp32};
+  both.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16};
+  const TrainResult a = train(fp32), h = train(half), b = train(both);
+  EXPECT_LT(h.steps[0].a2a.total(), a.steps[0].a2a.total());
+  EXPECT_GT(h.steps[0].a2a.total(), b.steps[0].a2a.total());
+  EXPECT_NE(h.steps.back().loss, a.steps.back().loss);
+  EXPECT_NE(h.steps.back().loss, b.steps.back().loss);
+  EXPECT_NEAR(h.steps.back().loss, a.steps.back().loss, 1e-2);
+}
+
+// What the runtime cannot send is refused by the knob's name before any rank builds a
+// schedule: fp8 (MPI has no fp8 type), bf16 beside TP/ESP collectives or under NetMoE.
+TEST(ScheduledTrain, A2ADtypeTheRuntimeCannotSendIsRefusedByName) {
+  TrainConfig c = test::tiny_train(1, "baseline");
+  c.strategy = sched::parse_strategy("a2a_dtype=fp8", "test");
+  EXPECT_ERROR_HAS(train(c), "strategy: a2a_dtype", "a2a_dtype=fp8", "no fp8 type");
+  c.strategy = sched::parse_strategy("a2a_dtype=fp8/bf16", "test");
+  EXPECT_ERROR_HAS(train(c), "strategy: a2a_dtype", "a2a_dtype=fp8/bf16", "no fp8 type");
+  c = test::tiny_train(2, "monta-o1");
+  c.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16};
+  EXPECT_ERROR_HAS(train(c), "strategy: a2a_dtype", "plain EP", "tp=2");
+  c = test::tiny_train(1, "netmoe");
+  c.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16};
+  EXPECT_ERROR_HAS(train(c), "strategy: a2a_dtype", "plain EP", "placement=netmoe");
 }
 
 }  // namespace

@@ -139,24 +139,29 @@ TEST(DedupRouting, CrossesOncePerNodeAndFansOut) {
 // 1/4 and a node (4 experts) with 1 - C(4,2)/C(8,2) = 22/28: the forward dispatch's node bytes
 // to the counterpart are 64 tokens x 128 bytes x 22/28 (the flat A2A's: 64 x 2 x 128 x 4/8).
 // Node-limited to one of 2 groups (a group = a node's experts): a token reaches the other node
-// with probability 1/2, a member with 1/2 x (1 - C(3,2)/C(4,2)) = 1/4.
+// with probability 1/2, a member with 1/2 x (1 - C(3,2)/C(4,2)) = 1/4. In fp8 a row is 64
+// bytes and one fp32 scale.
 TEST(DedupTraffic, ForwardDispatchBytesPerLevelAreExact) {
   struct Case {
     int groups, group_top_k;
     double member, node;
+    const char* strategy;
+    double row;  // bytes of a token row on the wire: h x bf16, or fp8: h + one fp32 scale
   };
-  for (const Case& k : {Case{1, 0, 0.25, 22.0 / 28.0}, Case{2, 1, 0.25, 0.5}}) {
+  for (const Case& k : {Case{1, 0, 0.25, 22.0 / 28.0, "a2a=dedup", 64 * 2},
+                        Case{2, 1, 0.25, 0.5, "a2a=dedup", 64 * 2},
+                        Case{1, 0, 0.25, 22.0 / 28.0, "a2a=dedup,a2a_dtype=fp8", 64 + 4}}) {
     LayerSetup s;
     s.cluster = testing::tiny_cluster();
     s.model = testing::tiny_moe_model();
     s.model.router_groups = k.groups;
     s.model.router_group_top_k = k.group_top_k;
     s.parallel = core::resolve_parallel(core::parse_parallel_spec("ep=8", "-"), 8, 8, "-");
-    s.strategy = parse_strategy("a2a=dedup", "-");
+    s.strategy = parse_strategy(k.strategy, "-");
     s.layers = 1;
     const Schedule sched = build_training_step(s);
     int seen = 0;
-    const double row = 64 * 2;  // h x bf16
+    const double row = k.row;
     for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
       const Collective& c = sched.collective(id);
       const Label& l = sched.label(c.ops.front());

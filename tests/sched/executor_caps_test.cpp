@@ -166,6 +166,41 @@ TEST(ExecutorCaps, SemanticRulesNameTheKnobAndHoldForTheExecutorsTheyBind) {
   EXPECT_EQ(semantic_refusal(parse_strategy("a2a=2dh", "-"), {}, kRt), std::nullopt);
 }
 
+// a2a_dtype: the runtime sends fp32 and bf16 rows (bf16 on the plain EP only) and refuses fp8
+// by name; moecomm.torch sends fp32 only. fp32 (or no knob) runs everywhere it ran.
+TEST(ExecutorCaps, A2ADtypeIsRefusedByNameWhereTheExecutorHasNoWirePath) {
+  const Strategy fp8 = parse_strategy("a2a_dtype=fp8", "-");
+  const Strategy deepep = parse_strategy("a2a_dtype=fp8/bf16", "-");
+  const Strategy bf16 = parse_strategy("a2a_dtype=bf16", "-");
+  const Strategy fp32 = parse_strategy("a2a_dtype=fp32", "-");
+  EXPECT_EQ(text(semantic_refusal(fp8, {}, kRt)),
+            "strategy: a2a_dtype: a2a_dtype=fp8: the schedule runtime sends token rows as fp32 "
+            "or bf16 (MPI has no fp8 type); the simulator prices fp8");
+  EXPECT_EQ(text(semantic_refusal(deepep, {}, kRt)),
+            "strategy: a2a_dtype: a2a_dtype=fp8/bf16: the schedule runtime sends token rows as "
+            "fp32 or bf16 (MPI has no fp8 type); the simulator prices fp8");
+  EXPECT_EQ(semantic_refusal(bf16, {}, kRt), std::nullopt);
+  EXPECT_EQ(semantic_refusal(parse_strategy("a2a_dtype=bf16/fp32", "-"), {}, kRt), std::nullopt);
+  RunFacts tp2;
+  tp2.tp = 2;
+  EXPECT_EQ(text(semantic_refusal(bf16, tp2, kRt)),
+            "strategy: a2a_dtype: a2a_dtype=bf16: bf16 token rows run on the plain EP A2A only "
+            "(tp=1, no HybridEP or NetMoE), got tp=2");
+  EXPECT_EQ(text(semantic_refusal(parse_strategy("base=netmoe,a2a_dtype=bf16", "-"), {}, kRt)),
+            "strategy: a2a_dtype: a2a_dtype=bf16: bf16 token rows run on the plain EP A2A only "
+            "(tp=1, no HybridEP or NetMoE), got tp=1, placement=netmoe");
+  EXPECT_EQ(semantic_refusal(fp32, tp2, kRt), std::nullopt);
+  for (Executor e : {kLayer, kMoving}) {
+    for (const Strategy& s : {fp8, bf16, deepep})
+      EXPECT_EQ(text(semantic_refusal(s, {}, e)),
+                "strategy: a2a_dtype: a2a_dtype=" + to_string(*s.a2a_dtype) +
+                    ": moecomm.torch sends token rows as fp32 (it has no bf16 wire path, and no "
+                    "fp8 one: torch has no float8 dtype before 2.1); use a2a_dtype=fp32 here, "
+                    "`moecomm train` for bf16, the simulator for fp8");
+    EXPECT_EQ(semantic_refusal(fp32, {}, e), std::nullopt);
+  }
+}
+
 TEST(ExecutorCaps, RefusalConsultsTheRulesBeforeTheOps) {
   RunFacts tp2;
   tp2.tp = 2;

@@ -506,6 +506,69 @@ TEST(LayerBuilder, CollectivesCarryTheModelsWireDtype) {
             core::Dtype::kBf16);
 }
 
+// a2a_dtype sets the token rows' dtype per direction of travel, with exact bytes: h = 256
+// fp32 rows of 1024 bytes travel as 256 + 2 x 4 = 264 (fp8, one fp32 scale per 128 values) or
+// 512 (bf16). 2 x 32 tokens x top-2 = 128 rows per rank, 16 to each of 8 EP members. The
+// backward's first A2A (the combine's gradient, labelled dispatch) goes toward the experts.
+TEST(LayerBuilder, A2ADtypeSetsTheTokenRowsWireBytesPerDirection) {
+  LayerSetup s = setup("ep=8", "base=baseline,a2a_dtype=fp8/bf16,chunks=2");
+  s.model.hidden = 256;
+  s.model.dtype_bytes = 4;
+  const Schedule sched = build_training_step(s);
+  for (const auto& [name, dtype, row] :
+       {std::tuple{"moe.dispatch.a2a", core::Dtype::kFp8, 264.0},
+        std::tuple{"moe.combine.a2a", core::Dtype::kBf16, 512.0}}) {
+    const auto cs = collectives(sched, name);
+    ASSERT_EQ(cs.size(), 2u * 2 * 2) << name;  // layers x phases x chunks
+    for (const Collective* c : cs) {
+      EXPECT_EQ(c->codec.dtype, dtype) << name;
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) EXPECT_EQ(c->pair(i, j), 16 * row / 2) << name;
+    }
+  }
+  // Everything else keeps the model's dtype (fp32) and bytes.
+  for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
+    const OpRole role = sched.labels()[sched.collective(id).label].role;
+    if (role != OpRole::kDispatchA2A && role != OpRole::kCombineA2A) {
+      EXPECT_EQ(sched.collective(id).codec.dtype, core::Dtype::kFp32);
+    }
+  }
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  for (const Collective* c : collectives(sched, "grad.dense.allreduce"))
+    EXPECT_EQ(c->bytes, w.dense_grad_bytes);
+  // Without the knob: the model's dtype and the workload's bytes, as before.
+  s.strategy.a2a_dtype.reset();
+  const Schedule plain = build_training_step(s);
+  for (const Collective* c : collectives(plain, "moe.dispatch.a2a")) {
+    EXPECT_EQ(c->codec.dtype, core::Dtype::kFp32);
+    EXPECT_EQ(c->pair(0, 1), 16 * 1024.0 / 2);
+  }
+}
+
+// The ESP AllGather and the TP AllGather move the rows of the A2A they extend (dispatch,
+// combine) and take its dtype; the ESP ReduceScatter sums partial outputs in the model's.
+TEST(LayerBuilder, A2ADtypeCoversTheGathersThatExtendTheA2As) {
+  LayerSetup s = setup("tp=4,esp=4,ep=2", "base=monta-o1,a2a_dtype=fp8/bf16");
+  s.model.hidden = 256;
+  s.model.dtype_bytes = 4;
+  const LayerWorkload w = layer_workload(s.model, s.parallel);
+  const Schedule sched = build_training_step(s);
+  const double fp8 = 264.0 / 1024, bf16 = 0.5;
+  for (const Collective* c : collectives(sched, "moe.dispatch.a2a"))
+    EXPECT_EQ(row_sum(*c, 0), w.a2a_bytes / 4 * fp8);  // the TP drop's quarter
+  for (const auto& [name, dtype, bytes] :
+       {std::tuple{"moe.dispatch.esp_allgather", core::Dtype::kFp8, w.a2a_bytes * fp8},
+        std::tuple{"moe.combine.tp_allgather", core::Dtype::kBf16, w.a2a_bytes * bf16},
+        std::tuple{"moe.combine.esp_reducescatter", core::Dtype::kFp32, w.a2a_bytes}}) {
+    const auto cs = collectives(sched, name);
+    ASSERT_EQ(cs.size(), 2u * 2 * 2) << name;
+    for (const Collective* c : cs) {
+      EXPECT_EQ(c->codec.dtype, dtype) << name;
+      EXPECT_EQ(c->bytes, bytes) << name;
+    }
+  }
+}
+
 // Context parallelism (MoNTA Fig. 11): per layer, the forward AllGathers the sequence's K and
 // V over each CP group before its attention, the backward reduce-scatters their gradients.
 TEST(LayerBuilder, ContextParallelGathersKeysAndValuesOverTheCpGroup) {

@@ -119,6 +119,51 @@ TEST(Strategy, ToStringRoundTrips) {
   EXPECT_EQ(parse_strategy(to_string(s), "-"), s);
 }
 
+// a2a_dtype: absent by default (the model's dtype) and then left out of the strategy string;
+// one dtype sets both directions, DISPATCH/COMBINE each; it round-trips as written.
+TEST(Strategy, A2ADtypeParsesPerDirectionAndRoundTrips) {
+  EXPECT_FALSE(named_strategy("baseline").a2a_dtype.has_value());
+  EXPECT_EQ(to_string(named_strategy("baseline")).find("a2a_dtype"), std::string::npos);
+  const Strategy both = parse_strategy("base=lina,a2a_dtype=bf16", "-");
+  EXPECT_EQ(both.a2a_dtype, (A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16}));
+  EXPECT_NE(to_string(both).find(",a2a_dtype=bf16"), std::string::npos);
+  EXPECT_EQ(parse_strategy(to_string(both), "-"), both);
+  const Strategy deepep = parse_strategy("a2a_dtype=fp8/bf16", "-");
+  EXPECT_EQ(deepep.a2a_dtype, (A2ADtype{core::Dtype::kFp8, core::Dtype::kBf16}));
+  EXPECT_NE(to_string(deepep).find(",a2a_dtype=fp8/bf16"), std::string::npos);
+  EXPECT_EQ(parse_strategy(to_string(deepep), "-"), deepep);
+  EXPECT_EQ(parse_strategy("a2a_dtype=fp32", "-").a2a_dtype,
+            (A2ADtype{core::Dtype::kFp32, core::Dtype::kFp32}));
+  EXPECT_EQ(parse_strategy_knobs("a2a_dtype=fp8", "-").explicit_knobs,
+            (std::set<std::string>{"a2a_dtype"}));
+  EXPECT_EQ(a2a_dtype_names(), (std::vector<std::string>{"fp32", "bf16", "fp8"}));
+}
+
+TEST(Strategy, A2ADtypeErrorsNameTheKnobAndTheValues) {
+  using moecomm::testing::error_of;
+  EXPECT_EQ(error_of([] { parse_strategy("a2a_dtype=fp16", "--strategy"); }),
+            "--strategy: a2a_dtype: unknown wire dtype \"fp16\" (accepted: fp32, bf16, fp8, or "
+            "DISPATCH/COMBINE such as fp8/bf16)");
+  EXPECT_ERROR_HAS(parse_strategy("a2a_dtype=fp8/int8", "-"), "a2a_dtype", "\"int8\"");
+  EXPECT_ERROR_HAS(parse_strategy("a2a_dtype=fp8/bf16/fp32", "-"), "a2a_dtype", "DISPATCH/COMBINE");
+  EXPECT_ERROR_HAS(parse_strategy("a2a_dtype=", "-"), "a2a_dtype", "unknown wire dtype");
+  EXPECT_ERROR_HAS(parse_strategy("a2a_dtype=bf16,a2a_dtype=fp8", "-"), "a2a_dtype: given twice");
+  // A Strategy built in code is checked alike.
+  Strategy s;
+  s.a2a_dtype = A2ADtype{core::Dtype::kFp16, core::Dtype::kBf16};
+  EXPECT_EQ(error_of([&] { validate(s, "strategy"); }),
+            "strategy: a2a_dtype: must be one of fp32, bf16, fp8 per direction, got fp16/bf16");
+}
+
+TEST(WireDtype, RowBytesPerDtypeWithFp8sScalesPer128Values) {
+  EXPECT_EQ(wire_row_bytes(256, core::Dtype::kFp32), 1024);
+  EXPECT_EQ(wire_row_bytes(256, core::Dtype::kBf16), 512);
+  EXPECT_EQ(wire_row_bytes(256, core::Dtype::kFp8), 256 + 2 * 4);
+  EXPECT_EQ(wire_row_bytes(7168, core::Dtype::kFp8), 7168 + 56 * 4);  // DeepSeek-V3's hidden
+  EXPECT_EQ(wire_row_bytes(129, core::Dtype::kFp8), 129 + 2 * 4);     // a partial block's scale
+  EXPECT_EQ(wire_row_bytes(64, core::Dtype::kFp8), 64 + 4);
+}
+
 // What the text set explicitly is what a planner must leave alone.
 TEST(Strategy, ParsedKnobsRecordWhatTheTextSet) {
   ParsedStrategy named = parse_strategy_knobs("monta-o2", "-");
@@ -213,8 +258,9 @@ TEST(Strategy, AnEmptyItemIsRefused) {
 TEST(Strategy, NearMissNamesGetASuggestion) {
   using moecomm::testing::error_of;
   const std::string knobs =
-      "base, a2a, chunks, chunks_bwd, chunks_fwd, comm_priority, compression, copy_pipelining, "
-      "expert_transfer, grad_partitions, grad_sync, hybrid_domain, hybrid_levels, name, "
+      "base, a2a, a2a_dtype, chunks, chunks_bwd, chunks_fwd, comm_priority, compression, "
+      "copy_pipelining, expert_transfer, grad_partitions, grad_sync, hybrid_domain, hybrid_levels, "
+      "name, "
       "overlap_microbatches, pipeline_experts, placement, pp_schedule, recompute_experts, "
       "shared_expert, sr_feedback, tp_dispatch, zero";
   EXPECT_EQ(error_of([] { parse_strategy("chunk=2", "--strategy"); }),

@@ -89,6 +89,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--binary", default=os.environ.get("MOECOMM_BINARY", "build/moecomm"))
     ap.add_argument("--json", action="store_true", help="one JSON object per EP size")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless dedup beats flat at every EP size (the CI smoke test)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,9 +104,13 @@ def main() -> int:
                     ("dedup", "a2a=dedup,a2a_dtype=fp8/bf16", True)):
                 r = simulate(args.binary, tmp, nodes, strategy, limited)
                 row[f"{name}_ms"] = r["forward_ms"]
-                row[f"{name}_inter_node_bytes_per_rank"] = r["bytes_by_level"][0] / ep / 2
+                # The whole simulated step's (forward and backward A2As, gradient sync).
+                row[f"{name}_step_inter_node_bytes_per_rank"] = r["bytes_by_level"][0] / ep
                 row[f"{name}_ratio"] = r["forward_ms"] / deepep_ms
             rows.append(row)
+    if args.check and not all(r["dedup_ms"] < r["flat_ms"] for r in rows):
+        print("dedup is not faster than flat:", rows, file=sys.stderr)
+        return 1
     if args.json:
         for row in rows:
             print(json.dumps(row))

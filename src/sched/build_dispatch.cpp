@@ -98,13 +98,15 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
   const bool backward = ctx.phase == Phase::kBackward;
   const TokenDirection wire = combine ? TokenDirection::kCombine : TokenDirection::kDispatch;
   const double scale = token_wire_scale(ctx, wire) / n;
-  // Tokens out to their experts: the forward dispatch and the backward combine.
-  const bool outward = combine == backward;
+  // In both phases the ops labelled dispatch carry rows toward the experts (the tokens, or
+  // the gradients of the combine's outputs) and those labelled combine carry them back: dedup
+  // runs its dispatch plan on the first, its combine plan on the second.
   const bool dedup = ctx.strategy.a2a == Algorithm::kDedup;
   auto pairs = scaled(
-      dedup ? ctx.path.dedup_pairs : (outward ? ctx.path.dispatch : ctx.path.combine), scale);
+      dedup ? ctx.path.dedup_pairs : (combine == backward ? ctx.path.dispatch : ctx.path.combine),
+      scale);
   auto nodes = scaled(ctx.path.dedup_nodes, scale);
-  if (dedup ? !outward : backward)
+  if (dedup ? combine : backward)
     for (size_t k = 0; k < pairs.size(); ++k) {
       const int members = static_cast<int>(ctx.groups.ep[k].size());
       pairs[k] = transposed(pairs[k], members);
@@ -112,7 +114,7 @@ void a2a_chunks(BuildContext& ctx, std::vector<Frontier>& c, bool combine) {
     }
   const OpRole role = combine ? OpRole::kCombineA2A : OpRole::kDispatchA2A;
   const int priority = traffic_priority(ctx.strategy, Traffic::kEp);
-  const A2ADirection direction = outward ? A2ADirection::kDispatch : A2ADirection::kCombine;
+  const A2ADirection direction = combine ? A2ADirection::kCombine : A2ADirection::kDispatch;
   for (int i = 0; i < n; ++i)
     c[i] = a2a_step(ctx, pairs, ctx.label(role, a2a_knob(ctx.strategy), chunk_label(i, n)), c[i],
                     priority, token_codec(ctx, wire), nodes, direction);

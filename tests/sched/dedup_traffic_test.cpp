@@ -181,6 +181,19 @@ TEST(DedupTraffic, ForwardDispatchBytesPerLevelAreExact) {
       EXPECT_NEAR(sched.op(c.ops[0]).bytes, 64 * row * (3 * k.member + k.node), 1e-9);
     }
     EXPECT_EQ(seen, 1) << "groups " << k.groups;
+    // Both phases: the ops labelled dispatch run the dispatch plan toward the experts (the
+    // backward's carry the combine's gradients), those labelled combine the combine plan.
+    for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
+      const Collective& c = sched.collective(id);
+      const OpRole role = sched.label(c.ops.front()).role;
+      if (role == OpRole::kDispatchA2A) {
+        EXPECT_EQ(c.direction, A2ADirection::kDispatch);
+      } else if (role == OpRole::kCombineA2A) {
+        EXPECT_EQ(c.direction, A2ADirection::kCombine);
+        // The transpose: the counterpart (4) brings member 0's outputs home.
+        EXPECT_NEAR(c.node_bytes[size_t(4) * 8 + 0], 64 * row * k.node, 1e-9);
+      }
+    }
   }
 }
 

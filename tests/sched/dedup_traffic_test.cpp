@@ -197,5 +197,34 @@ TEST(DedupTraffic, ForwardDispatchBytesPerLevelAreExact) {
   }
 }
 
+// dedup composes with chunks (each chunk's A2A carries its share) and with MoNTA's TP drop
+// (each TP member sends 1 / tp of the rows): the forward dispatch's node bytes, summed over
+// its chunks and groups, are the unchunked ones, and the drop's are the replicated ones / tp.
+TEST(DedupTraffic, ComposesWithChunksAndTheTpDrop) {
+  const auto node_bytes = [](const std::string& strategy) {
+    LayerSetup s;
+    s.cluster = testing::tiny_cluster();
+    s.model = testing::tiny_moe_model();
+    s.parallel = core::resolve_parallel(core::parse_parallel_spec("tp=2,ep=4", "-"), 8, 8, "-");
+    s.strategy = parse_strategy(strategy, "-");
+    s.layers = 1;
+    const Schedule sched = build_training_step(s);
+    double sum = 0;
+    for (CollectiveId id = 0; id < sched.num_collectives(); ++id) {
+      const Collective& c = sched.collective(id);
+      const Label& l = sched.label(c.ops.front());
+      if (l.role != OpRole::kDispatchA2A || l.phase != Phase::kForward) continue;
+      EXPECT_EQ(c.algorithm, Algorithm::kDedup) << strategy;
+      for (double b : c.node_bytes) sum += b;
+    }
+    return sum;
+  };
+  const double replicated = node_bytes("a2a=dedup");
+  ASSERT_GT(replicated, 0);
+  EXPECT_NEAR(node_bytes("a2a=dedup,chunks=2"), replicated, 1e-9 * replicated);
+  EXPECT_NEAR(node_bytes("base=monta-o1,a2a=dedup"), replicated / 2, 1e-9 * replicated);
+  EXPECT_NEAR(node_bytes("base=monta-o1,a2a=dedup,chunks=2"), replicated / 2, 1e-9 * replicated);
+}
+
 }  // namespace
 }  // namespace moecomm::sched

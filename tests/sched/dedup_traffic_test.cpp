@@ -49,7 +49,8 @@ double brute_force(const RouterShape& r, const std::set<int>& set) {
 
 std::vector<int64_t> per_group(const RouterShape& r, const std::set<int>& set) {
   std::vector<int64_t> out(size_t(r.groups), 0);
-  for (int e : set) ++out[size_t(e / (r.experts / r.groups))];
+  for (int e : set)
+    if (e < r.experts) ++out[size_t(e / (r.experts / r.groups))];  // the router's experts only
   return out;
 }
 

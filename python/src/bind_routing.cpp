@@ -85,16 +85,9 @@ void bind_routing(py::module_& m) {
       "(global ranks), where ranks r and s share a node when r // ranks_per_node == s // "
       "ranks_per_node");
   m.def("a2a_algorithms", &sched::a2a_algorithm_names, "the a2a knob's values, in order");
-  m.def(
-      "routed_a2a_algorithms",
-      [] {
-        std::vector<std::string> out;
-        for (const sched::A2AAlgorithmInfo& a : sched::a2a_algorithms())
-          if (a.moves_blocks) out.emplace_back(a.name);
-        return out;
-      },
-      "the a2a knob's values whose plans move (source, destination) blocks only, which "
-      "moecomm.torch and the MPI runtime run (all but dedup)");
+  m.def("routed_a2a_algorithms", &sched::routed_a2a_algorithm_names,
+        "the a2a knob's values whose plans move (source, destination) blocks only, which "
+        "moecomm.torch and the MPI runtime run (all but dedup)");
   m.def("members_by_node", &sched::members_by_node, py::arg("group"), py::arg("ranks_per_node"),
         "member indices of `group` by node, nodes ascending; empty where nodes hold different "
         "numbers of members");

@@ -21,20 +21,11 @@
 #include "rt/config_fingerprint.h"
 #include "rt/mpi_base.h"
 #include "rt/train_loop.h"
-#include "sched/a2a_routing.h"
 #include "sched/strategy.h"
 
 namespace moecomm::cli {
 
 namespace {
-
-// The a2a values train runs: the plans that move (source, destination) blocks (not dedup).
-std::vector<std::string> routed_a2a_names() {
-  std::vector<std::string> out;
-  for (const sched::A2AAlgorithmInfo& a : sched::a2a_algorithms())
-    if (a.moves_blocks) out.emplace_back(a.name);
-  return out;
-}
 
 // A flag whose value `parse` checks (throwing Error "FLAG: why"), shown in --help as the
 // accepted names; the error keeps the parser's "did you mean" (CLI11 adds the "FLAG: ").
@@ -134,7 +125,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(CLI::Range(0.0f, 64.0f));
   sub_->add_option("--a2a", a2a_, "A2A algorithm")
       ->capture_default_str()
-      ->check(CLI::IsMember(routed_a2a_names()));
+      ->check(CLI::IsMember(sched::routed_a2a_algorithm_names()));
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, the default; hier-a2a, monta-o1, monta-o2, "
                    "monta-o3, fsmoe, lina, hybridep, netmoe) or knobs as in `moecomm sim` "

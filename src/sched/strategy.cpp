@@ -248,6 +248,13 @@ std::vector<std::string> a2a_algorithm_names() {
   return out;
 }
 
+std::vector<std::string> routed_a2a_algorithm_names() {
+  std::vector<std::string> out;
+  for (const A2AAlgorithmInfo& a : a2a_algorithms())
+    if (a.moves_blocks) out.emplace_back(a.name);
+  return out;
+}
+
 Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where) {
   return pick(kAlgorithms, name, where);
 }

@@ -52,7 +52,14 @@ def test_lina_micro_ops_overlap_the_backward_but_never_an_a2a(results):
         assert got["micro_during_backward"] >= 1
 
 
-def test_a2a_routing_refuses_plans_that_move_more_than_blocks():
-    with pytest.raises(Exception, match="dedup's plan moves rows deduplicated by token"):
-        _moecomm.a2a_routing("dedup", [0, 1, 2, 3], 2)
+def test_a2a_routing_gives_dedups_node_blocks():
+    dispatch = _moecomm.a2a_routing("dedup", [0, 1, 2, 3], 2)
+    assert dispatch.direction == "dispatch"
+    first = dispatch.member_steps(0)[0]
+    assert first.sends == [] and sorted(first.node_sends) == [(1, [(0, 1)]), (2, [(0, 2)])]
+    assert dispatch.node_block_pairs(0, 2) == [(0, 2), (0, 3)]
+    combine = _moecomm.a2a_routing("dedup", [0, 1, 2, 3], 2, "combine")
+    assert combine.node_block_pairs(2, 0) == [(2, 0), (3, 0)]
+    with pytest.raises(Exception, match="direction must be dispatch or combine"):
+        _moecomm.a2a_routing("dedup", [0, 1, 2, 3], 2, "sideways")
     assert _moecomm.a2a_routing("2dh", [0, 1, 2, 3], 2).algorithm == "2dh"

@@ -177,6 +177,20 @@ bool A2ARouting::direct() const {
   return true;
 }
 
+std::vector<Block> A2ARouting::node_block_pairs(Block node_block) const {
+  const auto [from, to] = node_block;
+  if (from < 0 || to < 0 || from >= members || to >= members || node.empty())
+    throw Error("a2a routing", "(" + std::to_string(from) + ", " + std::to_string(to) +
+                                   ") is not a node block of this plan");
+  if (node[size_t(from)] == node[size_t(to)]) return {node_block};
+  const bool dispatch = direction == A2ADirection::kDispatch;
+  const int far = dispatch ? to : from;
+  std::vector<Block> pairs;
+  for (int m = 0; m < members; ++m)
+    if (node[size_t(m)] == node[size_t(far)]) pairs.push_back(dispatch ? Block{from, m} : Block{m, to});
+  return pairs;
+}
+
 const std::vector<A2AAlgorithmInfo>& a2a_algorithms() {
   static const std::vector<A2AAlgorithmInfo> infos = [] {
     std::vector<A2AAlgorithmInfo> out;
@@ -223,6 +237,12 @@ A2ARouting a2a_routing(Algorithm algorithm, const core::RankGroup& group, int ra
     }
   }
   if (n > 1) out.steps = entry->plan(n, nodes, direction);
+  out.direction = direction;
+  if (entry->hierarchical) {
+    out.node.assign(size_t(n), 0);
+    for (size_t x = 0; x < nodes.size(); ++x)
+      for (int m : nodes[x]) out.node[size_t(m)] = int(x);
+  }
   return out;
 }
 

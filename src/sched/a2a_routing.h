@@ -51,9 +51,19 @@ struct A2ARouting {
   Algorithm algorithm = Algorithm::kFlat;  // as run: kFlat where a hierarchy does not apply
   int members = 0;
   std::vector<RoutingStep> steps;
+  A2ADirection direction = A2ADirection::kDispatch;
+  std::vector<int> node = {};  // hierarchical plans: member -> node index; empty otherwise
   // One step in which every block goes straight from its source to its destination: a plain
   // A2A-v, which executors may hand to their backend's own A2A.
   bool direct() const;
+  // dedup: the pair blocks (src, dst) a node block (from, to) of this plan stands for, in
+  // member order. A pair block holds its rows once per token: dispatch, src's tokens for
+  // dst's experts; combine, src's expert outputs for dst's tokens, summed per token. A node
+  // block between two members of one node is their pair block; across nodes it is the union
+  // of the pairs whose far member shares the node block's far member's node (dispatch: from's
+  // pairs to every member of to's node, each token once; combine: every member of from's
+  // node's pairs to `to`, summed per token).
+  std::vector<Block> node_block_pairs(Block node_block) const;
 };
 
 // The A2A algorithms, in the order the a2a knob lists them.

@@ -75,6 +75,10 @@ TEST(A2ARouting, EveryPlanDeliversEveryBlockOnce) {
                     (tokens_across ? node(block.second) == node(t.to) : block.second == t.to))
                   carried.push_back(block);
               EXPECT_FALSE(carried.empty()) << where(info.algorithm, l);
+              const std::vector<Block> pairs = r.node_block_pairs(nb);  // what executors read
+              EXPECT_EQ(std::set<Block>(carried.begin(), carried.end()),
+                        std::set<Block>(pairs.begin(), pairs.end()))
+                  << where(info.algorithm, l);
               for (const Block& b : carried) move(t, b);
             }
           }
@@ -84,6 +88,18 @@ TEST(A2ARouting, EveryPlanDeliversEveryBlockOnce) {
       }
     }
   }
+}
+
+TEST(A2ARouting, NodeBlockPairsNeedANodeBlock) {
+  const A2ARouting flat = a2a_routing(Algorithm::kFlat, {0, 1, 2, 3}, 2);
+  EXPECT_THROW(flat.node_block_pairs({0, 2}), Error);
+  const A2ARouting dedup = a2a_routing(Algorithm::kDedup, {0, 1, 2, 3}, 2);
+  EXPECT_THROW(dedup.node_block_pairs({0, 4}), Error);
+  EXPECT_EQ(dedup.node_block_pairs({0, 2}), (std::vector<Block>{{0, 2}, {0, 3}}));
+  EXPECT_EQ(dedup.node_block_pairs({0, 1}), (std::vector<Block>{{0, 1}}));
+  const A2ARouting back =
+      a2a_routing(Algorithm::kDedup, {0, 1, 2, 3}, 2, A2ADirection::kCombine);
+  EXPECT_EQ(back.node_block_pairs({2, 0}), (std::vector<Block>{{2, 0}, {3, 0}}));
 }
 
 TEST(A2ARouting, FlatIsOneDirectStep) {

@@ -381,6 +381,7 @@ void bind_sched(py::module_& m) {
              bool token_choice_gate) -> std::optional<std::pair<std::string, std::string>> {
             sched::RunFacts facts;
             facts.tp = b.parallel.tp;
+            facts.esp = b.parallel.esp;
             facts.capacity_factor = capacity_factor;
             facts.token_choice_gate = token_choice_gate;
             const auto r = sched::refusal(b.schedule, b.knobs, facts, executor_arg(executor));

@@ -20,6 +20,7 @@ namespace {
 sched::RunFacts run_facts(const TrainConfig& c) {
   sched::RunFacts f;
   f.tp = c.tp;
+  f.esp = c.tp;  // the runtime's ESP group is its TP group
   f.capacity_factor = c.model.moe.capacity_factor;
   f.token_choice_gate = c.model.moe.gate != nn::GateKind::kExpertChoice;
   f.cluster_given = !c.hybrid_order.empty();  // the cluster's levels order HybridEP's members

@@ -153,16 +153,30 @@ const Rule kRules[] = {
               "schedule runtime and moecomm.torch do not run (zero=0 only); the simulator prices "
               "it";
      }},
-    // dedup's crossings carry a token once per node: the sender must deduplicate its rows by
-    // token and the counterpart expand them again (combine: reduce them per token), which the
-    // executors' generic routed A2A, moving whole (src, dst) blocks, does not do.
-    {kAll, [](const Strategy& s, const RunFacts&) { return s.a2a == Algorithm::kDedup; },
+    // dedup sends a token once per node and member and reduces the outputs per token on the
+    // way back (sched/a2a_routing.h, node_block_pairs): the executors run it on the plain EP
+    // token path, whose rows reach the sources whole. MoNTA's TP parts and the ESP split send
+    // parts of the rows and gather or reduce them outside the A2A.
+    {kAll,
+     [](const Strategy& s, const RunFacts& f) {
+       return s.a2a == Algorithm::kDedup && (f.tp != 1 || f.esp != 1);
+     },
      "strategy: a2a",
-     [](const Strategy&, const RunFacts&) {
-       return std::string(
-           "a2a=dedup sends a token once per destination node, which the schedule runtime and "
-           "moecomm.torch do not run yet (they move one row per token and expert); the "
-           "simulator prices it");
+     [](const Strategy&, const RunFacts& f) {
+       return "a2a=dedup runs with tp=1 and esp=1 in the schedule runtime and moecomm.torch "
+              "(got tp=" +
+              std::to_string(f.tp) + ", esp=" + std::to_string(f.esp) +
+              "): its rows are reduced per token on the way back; the simulator prices it with "
+              "MoNTA's drop";
+     }},
+    {kRt,
+     [](const Strategy& s, const RunFacts&) {
+       return s.a2a == Algorithm::kDedup && wire_narrowed(s);
+     },
+     "strategy: a2a_dtype",
+     [](const Strategy& s, const RunFacts&) {
+       return "a2a=dedup sends fp32 rows in the schedule runtime, got a2a_dtype=" +
+              to_string(*s.a2a_dtype) + "; the simulator prices it";
      }},
     // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
     {kAll,

@@ -44,6 +44,7 @@ std::vector<Label> unbound_ops(const Schedule& schedule, Executor executor);
 // What a run adds to the strategy, for the semantic rules.
 struct RunFacts {
   int tp = 1;
+  int esp = 1;
   float capacity_factor = 0;  // 0: the dropless layout
   bool token_choice_gate = true;
   bool cluster_given = true;  // moecomm.torch always has one (its default: one node)

@@ -157,12 +157,21 @@ TEST(ExecutorCaps, SemanticRulesNameTheKnobAndHoldForTheExecutorsTheyBind) {
                        "expert_transfer=hybrid needs the cluster (--cluster) to place its "
                        "per-level domains"}));
   EXPECT_EQ(semantic_refusal(levels, {}, kRt), std::nullopt);
-  for (Executor e : {kRt, kLayer, kMoving})
-    EXPECT_EQ(semantic_refusal(parse_strategy("a2a=dedup", "-"), {}, e),
+  const Strategy dedup = parse_strategy("a2a=dedup", "-");
+  RunFacts split;
+  split.tp = split.esp = 2;
+  for (Executor e : {kRt, kLayer, kMoving}) {
+    EXPECT_EQ(semantic_refusal(dedup, {}, e), std::nullopt);
+    EXPECT_EQ(semantic_refusal(dedup, split, e),
               (Refusal{"strategy: a2a",
-                       "a2a=dedup sends a token once per destination node, which the schedule "
-                       "runtime and moecomm.torch do not run yet (they move one row per token and "
-                       "expert); the simulator prices it"}));
+                       "a2a=dedup runs with tp=1 and esp=1 in the schedule runtime and "
+                       "moecomm.torch (got tp=2, esp=2): its rows are reduced per token on the "
+                       "way back; the simulator prices it with MoNTA's drop"}));
+  }
+  EXPECT_EQ(semantic_refusal(parse_strategy("a2a=dedup,a2a_dtype=bf16", "-"), {}, kRt),
+            (Refusal{"strategy: a2a_dtype",
+                     "a2a=dedup sends fp32 rows in the schedule runtime, got a2a_dtype=bf16; the "
+                     "simulator prices it"}));
   EXPECT_EQ(semantic_refusal(parse_strategy("a2a=2dh", "-"), {}, kRt), std::nullopt);
 }
 

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "nn/exchange_chunks.h"
 #include "nn/iorder.h"
+#include "nn/order.h"
 
 namespace moecomm::nn {
 
@@ -116,6 +117,39 @@ Tensor MoeLayer::backward(const Tensor& dy, float aux_grad) {
                                            return backward_experts(i, n, dout);
                                          }),
                       aux_grad);
+}
+
+Tensor MoeLayer::forward_end_at_experts(const Tensor& y) {
+  if (y.rows() != static_cast<int64_t>(plan_.tokens))
+    throw Error("moe layer", "the combine returned " + std::to_string(y.rows()) + " rows for " +
+                                 std::to_string(plan_.tokens) + " tokens");
+  Tensor out = y;
+  hooks_.run(HookPoint::kBeforeMoeEnd, out);
+  combined_ = Tensor{};
+  has_forward_ = true;
+  return out;
+}
+
+Tensor MoeLayer::backward_begin_at_experts(const Tensor& dy) {
+  if (!has_forward_) throw Error("moe layer", "backward needs a forward first");
+  return order_rows(plan_, dy);  // every row its token's dy (padding rows: zeros)
+}
+
+Tensor MoeLayer::backward_end_at_experts(const Tensor& dx_tokens,
+                                         const std::vector<float>& grad_row_weight,
+                                         float aux_grad) {
+  if (grad_row_weight.size() != static_cast<size_t>(plan_.rows()))
+    throw Error("moe layer", std::to_string(grad_row_weight.size()) + " weight gradients for " +
+                                 std::to_string(plan_.rows()) + " rows");
+  // I-Order's weight gradient, as iorder_backward lays it out: by gate slot.
+  grad_weight_.assign(static_cast<size_t>(plan_.slots), 0.0f);
+  for (int r = 0; r < plan_.rows(); ++r)
+    if (plan_.row_token[static_cast<size_t>(r)] >= 0)
+      grad_weight_[static_cast<size_t>(plan_.row_slot[static_cast<size_t>(r)])] =
+          grad_row_weight[static_cast<size_t>(r)];
+  Tensor dx = dx_tokens;
+  dx.add(gate_->backward(grad_weight_, aux_grad));  // Gate
+  return dx;
 }
 
 void MoeLayer::set_chunks(int forward, int backward) {

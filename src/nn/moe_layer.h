@@ -47,6 +47,18 @@ class MoeLayer {
   Tensor backward_experts(int i, int n, const Tensor& dout);
   Tensor backward_end(const Tensor& dsend, float aux_grad);  // Order's and Gate's: dx
 
+  // The same with the combine weights applied at the experts (a2a=dedup: the combine sums a
+  // token's outputs on their way back, DeepEP's layout). The experts' side multiplies each
+  // output row by its weight (plan().row_weight, sent with the rows); the combine returns one
+  // row per token, y. Backward: backward_begin_at_experts gives each row its token's dy
+  // (the weights are applied at the experts again: dout = weight * dy, and the weight's
+  // gradient <output, dy> comes back per row); backward_end_at_experts takes the rows'
+  // gradients summed per token and those per-row weight gradients (in the send layout).
+  Tensor forward_end_at_experts(const Tensor& y);
+  Tensor backward_begin_at_experts(const Tensor& dy);
+  Tensor backward_end_at_experts(const Tensor& dx_tokens, const std::vector<float>& grad_row_weight,
+                                 float aux_grad);
+
   // Pipeline degrees of the token path (FSMoE's r, forward and backward chosen separately;
   // Lina's A2A/FFN micro-ops): with n > 1 the rows go through TokenExchange::pipeline in n
   // chunks and the experts run chunk by chunk; the after-dispatch and before-combine hooks

@@ -280,6 +280,20 @@ void Executor::run_op(OpId id) {
   }
 }
 
+// a2a=dedup moves rows by token: the binding gives them with their tokens (OpBuffer::keyed).
+void Executor::run_dedup(const sched::Collective& c, const Comm& comm, OpBuffer& buf,
+                         const CallOptions& o) {
+  if (!buf.keyed)
+    throw Error(o.label, "a2a=dedup needs the rows with their tokens; this op's buffer has bytes");
+  const auto plan = sched::cached_a2a_routing(c.algorithm, comm.group(),
+                                              std::max(o.ranks_per_node, 1), c.direction);
+  if (c.direction == sched::A2ADirection::kDispatch) {
+    *buf.keyed = dedup_broadcast(comm, *buf.keyed, *plan, o);
+    return;
+  }
+  buf.reduced = std::make_shared<ReducedRows>(dedup_reduce(comm, *buf.keyed, buf.tokens, *plan, o));
+}
+
 void Executor::run_collective(OpId id) {
   const sched::Collective& c = s_.collective(s_.op(id).collective);
   const Comm& comm = comms_.at(collective_key_[s_.op(id).collective]);
@@ -288,6 +302,7 @@ void Executor::run_collective(OpId id) {
   const CallOptions o = call_options(id, &op_bytes_[size_t(id)]);
   switch (c.kind) {
     case OpKind::kAllToAll: {
+      if (c.algorithm == sched::Algorithm::kDedup) return run_dedup(c, comm, buf, o);
       Received<std::byte> r = all_to_all_v(comm, std::span<const std::byte>(buf.data), buf.counts,
                                            c.algorithm, o, buf.recv_counts);
       buf.data = std::move(r.data);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rt/comm_pool.h"
+#include "rt/dedup_a2a.h"
 #include "rt/link_bytes.h"
 #include "rt/wait.h"
 #include "sched/schedule.h"
@@ -39,6 +40,12 @@ struct OpBuffer {
   // A2A, when the receiver knows them: the bytes from each member (the flat A2A then skips
   // its counts exchange); empty: exchanged.
   std::vector<int64_t> recv_counts = {};
+  // a2a=dedup (rt/dedup_a2a.h): the rows with their tokens, in place of data and counts. The
+  // dispatch leaves what arrived in `keyed`; the combine leaves its sums per token in
+  // `reduced`, for `tokens` tokens of this member.
+  std::shared_ptr<KeyedRows> keyed = nullptr;
+  std::shared_ptr<ReducedRows> reduced = nullptr;
+  int64_t tokens = 0;
 };
 
 struct ExecOptions {
@@ -101,6 +108,7 @@ class Executor {
   void wait_for(sched::OpId dep);
   void run_op(sched::OpId id);
   void run_collective(sched::OpId id);
+  void run_dedup(const sched::Collective& c, const Comm& comm, OpBuffer& buf, const CallOptions& o);
   void run_p2p(sched::OpId id);
   CallOptions call_options(sched::OpId id, LinkBytes* bytes) const;
   OpBuffer* buffer_for(sched::OpId id, OpBuffer& fallback) const;

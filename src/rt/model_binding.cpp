@@ -134,6 +134,7 @@ TokenPathWiring ModelBinding::scan_ops(const HybridBinding& hybrid, bool& has_ne
       if (label.role == R::kDispatchA2A || label.role == R::kCombineA2A) {
         const size_t direction = label.role == R::kDispatchA2A ? 0 : 1;
         wire_rows(id, a2a_dtype[direction], w.bf16_rows[direction]);
+        if (s_.collective(op.collective).algorithm == sched::Algorithm::kDedup) w.dedup = true;
       }
       if (label.role == R::kDispatchA2A && !has_a2a) {
         const sched::Collective& a2a = s_.collective(op.collective);

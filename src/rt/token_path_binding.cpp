@@ -56,6 +56,7 @@ TokenPathBinding::TokenPathBinding(nn::MoeTransformer& model, TokenPathWiring wi
       order_(std::move(wiring.order)),
       bf16_rows_(wiring.bf16_rows),
       world_(wiring.world),
+      dedup_(wiring.dedup),
       moe_(layers_.size()) {
   for (size_t l = 0; l < moe_.size(); ++l)
     for (int phase = 0; phase < 2; ++phase) {
@@ -111,7 +112,10 @@ nn::ExchangeLayout TokenPathBinding::part_layout(const nn::ExchangeLayout& layou
 void TokenPathBinding::gate(const sched::Label& label) {
   const int l = label.layer;
   if (label.phase == sched::Phase::kForward) return pack(l, 0);
-  const nn::Tensor dx = moe(l).backward_end(state(l, 1).combined, model_.config().aux_loss_weight);
+  const float aux = model_.config().aux_loss_weight;
+  const MoeState& st = state(l, 1);
+  const nn::Tensor dx = dedup_ ? moe(l).backward_end_at_experts(st.tokens, st.grad_row_weight, aux)
+                               : moe(l).backward_end(st.combined, aux);
   model_.moe_backward_done(l, dx);
 }
 
@@ -160,12 +164,17 @@ void TokenPathBinding::pack(int l, int phase) {
       for (int e = 0; e < local; ++e)
         headers[size_t(j)].push_back(layout.send_counts[size_t(j * local + e)]);
   } else {
-    st.send = layer.backward_begin(model_.residual_grad());
+    st.send = dedup_ ? layer.backward_begin_at_experts(model_.residual_grad())
+                     : layer.backward_begin(model_.residual_grad());
     layout = layer.layout();
   }
   const int64_t row_bytes = cols_ * int64_t(sizeof(float));
   for (int i = 0; i < chunks; ++i) {
     Chunk& c = st.chunk[size_t(i)];
+    if (dedup_) {
+      pack_keyed(l, phase, i, layout, headers);
+      continue;
+    }
     const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, chunks);
     const nn::ExchangeLayout part = nn::chunk_layout(chunk, part_, parts_);
     std::vector<int64_t> rows;
@@ -181,11 +190,18 @@ void TokenPathBinding::pack(int l, int phase) {
     if (phase == 1) c.dispatch.recv_counts = member_bytes(part.recv_counts, ep, local, row_bytes);
     if (!st.ops.dispatch) on_dispatched(l, phase, i);  // an EP group of one
   }
-  st.combined = nn::Tensor({st.send.rows(), st.send.cols()});
+  if (!dedup_) {
+    st.combined = nn::Tensor({st.send.rows(), st.send.cols()});
+    return;
+  }
+  st.tokens = nn::Tensor({layer.plan().tokens, cols_});
+  st.grad_row_weight.assign(size_t(layer.plan().rows()), 0.0f);
 }
 
 void TokenPathBinding::forward_done(int l) {
-  model_.moe_forward_done(l, moe(l).forward_end(state(l, 0).combined));
+  const MoeState& st = state(l, 0);
+  model_.moe_forward_done(
+      l, dedup_ ? moe(l).forward_end_at_experts(st.tokens) : moe(l).forward_end(st.combined));
 }
 
 // The A2A's rows (forward: learning the layout from the headers), to gather over the ESP
@@ -213,6 +229,10 @@ void TokenPathBinding::on_dispatched(int l, int phase, int i) {
   if (phase == 0 && !st.has_layout) {
     layer.set_layout({ep, local, layer.plan().counts, recv});
     st.has_layout = true;
+    if (dedup_) {
+      st.weight = nn::Tensor({layer.layout().recv_rows(), 1});
+      st.output = nn::Tensor({layer.layout().recv_rows(), cols_});
+    }
   }
   if (!st.ops.gather) {
     c.parts = {tensor_of(rows, cols_)};
@@ -246,11 +266,13 @@ void TokenPathBinding::place(int l, int phase, int i) {
           nn::recv_chunk_rows(chunk, u, parts_));
   }
   c.placed = true;
+  if (dedup_) weigh_at_experts(l, phase, i);
 }
 
 // The experts' rows of chunk i (local-expert-major): per TP part, source-major, to reduce
 // over the ESP group or to send back.
 void TokenPathBinding::expert_output(int l, int phase, int i, const nn::Tensor& rows) {
+  if (dedup_) return combine_keyed(l, phase, i, rows);
   nn::MoeLayer& layer = moe(l);
   MoeState& st = state(l, phase);
   Chunk& c = st.chunk[size_t(i)];
@@ -352,6 +374,10 @@ void TokenPathBinding::after(sched::OpRole role, int l, int phase, int chunk) {
   Chunk& c = state(l, phase).chunk[size_t(i)];
   switch (role) {
     case sched::OpRole::kDispatchA2A:
+      if (dedup_) {
+        on_keyed_dispatch(l, phase, i);
+        return on_dispatched(l, phase, i);
+      }
       from_wire(c.dispatch, block_header(l, phase), bf16_rows_[0]);
       remap_.from_members(c.dispatch);
       return on_dispatched(l, phase, i);
@@ -361,6 +387,7 @@ void TokenPathBinding::after(sched::OpRole role, int l, int phase, int chunk) {
     case sched::OpRole::kCombineEspAllReduce:
       return on_reduced(l, phase, i);
     case sched::OpRole::kCombineA2A:
+      if (dedup_) return on_keyed_combine(l, phase, i);
       from_wire(c.combine, 0, bf16_rows_[1]);
       remap_.from_members(c.combine);
       return on_combined(l, phase, i);
@@ -396,6 +423,156 @@ void TokenPathBinding::count_dispatch(const std::vector<int>& send_counts) {
     const int owner = order_.empty() ? position : order_[size_t(position)];
     dispatch_rows_[size_t(owner)] += send_counts[e];
   }
+}
+
+// --- a2a=dedup: rows with their tokens, the combine weights at the experts
+
+// The bytes besides the rows (sizes, tokens, positions, headers, weights) are metadata, as
+// the plain A2A's headers are.
+void TokenPathBinding::count_meta(const DedupSent& sent) {
+  for (size_t m = 0; m < sent.meta_bytes.size() && m < a2a_group_.size(); ++m)
+    header_bytes_[size_t(a2a_group_[m])] += sent.meta_bytes[m];
+}
+
+// Chunk i's rows with their tokens (a padding row: a key of its own, past the tokens) and,
+// forward, their combine weights; forward, behind each destination's header.
+void TokenPathBinding::pack_keyed(int l, int phase, int i, const nn::ExchangeLayout& layout,
+                                  const std::vector<std::vector<int32_t>>& headers) {
+  const nn::OrderPlan& plan = moe(l).plan();
+  MoeState& st = state(l, phase);
+  const int chunks = st.ops.chunks;
+  const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, chunks);
+  const std::vector<int> rows = nn::send_chunk_rows(layout, i, chunks);
+  auto k = std::make_shared<KeyedRows>();
+  k->cols = cols_;
+  const nn::Tensor mine = nn::gather_rows(st.send, rows);
+  k->rows.assign(mine.data(), mine.data() + mine.size());
+  for (int j = 0; j < layout.ranks; ++j)
+    k->counts.push_back(member_rows(chunk.send_counts, j, layout.local_experts));
+  for (int r : rows) {
+    const int t = plan.row_token[size_t(r)];
+    k->keys.push_back(t >= 0 ? t : plan.tokens + r);
+    if (phase == 0) k->scalars.push_back(plan.row_weight[size_t(r)]);
+  }
+  k->headers = headers;
+  Chunk& c = st.chunk[size_t(i)];
+  c.dispatch = OpBuffer{};
+  c.dispatch.keyed = std::move(k);
+}
+
+// What arrived, as the plain A2A's blocks (header, rows) for on_dispatched; the tokens and
+// (forward) the weights stay with the chunk, source-major.
+void TokenPathBinding::on_keyed_dispatch(int l, int phase, int i) {
+  Chunk& c = state(l, phase).chunk[size_t(i)];
+  const KeyedRows& k = *c.dispatch.keyed;
+  const size_t header = block_header(l, phase);
+  std::vector<std::byte> data;
+  std::vector<int64_t> counts;
+  int64_t at = 0;
+  for (size_t s = 0; s < k.counts.size(); ++s) {
+    const size_t before = data.size();
+    if (header) {
+      if (k.headers.size() != k.counts.size() || k.headers[s].size() * sizeof(int32_t) != header)
+        throw Error("schedule runtime", "layer " + std::to_string(l) + " chunk " +
+                                            std::to_string(i) + ": member " + std::to_string(s) +
+                                            "'s dispatch came without its expert counts");
+      append(data, k.headers[s].data(), header);
+    }
+    append(data, k.rows.data() + at * cols_, size_t(k.counts[s] * cols_) * sizeof(float));
+    at += k.counts[s];
+    counts.push_back(int64_t(data.size() - before));
+  }
+  count_meta(k.sent);
+  c.keys = k.keys;
+  if (phase == 0) c.weight = nn::Tensor({int64_t(k.scalars.size()), 1}, k.scalars);
+  c.dispatch = OpBuffer{};
+  c.dispatch.data = std::move(data);
+  c.dispatch.counts = std::move(counts);
+}
+
+// Forward: the chunk's weights go local-expert-major, and into the full dispatched layout for
+// the backward. Backward: each row's dy becomes weight * dy, and <output, dy> is the weight's
+// gradient (nn::iorder_backward's, computed where the output is).
+void TokenPathBinding::weigh_at_experts(int l, int phase, int i) {
+  const nn::ExchangeLayout& layout = moe(l).layout();
+  const int chunks = state(l, phase).ops.chunks;
+  const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, chunks);
+  const std::vector<int> full = nn::recv_chunk_rows(layout, i, chunks);
+  MoeState& fwd = state(l, 0);
+  Chunk& c = state(l, phase).chunk[size_t(i)];
+  if (phase == 0) {
+    c.weight = nn::source_to_expert_major(c.weight, chunk);
+    nn::scatter_rows(fwd.weight, c.weight, full);
+    return;
+  }
+  const nn::Tensor w = nn::gather_rows(fwd.weight, full);
+  const nn::Tensor out = nn::gather_rows(fwd.output, full);
+  c.grad_weight = nn::Tensor({c.expert_in.rows(), 1});
+  for (int64_t r = 0; r < c.expert_in.rows(); ++r) {
+    float* dy = c.expert_in.row(r);
+    const float* o = out.row(r);
+    double dot = 0;
+    for (int64_t k = 0; k < cols_; ++k) dot += double(dy[k]) * o[k];
+    c.grad_weight.row(r)[0] = float(dot);
+    const float weight = w.row(r)[0];
+    for (int64_t k = 0; k < cols_; ++k) dy[k] *= weight;
+  }
+}
+
+// The experts' rows of chunk i back to their sources, to be summed per token: forward
+// weighted (the unweighted outputs kept for the backward), backward with the weights'
+// gradients beside them.
+void TokenPathBinding::combine_keyed(int l, int phase, int i, const nn::Tensor& rows) {
+  nn::MoeLayer& layer = moe(l);
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  const nn::ExchangeLayout& layout = layer.layout();
+  const nn::ExchangeLayout chunk = nn::chunk_layout(layout, i, st.ops.chunks);
+  auto k = std::make_shared<KeyedRows>();
+  nn::Tensor weighted = rows;
+  if (phase == 0) {
+    nn::scatter_rows(st.output, rows, nn::recv_chunk_rows(layout, i, st.ops.chunks));
+    for (int64_t r = 0; r < weighted.rows(); ++r) {
+      const float w = c.weight.row(r)[0];
+      float* row = weighted.row(r);
+      for (int64_t x = 0; x < cols_; ++x) row[x] *= w;
+    }
+  } else {
+    const nn::Tensor g = nn::expert_to_source_major(c.grad_weight, chunk);
+    k->scalars.assign(g.data(), g.data() + g.size());
+  }
+  const nn::Tensor back = nn::expert_to_source_major(weighted, chunk);
+  k->cols = cols_;
+  k->rows.assign(back.data(), back.data() + back.size());
+  for (int j = 0; j < chunk.ranks; ++j)
+    k->counts.push_back(member_rows(chunk.recv_counts, j, chunk.local_experts));
+  k->keys = c.keys;
+  c.combine = OpBuffer{};
+  c.combine.keyed = std::move(k);
+  c.combine.tokens = layer.plan().tokens;
+}
+
+// Chunk i's sums per token add to the layer's; backward, the weights' gradients go to their
+// rows of the send layout.
+void TokenPathBinding::on_keyed_combine(int l, int phase, int i) {
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  if (!c.combine.reduced)
+    throw std::logic_error("a2a=dedup's combine left no sums for layer " + std::to_string(l));
+  const ReducedRows& r = *c.combine.reduced;
+  count_meta(r.sent);
+  float* into = st.tokens.data();
+  for (size_t x = 0; x < r.sums.size(); ++x) into[x] += r.sums[x];
+  if (phase == 1) {
+    const std::vector<int> rows = nn::send_chunk_rows(moe(l).layout(), i, st.ops.chunks);
+    if (r.scalars.size() != rows.size())
+      throw Error("schedule runtime", "layer " + std::to_string(l) + " chunk " + std::to_string(i) +
+                                          ": " + std::to_string(r.scalars.size()) +
+                                          " weight gradients came back for " +
+                                          std::to_string(rows.size()) + " rows");
+    for (size_t x = 0; x < rows.size(); ++x) st.grad_row_weight[size_t(rows[x])] = r.scalars[x];
+  }
+  c.combine = OpBuffer{};
 }
 
 }  // namespace moecomm::rt

@@ -30,6 +30,9 @@ struct TokenPathWiring {
   // (toward the experts), [1] the combine A2As (back), as the strategy's a2a_dtype has them.
   std::array<bool, 2> bf16_rows = {false, false};
   int world = 1;  // the schedule's world size
+  // a2a=dedup: the token A2As move rows with their tokens (rt/dedup_a2a.h) and the combine
+  // weights are applied at the experts (nn::MoeLayer::forward_end_at_experts); plain EP only.
+  bool dedup = false;
 };
 
 class TokenPathBinding final : public MoePathBinding {
@@ -59,6 +62,11 @@ class TokenPathBinding final : public MoePathBinding {
     OpBuffer reduce, combine, tp_gather;  // ESP ReduceScatter-v / AllReduce, A2A, TP AllGather-v
     std::vector<nn::Tensor> back;         // per TP part, the combined rows, in its send layout
     bool placed = false;
+    // a2a=dedup, the experts' side: each received row's token (source-major, as received)
+    // and, local-expert-major, its combine weight (forward) or that weight's gradient
+    // (backward), [rows, 1].
+    std::vector<int32_t> keys;
+    nn::Tensor weight, grad_weight;
   };
   struct MoeState {
     MoeOps ops;
@@ -66,6 +74,12 @@ class TokenPathBinding final : public MoePathBinding {
     nn::Tensor send;      // forward: the Order's rows; backward: I-Order's gradient
     nn::Tensor combined;  // what came back, in the send layout
     std::vector<Chunk> chunk;
+    // a2a=dedup: what came back per token, and (backward) each sent row's weight gradient;
+    // forward, the experts' side: every dispatched row's weight and unweighted output, in the
+    // full dispatched layout, for the backward's chunks (any degree) to read.
+    nn::Tensor tokens;
+    std::vector<float> grad_row_weight;
+    nn::Tensor weight, output;
   };
   MoeState& state(int layer, int phase) { return moe_.at(size_t(layer))[size_t(phase)]; }
   nn::MoeLayer& moe(int layer) { return *layers_.at(size_t(layer)); }
@@ -84,6 +98,14 @@ class TokenPathBinding final : public MoePathBinding {
   void on_tp_gathered(int layer, int phase, int chunk);
   void assemble(int layer, int phase, int chunk);  // back -> combined (MoNTA's copy)
   void count_dispatch(const std::vector<int>& send_counts);
+  // a2a=dedup's halves of pack, after, place and expert_output.
+  void pack_keyed(int layer, int phase, int chunk, const nn::ExchangeLayout& layout,
+                  const std::vector<std::vector<int32_t>>& headers);
+  void on_keyed_dispatch(int layer, int phase, int chunk);
+  void weigh_at_experts(int layer, int phase, int chunk);
+  void combine_keyed(int layer, int phase, int chunk, const nn::Tensor& rows);
+  void on_keyed_combine(int layer, int phase, int chunk);
+  void count_meta(const DedupSent& sent);
   size_t block_header(int layer, int phase);  // bytes ahead of each block of a token A2A
   OpBuffer* to_wire(OpBuffer* buf, size_t header, bool bf16) const;
   void from_wire(OpBuffer& buf, size_t header, bool bf16) const;
@@ -97,6 +119,7 @@ class TokenPathBinding final : public MoePathBinding {
   std::vector<int> order_;
   std::array<bool, 2> bf16_rows_;
   int world_;
+  bool dedup_;
   std::vector<std::array<MoeState, 2>> moe_;
   std::vector<int64_t> header_bytes_;
   std::vector<int64_t> dispatch_rows_;

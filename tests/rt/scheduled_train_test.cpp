@@ -74,11 +74,51 @@ TEST(ScheduledTrain, EveryA2AAlgorithmTrainsLikeTheBaseline) {
   const TrainResult base = train(test::tiny_train(1, "baseline"));
   const TrainResult tp_base = train(test::tiny_train(2, "baseline"));
   for (const sched::A2AAlgorithmInfo& a : sched::a2a_algorithms()) {
-    if (!a.moves_blocks) continue;  // dedup: refused by the executors (executor_caps)
     const std::string knob = ",a2a=" + std::string(a.name);
     SCOPED_TRACE(knob);
     expect_same_training(base, train(test::tiny_train(1, "base=fsmoe,chunks=2" + knob)));
+    if (a.algorithm == sched::Algorithm::kDedup) continue;  // tp=1 only (executor_caps)
     expect_same_training(tp_base, train(test::tiny_train(2, "base=monta-o2,chunks=2" + knob)));
+  }
+}
+
+// a2a=dedup moves a token once per node and member and applies the combine weights at the
+// experts (the combine sums per token): the same training as the baseline's for every gate,
+// the capacity layout's padding, node-limited routing and per-phase chunk degrees; and less
+// than the plain A2A's rows across nodes.
+TEST(ScheduledTrain, DedupTrainsLikeTheBaseline) {
+  struct Model {
+    std::string name;
+    nn::GateKind gate;
+    float capacity_factor;
+    int router_groups, router_group_top_k;
+  };
+  for (const Model& m : {Model{"gshard", nn::GateKind::kGShard, 0.0f, 1, 1},
+                         Model{"capacity", nn::GateKind::kGShard, 1.25f, 1, 1},
+                         Model{"sigmoid node-limited", nn::GateKind::kSigmoid, 0.0f, 2, 1},
+                         Model{"xmoe", nn::GateKind::kXMoE, 0.0f, 1, 1},
+                         Model{"expert choice", nn::GateKind::kExpertChoice, 0.0f, 1, 1}}) {
+    SCOPED_TRACE(m.name);
+    const auto config = [&](const std::string& strategy) {
+      TrainConfig c = test::tiny_train(1, strategy);
+      c.model.moe.gate = m.gate;
+      c.model.moe.capacity_factor = m.capacity_factor;
+      c.model.moe.router_groups = m.router_groups;
+      c.model.moe.router_group_top_k = m.router_group_top_k;
+      return c;
+    };
+    const TrainResult base = train(config("baseline"));
+    for (const std::string s :
+         {"base=baseline,a2a=dedup", "base=fsmoe,a2a=dedup,chunks_fwd=3,chunks_bwd=2",
+          "base=lina,a2a=dedup,chunks=2,grad_partitions=3"}) {
+      SCOPED_TRACE(s);
+      const TrainResult run = train(config(s));
+      expect_same_training(base, run);
+      if (m.gate == nn::GateKind::kGShard && m.capacity_factor == 0.0f) {
+        EXPECT_LT(run.steps.back().a2a.bytes[size_t(LinkLevel::kInterNode)],
+                  base.steps.back().a2a.bytes[size_t(LinkLevel::kInterNode)]);
+      }
+    }
   }
 }
 

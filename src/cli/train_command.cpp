@@ -123,9 +123,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 64.0f));
-  sub_->add_option("--a2a", a2a_, "A2A algorithm")
+  sub_->add_option("--a2a", a2a_, "A2A algorithm (the strategy's a2a knob)")
       ->capture_default_str()
-      ->check(CLI::IsMember(sched::routed_a2a_algorithm_names()));
+      ->check(CLI::IsMember(sched::a2a_algorithm_names()));
   sub_->add_option("--strategy", strategy_,
                    "a strategy name (baseline, the default; hier-a2a, monta-o1, monta-o2, "
                    "monta-o3, fsmoe, lina, hybridep, netmoe) or knobs as in `moecomm sim` "

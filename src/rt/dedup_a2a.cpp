@@ -180,6 +180,10 @@ class DedupRun {
       }
       Bundle one = b.take();
       one.pairs.push_back(std::move(p));
+      if (j == me && options.bytes)  // stays on the device: its rows once per token
+        options.bytes->add(comm.my_global_rank(), comm.my_global_rank(),
+                           int64_t(one.keys.size()) * cols_ * int64_t(sizeof(float)),
+                           options.ranks_per_node);
       store_.emplace(block, std::move(one));
       at += send.counts[size_t(j)];
     }

@@ -113,9 +113,11 @@ void TokenPathBinding::gate(const sched::Label& label) {
   const int l = label.layer;
   if (label.phase == sched::Phase::kForward) return pack(l, 0);
   const float aux = model_.config().aux_loss_weight;
-  const MoeState& st = state(l, 1);
-  const nn::Tensor dx = dedup_ ? moe(l).backward_end_at_experts(st.tokens, st.grad_row_weight, aux)
-                               : moe(l).backward_end(st.combined, aux);
+  MoeState& st = state(l, 1);
+  if (dedup_) count_meta(l);
+  const nn::Tensor dx =
+      dedup_ ? moe(l).backward_end_at_experts(summed_tokens(st), st.grad_row_weight, aux)
+             : moe(l).backward_end(st.combined, aux);
   model_.moe_backward_done(l, dx);
 }
 
@@ -194,14 +196,14 @@ void TokenPathBinding::pack(int l, int phase) {
     st.combined = nn::Tensor({st.send.rows(), st.send.cols()});
     return;
   }
-  st.tokens = nn::Tensor({layer.plan().tokens, cols_});
   st.grad_row_weight.assign(size_t(layer.plan().rows()), 0.0f);
+  st.tokens = layer.plan().tokens;
 }
 
 void TokenPathBinding::forward_done(int l) {
-  const MoeState& st = state(l, 0);
-  model_.moe_forward_done(
-      l, dedup_ ? moe(l).forward_end_at_experts(st.tokens) : moe(l).forward_end(st.combined));
+  MoeState& st = state(l, 0);
+  model_.moe_forward_done(l, dedup_ ? moe(l).forward_end_at_experts(summed_tokens(st))
+                                    : moe(l).forward_end(st.combined));
 }
 
 // The A2A's rows (forward: learning the layout from the headers), to gather over the ESP
@@ -428,10 +430,31 @@ void TokenPathBinding::count_dispatch(const std::vector<int>& send_counts) {
 // --- a2a=dedup: rows with their tokens, the combine weights at the experts
 
 // The bytes besides the rows (sizes, tokens, positions, headers, weights) are metadata, as
-// the plain A2A's headers are.
-void TokenPathBinding::count_meta(const DedupSent& sent) {
-  for (size_t m = 0; m < sent.meta_bytes.size() && m < a2a_group_.size(); ++m)
-    header_bytes_[size_t(a2a_group_[m])] += sent.meta_bytes[m];
+// the plain A2A's headers are: the layer's, both phases, once its backward is done (the
+// A2As' epilogues run on their streams, this on the compute stream after them).
+void TokenPathBinding::count_meta(int l) {
+  for (MoeState& st : moe_.at(size_t(l)))
+    for (Chunk& c : st.chunk) {
+      for (const DedupSent& sent : c.sent)
+        for (size_t m = 0; m < sent.meta_bytes.size() && m < a2a_group_.size(); ++m)
+          header_bytes_[size_t(a2a_group_[m])] += sent.meta_bytes[m];
+      c.sent.clear();
+    }
+}
+
+// The chunks' sums per token, added in chunk order (whatever order their combines ended in).
+nn::Tensor TokenPathBinding::summed_tokens(MoeState& st) {
+  nn::Tensor out({st.tokens, cols_});
+  for (Chunk& c : st.chunk) {
+    if (c.token_sums.size() != size_t(out.size()))
+      throw std::logic_error("a2a=dedup: a chunk's combine returned " +
+                             std::to_string(c.token_sums.size()) + " values for " +
+                             std::to_string(out.size()));
+    float* into = out.data();
+    for (size_t x = 0; x < c.token_sums.size(); ++x) into[x] += c.token_sums[x];
+    c.token_sums.clear();
+  }
+  return out;
 }
 
 // Chunk i's rows with their tokens (a padding row: a key of its own, past the tokens) and,
@@ -482,7 +505,7 @@ void TokenPathBinding::on_keyed_dispatch(int l, int phase, int i) {
     at += k.counts[s];
     counts.push_back(int64_t(data.size() - before));
   }
-  count_meta(k.sent);
+  c.sent.push_back(k.sent);
   c.keys = k.keys;
   if (phase == 0) c.weight = nn::Tensor({int64_t(k.scalars.size()), 1}, k.scalars);
   c.dispatch = OpBuffer{};
@@ -559,10 +582,9 @@ void TokenPathBinding::on_keyed_combine(int l, int phase, int i) {
   Chunk& c = st.chunk[size_t(i)];
   if (!c.combine.reduced)
     throw std::logic_error("a2a=dedup's combine left no sums for layer " + std::to_string(l));
-  const ReducedRows& r = *c.combine.reduced;
-  count_meta(r.sent);
-  float* into = st.tokens.data();
-  for (size_t x = 0; x < r.sums.size(); ++x) into[x] += r.sums[x];
+  ReducedRows& r = *c.combine.reduced;
+  c.sent.push_back(r.sent);
+  c.token_sums = std::move(r.sums);
   if (phase == 1) {
     const std::vector<int> rows = nn::send_chunk_rows(moe(l).layout(), i, st.ops.chunks);
     if (r.scalars.size() != rows.size())

@@ -67,6 +67,8 @@ class TokenPathBinding final : public MoePathBinding {
     // (backward), [rows, 1].
     std::vector<int32_t> keys;
     nn::Tensor weight, grad_weight;
+    std::vector<float> token_sums;  // the combine's, [tokens, cols]
+    std::vector<DedupSent> sent;    // the chunk's A2As': rows and metadata per member
   };
   struct MoeState {
     MoeOps ops;
@@ -74,10 +76,10 @@ class TokenPathBinding final : public MoePathBinding {
     nn::Tensor send;      // forward: the Order's rows; backward: I-Order's gradient
     nn::Tensor combined;  // what came back, in the send layout
     std::vector<Chunk> chunk;
-    // a2a=dedup: what came back per token, and (backward) each sent row's weight gradient;
+    // a2a=dedup: the tokens the combine returns, and (backward) each sent row's weight gradient;
     // forward, the experts' side: every dispatched row's weight and unweighted output, in the
     // full dispatched layout, for the backward's chunks (any degree) to read.
-    nn::Tensor tokens;
+    int64_t tokens = 0;
     std::vector<float> grad_row_weight;
     nn::Tensor weight, output;
   };
@@ -105,7 +107,8 @@ class TokenPathBinding final : public MoePathBinding {
   void weigh_at_experts(int layer, int phase, int chunk);
   void combine_keyed(int layer, int phase, int chunk, const nn::Tensor& rows);
   void on_keyed_combine(int layer, int phase, int chunk);
-  void count_meta(const DedupSent& sent);
+  void count_meta(int layer);
+  nn::Tensor summed_tokens(MoeState& st);
   size_t block_header(int layer, int phase);  // bytes ahead of each block of a token A2A
   OpBuffer* to_wire(OpBuffer* buf, size_t header, bool bf16) const;
   void from_wire(OpBuffer& buf, size_t header, bool bf16) const;

@@ -125,8 +125,9 @@ ParsedStrategy parse_strategy_knobs(const std::string& text, const std::string& 
 // The A2A algorithms the a2a knob accepts (sched/a2a_routing.h), and one by name (throws
 // moecomm::Error naming `where` and listing them on an unknown one).
 std::vector<std::string> a2a_algorithm_names();
-// Those whose plans move whole (source, destination) blocks (A2AAlgorithmInfo::moves_blocks):
-// the values `train` and moecomm.torch run (every one but dedup).
+// Those whose plans move whole (source, destination) blocks (A2AAlgorithmInfo::moves_blocks),
+// which the executors' generic routed A2A runs: every one but dedup, whose rows they move by
+// token (rt/dedup_a2a.h, moecomm.torch's collectives).
 std::vector<std::string> routed_a2a_algorithm_names();
 Algorithm parse_a2a_algorithm(const std::string& name, const std::string& where);
 // Knob combinations that mean nothing: throws moecomm::Error naming `where` and the knob.

@@ -76,6 +76,7 @@ TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
                                          {"monta-o3", 2, 1},
                                          {"fsmoe", 2, 1},
                                          {"base=baseline,overlap_microbatches=true", 1, 1},
+                                         {"base=fsmoe,a2a=dedup", 1, 1},
                                          {"baseline", 1, 2},
                                          {"hier-a2a", 1, 2},
                                          {"lina", 1, 2},
@@ -85,7 +86,8 @@ TEST(PipelineTrain, MicroBatchesTrainLikeOneBatch) {
                                          {"monta-o2", 2, 2},
                                          {"monta-o3", 2, 2},
                                          {"fsmoe", 2, 2},
-                                         {"base=lina,overlap_microbatches=true", 1, 2}}) {
+                                         {"base=lina,overlap_microbatches=true", 1, 2},
+                                         {"base=fsmoe,a2a=dedup", 1, 2}}) {
     const TrainResult one = train(tiny(tp, strategy, pp, 1, 4));
     for (const char* schedule : {"gpipe", "1f1b"}) {
       TrainConfig c = tiny(tp, strategy, pp, 2, 2);

@@ -53,7 +53,7 @@ TEST(App, HelpShowsEveryOptionsDefault) {
        {"--solver TEXT:{flow,km,ilp,lemon-ns,lemon-cs,lemon-cap}=flow",
         "--layers INT:INT in [2 - 4096]=12", "--skew FLOAT:FLOAT in [0 - 10]=1"}},
       {{"train", "--help"},
-       {"--steps INT:INT in [1 - 1000000]=200", "--a2a TEXT:{flat,1dh,2dh,pairwise}=flat"}},
+       {"--steps INT:INT in [1 - 1000000]=200", "--a2a TEXT:{flat,1dh,2dh,pairwise,dedup}=flat"}},
       // The path length's default depends on the trace: its description states it.
       {{"infer", "--help"},
        {"--path-length INT:INT in [1 - 4096]\n", "default 3, or the layers - 1 when fewer"}},

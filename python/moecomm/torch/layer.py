@@ -388,67 +388,63 @@ class _DedupExchange(torch.autograd.Function):
     gradient of each token is broadcast as the tokens were; an expert row takes
     d_out = w_row dy and dw_row = <expert(x_row), dy> (its output kept from the forward by
     canonical row), its input gradient is summed per token by the combine and dw comes back
-    per row."""
+    per row. (The strategy parser refuses a2a=dedup with expert_transfer=hybrid.)"""
 
     @staticmethod
     def forward(ctx, layer: MoELayer, layout: ExchangeLayout, times: OpTimes,
                 table: torch.Tensor, token: torch.Tensor, weight: torch.Tensor,
                 *params: torch.Tensor) -> torch.Tensor:
-        domain = layer._domain_experts()
-        weights = lambda: domain.copies if domain else params
-        kernels = {R.hybrid_expert_allgather: lambda op: domain.gather(params)}
         recompute = layer.recompute_experts
         rows = int(layout.counts[:, layout.me, :].sum())
         saved = SavedActivations(rows)
-        outputs = table.new_empty((rows, layer.hidden))  # expert(x) by canonical row
+        # expert(x) by canonical row, for dw (recomputed with the rest under recompute)
+        outputs = None if recompute else table.new_empty((rows, layer.hidden))
         gates = table.new_empty(rows)  # the rows' weights, by canonical row
 
         def expert(er: ExpertRows, x: torch.Tensor, w: Optional[torch.Tensor]):
-            bank = ExpertBank(layer.ffn_type, weights(), layer.shard == 0)
+            bank = ExpertBank(layer.ffn_type, params, True)
             y, keep = bank.forward(x, er.batches, keep=not recompute)
             saved.add(er.canonical, er.batches, keep)
             at = on_device(er.canonical, y.device)
-            outputs.index_copy_(0, at, er.batches.from_compute(y))
+            if outputs is not None:
+                outputs.index_copy_(0, at, er.batches.from_compute(y))
             gates.index_copy_(0, at, er.batches.from_compute(w))
             return y * w[:, None], None
 
         layer.last_rows_sent.clear()
         with torch.no_grad():
             plan = layout.phase(layer.chunks["forward"])
-            out, _ = layer._run("forward", plan, table.detach(), expert, times, kernels,
+            out, _ = layer._run("forward", plan, table.detach(), expert, times, {},
                                 (token, weight.detach()))
-        ctx.layer, ctx.layout, ctx.times, ctx.domain = layer, layout, times, domain
-        ctx.weights, ctx.saved, ctx.token = weights(), saved, token
+        ctx.layer, ctx.layout, ctx.times = layer, layout, times
+        ctx.saved, ctx.token = saved, token
         ctx.outputs, ctx.gates = outputs, gates
         ctx.save_for_backward(*params)
         return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        layer, lay, domain = ctx.layer, ctx.layout, ctx.domain
-        params, weights = ctx.saved_tensors, ctx.weights
-        grads = [torch.zeros_like(w) for w in weights]  # the copies' under HybridEP
-        bank = ExpertBank(layer.ffn_type, weights, layer.shard == 0)
+        layer, lay = ctx.layer, ctx.layout
+        params = ctx.saved_tensors
+        grads = [torch.zeros_like(w) for w in params]
+        bank = ExpertBank(layer.ffn_type, params, True)
         nf, nb = layer.chunks["forward"], layer.chunks["backward"]
 
         def expert(er: ExpertRows, dy: torch.Tensor, _: Optional[torch.Tensor]):
             saved = ctx.saved.take(er.canonical, er.batches)
-            if layer.recompute_experts:
-                saved = bank.recompute(saved[0], er.batches)
             at = on_device(er.canonical, dy.device)
-            y = er.batches.to_compute(ctx.outputs.index_select(0, at))
+            if layer.recompute_experts:
+                y, saved = bank.forward(saved[0], er.batches, keep=True)
+            else:
+                y = er.batches.to_compute(ctx.outputs.index_select(0, at))
             w = er.batches.to_compute(ctx.gates.index_select(0, at))
             dw = (y * dy).sum(1)
             return bank.backward(dy * w[:, None], er.batches, saved, grads), dw
 
-        ep = lambda op: layer.groups.get(layer.schedule.collective(op.collective).group)
-        kernels = {R.hybrid_grad_reducescatter: lambda op: domain.return_grads(grads, params),
-                   R.hybrid_shared_allreduce: lambda op: domain.share(params, ep(op))}
         with torch.no_grad():
             token = _reorder(ctx.token, lay.conversion(nf, nb))
             dtable, dw = layer._run("backward", lay.phase(nb), grad.contiguous(), expert,
-                                    ctx.times, kernels, (token, None))
+                                    ctx.times, {}, (token, None))
             dweight = _reorder(dw, lay.conversion(nb, nf))
         ctx.saved = ctx.outputs = ctx.gates = None
-        return (None, None, None, dtable, None, dweight,
-                *(domain.own_grads if domain else grads))
+        return (None, None, None, dtable, None, dweight, *grads)

@@ -65,8 +65,9 @@ def run_counts(rank, case):
         m = e // layer.local
         if m == me:
             continue
-        peer = m if node(m) == node(me) else next(
-            p for p in range(len(group)) if node(p) == node(m) and p % RANKS_PER_NODE == me % RANKS_PER_NODE)
+        local = lambda p: [q for q in range(len(group)) if node(q) == node(p)].index(p)
+        peer = m if node(m) == node(me) else next(  # the counterpart on m's node
+            p for p in range(len(group)) if node(p) == node(m) and local(p) == local(me))
         want.setdefault(str(peer), set()).add(t if node(m) == node(me) else (t, node(m)))
         plain[str(peer)] = plain.get(str(peer), 0) + 1
     return {"sent": sent, "want": {k: len(v) for k, v in want.items()}, "plain": plain,

@@ -19,12 +19,14 @@ Per-row scalars (the backward's gate-weight gradients) travel unreduced beside t
 blocks and come back in a's send-row order. Every size of the combine is known from the
 dispatch of the same chunk (``DedupState``), so it exchanges no counts.
 
-The dedup messages' sizes depend on the data: each dispatch step first exchanges the unique-row
-counts of its messages (one small int64 A2A, read on the host: the one host sync a step adds),
-then moves the rows, the indices (int64, on the rows' device) and the scalars, each an
-``all_to_all_single`` over the group, as ``collectives.routed_all_to_all`` does (gloo's
-point-to-point sends and list all_to_all take no CUDA tensors). A dedup A2A runs its steps
-when it is issued (the count exchange waits anyway); its Pending is then finished.
+The dedup messages' sizes depend on the data: the distinct tokens are found on the rows'
+device by a sort (``_Unique``: no host sync), then each dispatch step exchanges the unique-row
+counts of its messages (one small int64 A2A, read on the host with this member's own counts:
+the one host sync a step adds), then moves the rows, the indices (int64, on the rows'
+device) and the scalars, each an ``all_to_all_single`` over the group, as
+``collectives.routed_all_to_all`` does (gloo's point-to-point sends and list all_to_all take
+no CUDA tensors). A dedup A2A runs its steps when it is issued (the count exchange waits
+anyway); its Pending is then finished.
 """
 from __future__ import annotations
 
@@ -123,6 +125,24 @@ class _Wire:
         return Pending(pending, split)
 
 
+class _Unique:
+    """The distinct values of ``keys`` (int64) without a host sync: ``inverse`` (each
+    element's index among them, in increasing order of value) and ``count`` (a device
+    scalar) now, ``values(count)`` once the count is read."""
+
+    def __init__(self, keys: torch.Tensor) -> None:
+        self._sorted, order = torch.sort(keys, stable=True)
+        first = torch.ones_like(self._sorted, dtype=torch.bool)
+        first[1:] = self._sorted[1:] != self._sorted[:-1]
+        self._position = torch.cumsum(first, 0) - 1  # of each sorted element
+        self.inverse = torch.empty_like(self._position).scatter_(0, order, self._position)
+        self.count = first.sum()
+
+    def values(self, count: int) -> torch.Tensor:
+        # Elements of one value write the same value at its place.
+        return self._sorted.new_empty(count).scatter_(0, self._position, self._sorted)
+
+
 def _rows_of(matrix: Sequence[Sequence[int]], pair: Pair) -> int:
     return int(matrix[pair[0]][pair[1]])
 
@@ -150,40 +170,60 @@ def dedup_dispatch(table: torch.Tensor, keys: torch.Tensor, scalars: Optional[to
     wire = _Wire(sorted(range(n), key=lambda m: int(group[m])), process_group)
     index_like = keys[:0]
 
-    def build(item: Item, peer: int):
-        """(counts, rows, ints, scalars) of one item this member sends."""
+    def prepare(item: Item, peer: int):
+        """(its counts as a device tensor, a function of them on the host giving (rows,
+        ints, scalars)) of one item this member sends: no host sync."""
         if item.node is None:
             (pair,) = item.pairs
             if pair not in held:
                 raise Error(f"a2a=dedup: member {me} forwards block {pair} it does not hold")
             u, inv, sc = held.pop(pair)
-            return [u.shape[0]], u, [inv], [sc]
+            count = torch.full((1,), u.shape[0], dtype=torch.int64, device=keys.device)
+            return count, lambda _: (u, [inv], [sc])
         if item.node[0] != me or any(s != me for s, _ in item.pairs):
             raise Error(f"a2a=dedup: member {me} sends node block {item.node} of another source")
         dests = [d for _, d in item.pairs]
-        token = _cat([key_blocks[d] for d in dests], index_like)
-        ukeys, inv_node = torch.unique(token, sorted=True, return_inverse=True)
-        counts, ints, scal = [ukeys.numel()], [], []
-        for d, part in zip(dests, torch.split(inv_node, [mine[d] for d in dests])):
-            uniq, inv = torch.unique(part, sorted=True, return_inverse=True)
-            counts.append(uniq.numel())
-            ints += [uniq, inv]
-            scal.append(scal_blocks[d] if scal_blocks is not None else None)
-        state.node_out[peer] = ukeys
-        return counts, table.index_select(0, ukeys), ints, scal
+        node = _Unique(_cat([key_blocks[d] for d in dests], index_like))
+        pairs = [_Unique(part) for part in torch.split(node.inverse, [mine[d] for d in dests])]
+
+        def finish(counts: List[int]):
+            ukeys = node.values(counts[0])
+            state.node_out[peer] = ukeys
+            ints = [x for q, u in zip(pairs, counts[1:]) for x in (q.values(u), q.inverse)]
+            scal = [scal_blocks[d] if scal_blocks is not None else None for d in dests]
+            return table.index_select(0, ukeys), ints, scal
+        return torch.stack([node.count] + [q.count for q in pairs]), finish
 
     def run(index: int) -> None:
         sends, recvs = steps[index]
-        built = {p: [build(item, p) for item in items] for p, items in sends.items()}
-        # The sizes of the dedup messages depend on the tokens: exchange them first.
-        count_parts = {p: [torch.tensor([c for b in bs for c in b[0]], dtype=torch.int64,
-                                        device=keys.device)] for p, bs in built.items()}
+        prepared = {p: [prepare(item, p) for item in items] for p, items in sends.items()}
+        # The sizes of the dedup messages depend on the tokens: exchange them first, and
+        # read what this member sends and receives on the host at once (the step's sync).
+        mine_counts = {p: torch.cat([c for c, _ in ps]) for p, ps in prepared.items()}
         count_sizes = {p: sum(1 if it.node is None else 1 + len(it.pairs) for it in items)
                        for p, items in recvs.items()}
-        got_counts = {p: t.tolist()  # the step's host sync
-                      for p, t in wire.exchange(count_parts, count_sizes, index_like).wait().items()}
+        got = wire.exchange({p: [t] for p, t in mine_counts.items()}, count_sizes,
+                            index_like).wait()
+        sent_peers, recv_peers = sorted(mine_counts), sorted(got)
+        host = _cat([mine_counts[p] for p in sent_peers] + [got[p] for p in recv_peers],
+                    index_like).tolist()
+        at, own_counts, got_counts = 0, {}, {}
+        for p in sent_peers:
+            own_counts[p] = host[at:at + mine_counts[p].numel()]
+            at += mine_counts[p].numel()
+        for p in recv_peers:
+            got_counts[p] = host[at:at + got[p].numel()]
+            at += got[p].numel()
+        built = {}
+        for p, ps in prepared.items():
+            counts, at, items = own_counts[p], 0, []
+            for (c, finish), item in zip(ps, sends[p]):
+                width = 1 if item.node is None else 1 + len(item.pairs)
+                items.append(finish(counts[at:at + width]))
+                at += width
+            built[p] = items
         if sent is not None:
-            sent.append({p: sum(b[1].shape[0] for b in bs) for p, bs in built.items()})
+            sent.append({p: sum(b[0].shape[0] for b in bs) for p, bs in built.items()})
         # Per received item: (its unique rows, per pair (its unique rows, its rows)).
         layout: Dict[int, List[Tuple[Item, int, List[Tuple[int, int]]]]] = {}
         for p, items in recvs.items():
@@ -200,14 +240,14 @@ def dedup_dispatch(table: torch.Tensor, keys: torch.Tensor, scalars: Optional[to
             it, _, pairs = shape             # pair: its unique rows, then row indices
             return [r for _, r in pairs] if it.node is None else [x for ur in pairs for x in ur]
 
-        rows = wire.exchange({p: [b[1] for b in bs] for p, bs in built.items()},
+        rows = wire.exchange({p: [b[0] for b in bs] for p, bs in built.items()},
                              {p: sum(s[1] for s in sh) for p, sh in layout.items()}, table)
-        ints = wire.exchange({p: [i for b in bs for i in b[2]] for p, bs in built.items()},
+        ints = wire.exchange({p: [i for b in bs for i in b[1]] for p, bs in built.items()},
                              {p: sum(sum(int_sizes(s)) for s in sh) for p, sh in layout.items()},
                              index_like)
         scal = None
         if scalars is not None:
-            scal = wire.exchange({p: [x for b in bs for x in b[3]] for p, bs in built.items()},
+            scal = wire.exchange({p: [x for b in bs for x in b[2]] for p, bs in built.items()},
                                  {p: sum(r for s in sh for _, r in s[2])
                                   for p, sh in layout.items()}, scalars)
         rows, ints = rows.wait(), ints.wait()
@@ -254,7 +294,6 @@ def dedup_dispatch(table: torch.Tensor, keys: torch.Tensor, scalars: Optional[to
 
     result = finish()
     return Pending(None, lambda: result)
-
 
 
 def dedup_combine(rows: torch.Tensor, scalars: Optional[torch.Tensor], state: DedupState,

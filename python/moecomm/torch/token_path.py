@@ -2,7 +2,8 @@
 moecomm's C++ runtime binds them (rt/model_binding.h):
 
   moe.dispatch.a2a            chunk c's rows to the experts' EP members (as the collective's
-                              routing plan says: flat, 1DH, 2DH, pairwise)
+                              routing plan says: flat, 1DH, 2DH, pairwise; dedup's rows,
+                              deduplicated by token, in DedupTokenPath)
   moe.dispatch.esp_allgather  MoNTA's drop (tp_dispatch=drop-allgather): TP member u sends
                               part u of each chunk; the ESP group gathers the parts
   moe.dispatch.esp_allgather.copy   the gathered parts into the experts' layout (MoNTA O3)

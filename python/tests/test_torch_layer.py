@@ -33,9 +33,15 @@ def test_cases_cover_every_knob():
                  "a2a=2dh", "chunks_fwd=3,chunks_bwd=2", "pipeline_experts=false", "recompute_experts=true",
                  "grad_partitions=3"):
         assert knob in strategies
-    for a in _moecomm.routed_a2a_algorithms():
+    for a in _moecomm.a2a_algorithms():
         assert f"a2a={a}" in strategies
+    # dedup runs on its own path (moecomm/torch/dedup.py), not the routed A2A of whole blocks
     assert set(_moecomm.a2a_algorithms()) - set(_moecomm.routed_a2a_algorithms()) == {"dedup"}
+    dedup = [c for c in torch_cases.CASES if "a2a=dedup" in c[1]]
+    assert {c[4] for c in dedup} == {"gshard", "sigmoid", "xmoe", "expert-choice"}
+    assert any(c[5] is not None for c in dedup) and any(c[5] is None for c in dedup)
+    assert any(c[0] in torch_cases.GROUPS for c in dedup)
+    assert all(c[3] is torch_cases.TWO_NODES for c in dedup)
     assert {c[4] for c in torch_cases.CASES} == {"gshard", "sigmoid", "xmoe", "expert-choice"}
     assert {c[6] for c in torch_cases.CASES} == {"gelu", "swiglu"}
 

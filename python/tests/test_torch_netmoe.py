@@ -77,6 +77,8 @@ EXPECTED = {
               "moe.hybrid.grad_reducescatter [layer 0, backward, knob hybrid] "
               "(placement=netmoe moves whole samples over the EP group: no ESP split, no TP "
               "gather, no expert transfer)",
+    "dedup": "strategy: a2a: a2a=dedup prices balanced routing over the experts' home ranks; "
+             "it does not compose with placement=netmoe",
     "ffn-type": "ffn_type must be gelu or swiglu, got 'relu'",
     "samples": "samples must be a positive integer, got 0",
     "rank-2": "h must be this rank's samples [B, S, hidden], got (24, 16)",

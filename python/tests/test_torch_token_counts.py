@@ -20,8 +20,8 @@ def results(tmp_path_factory):
 
 
 def cells(results, case):
-    return [{e: r[f"{case}-{e}"] for e in dict((c[0], c[3]) for c in tc.CASES)[case]}
-            for r in results]
+    experts = dict((c[0], c[3]) for c in tc.CASES + tc.DEDUP_CASES)[case]
+    return [{e: r[f"{case}-{e}"] for e in experts} for r in results]
 
 
 @pytest.mark.parametrize("case", [c[0] for c in tc.CASES])
@@ -49,3 +49,18 @@ def test_ops_outside_the_experts_do_not_grow_with_ep_members(results, case):
             for phase in ("forward", "backward"):
                 assert ep4[experts][phase]["ops"] == ep2[experts][phase]["ops"], (
                     rank, experts, phase, ep4[experts][phase], ep2[experts][phase])
+
+
+@pytest.mark.parametrize("case,chunks", [("dedup", 1), ("dedup-chunks2", 2)])
+def test_dedup_reads_one_count_exchange_per_dispatch_step(results, case, chunks):
+    """a2a=dedup's message sizes depend on the tokens: each of its two dispatch steps per
+    chunk reads its count exchange once on the host; its combine reads nothing, and its ops
+    outside the experts do not grow with the experts."""
+    for rank, by_experts in enumerate(cells(results, case)):
+        for experts, got in by_experts.items():
+            assert "error" not in got, f"rank {rank}: {got.get('error')}"
+            assert got["forward"]["syncs"] == {"cpu": 1, "tolist": 2 * chunks}, (rank, got)
+            assert got["backward"]["syncs"] == {"tolist": 2 * chunks}, (rank, got)
+        few, many = (by_experts[e] for e in sorted(by_experts))
+        for phase in ("forward", "backward"):
+            assert few[phase]["ops"] == many[phase]["ops"] > 0, (rank, phase, few, many)

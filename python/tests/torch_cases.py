@@ -60,6 +60,7 @@ EDGES = {
     "skewed-fsmoe-tp": ((4, 8), True),
     "empty-baseline": ((0, 0, 0, 0), False),
     "skewed-baseline": ((0, 8, 1, 3), True),
+    "skewed-dedup": ((0, 8, 1, 3), True),
 }
 CASES += [
     ("skewed-monta-o1", "monta-o1", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
@@ -70,6 +71,7 @@ CASES += [
     ("skewed-fsmoe-tp", "fsmoe", "tp=2,ep=2,esp=2", TWO_NODES, "gshard", None, "gelu", 2),
     ("empty-baseline", "baseline", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
     ("skewed-baseline", "base=baseline,chunks=2", "ep=4", ONE_NODE, "gshard", None, "gelu", 2),
+    ("skewed-dedup", "base=fsmoe,a2a=dedup,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
 ]
 
 
@@ -89,7 +91,7 @@ def skewed_batch(tokens, gen):
 # Every A2A algorithm of sched's table (sched/a2a_routing.h) on two nodes, chunked: a new
 # algorithm is tested here by its table entry alone.
 CASES += [(f"a2a-{a}", f"base=fsmoe,a2a={a},chunks=2", "ep=4", TWO_NODES, "gshard", None,
-           "gelu", 2) for a in _moecomm.routed_a2a_algorithms()]
+           "gelu", 2) for a in _moecomm.a2a_algorithms()]
 
 
 # Node-limited routing (router_groups, router_group_top_k by case): on two nodes with one
@@ -99,6 +101,22 @@ CASES += [
     ("node-limited", "base=fsmoe,a2a=2dh,chunks=2", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
     ("node-limited-xmoe", "fsmoe", "ep=4", ONE_NODE, "xmoe", None, "gelu", 2),
     ("node-limited-sigmoid", "baseline", "ep=4", TWO_NODES, "sigmoid", 1.0, "gelu", 2),
+]
+
+
+# a2a=dedup on two nodes (DeepEP's normal kernels: a token crosses once per node and reaches
+# each member once, the gate weights applied at the experts, the combine summing per token):
+# chunked, capacity (dropped slots), node-limited (every token's experts on one node), gates
+# whose weights are not a softmax over the kept slots, swiglu with recomputed experts, and the
+# experts waiting for every chunk.
+GROUPS["dedup-node-limited"] = (2, 1)
+CASES += [
+    ("dedup-capacity", "base=fsmoe,a2a=dedup,chunks=2", "ep=4", TWO_NODES, "gshard", 1.0, "gelu", 2),
+    ("dedup-node-limited", "base=baseline,a2a=dedup", "ep=4", TWO_NODES, "gshard", None, "gelu", 2),
+    ("dedup-expert-choice", "base=fsmoe,a2a=dedup,chunks=2", "ep=4", TWO_NODES, "expert-choice", 1.0, "gelu", 2),
+    ("dedup-sigmoid", "base=baseline,a2a=dedup", "ep=4", TWO_NODES, "sigmoid", None, "gelu", 2),
+    ("dedup-recompute", "base=fsmoe,a2a=dedup,chunks_fwd=3,chunks_bwd=2,recompute_experts=true", "ep=4", TWO_NODES, "gshard", None, "swiglu", 2),
+    ("dedup-experts-wait", "base=baseline,a2a=dedup,chunks=3,pipeline_experts=false", "ep=4", TWO_NODES, "xmoe", None, "gelu", 2),
 ]
 
 

@@ -170,6 +170,7 @@ ERRORS = {
     "tp": lambda mt, r: layer(mt, parallel="tp=2,ep=2,esp=2", cluster=TWO_NODES),
     "ep-1": lambda mt, r: layer(mt, parallel="ep=1"),
     "hybrid": lambda mt, r: layer(mt, strategy="base=netmoe,expert_transfer=hybrid"),
+    "dedup": lambda mt, r: layer(mt, strategy="base=netmoe,a2a=dedup", cluster=TWO_NODES),
     "ffn-type": lambda mt, r: layer(mt, ffn_type="relu"),
     "samples": lambda mt, r: layer(mt, samples=0),
     "rank-2": lambda mt, r: layer(mt)(torch.zeros(SAMPLES * SEQ, HIDDEN)),

@@ -28,6 +28,16 @@ CASES = [
     ("baseline-ep2", "baseline", "ep=2", (8, 256)),
     ("fsmoe-chunks4-ep2", "base=fsmoe,chunks=4", "ep=2", (8, 256)),
 ]
+# a2a=dedup on two nodes of 2 ranks: its dispatch steps read their message sizes (one count
+# exchange each, read once on the host); the combine reads none.
+TWO_NODES = {"name": "2x2", "levels": [
+    {"name": "node", "count": 2, "bandwidth_GBps": 1, "latency_us": 20},
+    {"name": "gpu", "count": 2, "bandwidth_GBps": 10, "latency_us": 5}],
+    "device": {"tflops": 1, "memory_GB": 16, "memory_bandwidth_GBps": 50}}
+DEDUP_CASES = [
+    ("dedup", "base=baseline,a2a=dedup", "ep=4", (8, 256)),
+    ("dedup-chunks2", "base=fsmoe,a2a=dedup,chunks=2", "ep=4", (8, 256)),
+]
 
 
 class Syncs(TorchFunctionMode):
@@ -86,10 +96,11 @@ def watch_experts(ops: Ops):
         wrap(ec.Batches, n) for n in ("to_compute", "from_compute")]
 
 
-def count(strategy: str, parallel: str, experts: int, rank: int) -> Dict[str, Any]:
+def count(strategy: str, parallel: str, experts: int, rank: int,
+          cluster: Any = None) -> Dict[str, Any]:
     import moecomm.torch as mt
     layer = mt.MoELayer(HIDDEN, FFN, experts, 2, strategy=strategy, parallel=parallel,
-                        tokens=TOKENS)
+                        tokens=TOKENS, cluster=cluster)
     gen = torch.Generator().manual_seed(rank // 2 if "tp=2" in parallel else rank)
     x = torch.randn(TOKENS, HIDDEN, generator=gen).requires_grad_()
     dy = torch.randn(TOKENS, HIDDEN, generator=gen)
@@ -114,8 +125,11 @@ def count(strategy: str, parallel: str, experts: int, rank: int) -> Dict[str, An
 
 
 def run_rank(rank: int) -> dict:
-    return {f"{case}-{e}": guarded(count, strategy, parallel, e, rank)
-            for case, strategy, parallel, experts in CASES for e in experts}
+    out = {f"{case}-{e}": guarded(count, strategy, parallel, e, rank)
+           for case, strategy, parallel, experts in CASES for e in experts}
+    out.update({f"{case}-{e}": guarded(count, strategy, parallel, e, rank, TWO_NODES)
+                for case, strategy, parallel, experts in DEDUP_CASES for e in experts})
+    return out
 
 
 def run_all(outdir: str):

@@ -27,7 +27,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from .. import _moecomm
+from .. import Error, _moecomm
 
 
 # The attribute a backend's exception (gloo's timeout or closed connection, NCCL's error)
@@ -174,6 +174,9 @@ def member_routing(algorithm: str, group: Tuple[int, ...], ranks_per_node: int, 
     per step, the blocks ((source, destination) members) it sends to and receives from each
     member, as dicts. Computed once per layout."""
     routing = _moecomm.a2a_routing(algorithm, list(group), ranks_per_node)
+    if routing.algorithm == "dedup":  # node blocks: the rows' tokens decide what travels
+        raise Error("a2a=dedup moves rows deduplicated by token, which a routed A2A of whole "
+                    "blocks cannot: moecomm.torch runs it in MoELayer (moecomm/torch/dedup.py)")
     blocks = lambda messages: {int(m): [tuple(int(x) for x in k) for k in keys]
                                for m, keys in messages}
     return routing.direct, [(blocks(s.sends), blocks(s.recvs))

@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from .. import Error, _moecomm
 from . import routing as rt
+from .dedup import dedup_steps
 from .exchange_plan import ExchangeLayout, ExpertRows, PhasePlan, on_device
 from .expert_compute import ExpertBank, SavedActivations
 from .experts import (check_ffn_type, check_layer_args, expert_names, init_weights,
@@ -19,7 +20,7 @@ from .fingerprint import check_built, layer_settings
 from .groups import ScheduleGroups, Timeout, check_timeout
 from .hybrid import DomainExperts, SharedResidual
 from .runner import OpTimes, Runner
-from .token_path import Expert, TokenPath
+from .token_path import DedupTokenPath, Expert, TokenPath
 
 R = _moecomm.OpRole
 F = _moecomm.OpFamily
@@ -149,6 +150,15 @@ class MoELayer(torch.nn.Module):
                         f"{self.esp}")
         self.chunks = {p: max([o.chunk + 1 for o in self.ops[p]] + [1]) for p in self.ops}
         self.ranks_per_node = self.schedule.ranks_per_node
+        # a2a=dedup where its plan has node blocks (on one node it is the flat A2A): the
+        # gate weights then apply at the experts and the combine sums per token.
+        collective = self.schedule.collective(dispatch.collective)
+        self.dedup = collective.algorithm == "dedup" and dedup_steps(
+            tuple(int(r) for r in self.ep_group), self.ranks_per_node, self.member,
+            "dispatch") is not None
+        # Under dedup: by op id, the rows this rank sent each EP member per step of the
+        # last forward and backward's dedup A2As (what crossed: unique rows).
+        self.last_rows_sent: Dict[int, List[Dict[int, int]]] = {}
         # Whether the backward recomputes the experts' forward (a memory knob of the schedule).
         self.recompute_experts = self.schedule.recompute_experts
         self._bind_domains(ops)
@@ -256,6 +266,12 @@ class MoELayer(torch.nn.Module):
         order = layout.phase(self.chunks["forward"]).order
         order = on_device(order, rows.device)
         token, weight = token[order], weight[order]  # the forward's phase order
+        if self.dedup:  # the dispatch copies token rows: no send rows to gather
+            times.record(self.gate_ops["forward"].id, start, times.now())
+            out = _DedupExchange.apply(self, layout, times, rows, token, weight,
+                                       *self.expert_params())
+            self.last_times = times
+            return out.reshape(x.shape)
         send = rows.index_select(0, token)
         times.record(self.gate_ops["forward"].id, start, times.now())
         combined = _Exchange.apply(self, layout, times, send, *self.expert_params())
@@ -268,11 +284,19 @@ class MoELayer(torch.nn.Module):
         return self._by_id[op_id]
 
     def _run(self, phase: str, plan: PhasePlan, rows: torch.Tensor, expert: Expert,
-             times: OpTimes, kernels: Mapping[Any, Any]) -> torch.Tensor:
+             times: OpTimes, kernels: Mapping[Any, Any],
+             dedup: Optional[Tuple[torch.Tensor, Optional[torch.Tensor]]] = None) -> Any:
+        """The phase's ops on ``rows`` (phase order); under ``dedup`` = (keys, scalars),
+        ``rows`` is the token table and row r of the phase order copies token keys[r]
+        (DedupTokenPath)."""
         chunk_sets = {tuple(range(plan.n)) if o.chunk < 0 else (o.chunk,)
                       for o in self.ops[phase] if o.role == R.expert}
-        path = TokenPath(plan, rows, expert, plan.expert_rows(sorted(chunk_sets), rows.device),
-                         self.groups, self.schedule)
+        expert_rows = plan.expert_rows(sorted(chunk_sets), rows.device)
+        if dedup is None:
+            path = TokenPath(plan, rows, expert, expert_rows, self.groups, self.schedule)
+        else:
+            path = DedupTokenPath(plan, rows, dedup[0], dedup[1], expert, expert_rows,
+                                  self.groups, self.schedule, self.last_rows_sent)
         Runner({**path.kernels(), **kernels}, times, self.network_gate).run(self.ops[phase])
         return path.finish()
 
@@ -353,3 +377,74 @@ class _Exchange(torch.autograd.Function):
             grad_send = _reorder(got, lay.conversion(nb, nf))
         ctx.saved = None
         return (None, None, None, grad_send, *(domain.own_grads if domain else grads))
+
+
+class _DedupExchange(torch.autograd.Function):
+    """Dispatch, experts and combine under ``a2a=dedup`` (moecomm/torch/dedup.py): a token
+    crosses once per destination member and node, so the gate weights apply at the experts
+    and the combine sums per token. Forward: each expert row's output is w_row expert(x_row),
+    summed per token by the combine (``table``: this rank's tokens, [T, hidden]; ``token``
+    and ``weight``: its kept slots in the forward's phase order). Backward: the output
+    gradient of each token is broadcast as the tokens were; an expert row takes
+    d_out = w_row dy and dw_row = <expert(x_row), dy> (its output kept from the forward by
+    canonical row), its input gradient is summed per token by the combine and dw comes back
+    per row. (The strategy parser refuses a2a=dedup with expert_transfer=hybrid.)"""
+
+    @staticmethod
+    def forward(ctx, layer: MoELayer, layout: ExchangeLayout, times: OpTimes,
+                table: torch.Tensor, token: torch.Tensor, weight: torch.Tensor,
+                *params: torch.Tensor) -> torch.Tensor:
+        recompute = layer.recompute_experts
+        rows = int(layout.counts[:, layout.me, :].sum())
+        saved = SavedActivations(rows)
+        # expert(x) by canonical row, for dw (recomputed with the rest under recompute)
+        outputs = None if recompute else table.new_empty((rows, layer.hidden))
+        gates = table.new_empty(rows)  # the rows' weights, by canonical row
+
+        def expert(er: ExpertRows, x: torch.Tensor, w: Optional[torch.Tensor]):
+            bank = ExpertBank(layer.ffn_type, params, True)
+            y, keep = bank.forward(x, er.batches, keep=not recompute)
+            saved.add(er.canonical, er.batches, keep)
+            at = on_device(er.canonical, y.device)
+            if outputs is not None:
+                outputs.index_copy_(0, at, er.batches.from_compute(y))
+            gates.index_copy_(0, at, er.batches.from_compute(w))
+            return y * w[:, None], None
+
+        layer.last_rows_sent.clear()
+        with torch.no_grad():
+            plan = layout.phase(layer.chunks["forward"])
+            out, _ = layer._run("forward", plan, table.detach(), expert, times, {},
+                                (token, weight.detach()))
+        ctx.layer, ctx.layout, ctx.times = layer, layout, times
+        ctx.saved, ctx.token = saved, token
+        ctx.outputs, ctx.gates = outputs, gates
+        ctx.save_for_backward(*params)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        layer, lay = ctx.layer, ctx.layout
+        params = ctx.saved_tensors
+        grads = [torch.zeros_like(w) for w in params]
+        bank = ExpertBank(layer.ffn_type, params, True)
+        nf, nb = layer.chunks["forward"], layer.chunks["backward"]
+
+        def expert(er: ExpertRows, dy: torch.Tensor, _: Optional[torch.Tensor]):
+            saved = ctx.saved.take(er.canonical, er.batches)
+            at = on_device(er.canonical, dy.device)
+            if layer.recompute_experts:
+                y, saved = bank.forward(saved[0], er.batches, keep=True)
+            else:
+                y = er.batches.to_compute(ctx.outputs.index_select(0, at))
+            w = er.batches.to_compute(ctx.gates.index_select(0, at))
+            dw = (y * dy).sum(1)
+            return bank.backward(dy * w[:, None], er.batches, saved, grads), dw
+
+        with torch.no_grad():
+            token = _reorder(ctx.token, lay.conversion(nf, nb))
+            dtable, dw = layer._run("backward", lay.phase(nb), grad.contiguous(), expert,
+                                    ctx.times, {}, (token, None))
+            dweight = _reorder(dw, lay.conversion(nb, nf))
+        ctx.saved = ctx.outputs = ctx.gates = None
+        return (None, None, None, dtable, None, dweight, *grads)

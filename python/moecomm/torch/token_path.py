@@ -2,7 +2,8 @@
 moecomm's C++ runtime binds them (rt/model_binding.h):
 
   moe.dispatch.a2a            chunk c's rows to the experts' EP members (as the collective's
-                              routing plan says: flat, 1DH, 2DH, pairwise)
+                              routing plan says: flat, 1DH, 2DH, pairwise; dedup's rows,
+                              deduplicated by token, in DedupTokenPath)
   moe.dispatch.esp_allgather  MoNTA's drop (tp_dispatch=drop-allgather): TP member u sends
                               part u of each chunk; the ESP group gathers the parts
   moe.dispatch.esp_allgather.copy   the gathered parts into the experts' layout (MoNTA O3)
@@ -29,8 +30,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from .. import _moecomm
+from .. import Error, _moecomm
 from . import collectives as col
+from . import dedup
 from .collectives import Pending
 from .exchange_plan import ExpertRows, PhasePlan
 from .groups import ScheduleGroups
@@ -212,3 +214,94 @@ class TokenPath:
             if not self.assembled[c]:
                 self.assemble(c)
         return self.result
+
+
+# (the expert op's rows, their input rows and per-row scalars in its order, or None) ->
+# (their output rows, per-row scalars out or None), same order
+DedupExpert = Callable[[ExpertRows, torch.Tensor, Optional[torch.Tensor]],
+                       Tuple[torch.Tensor, Optional[torch.Tensor]]]
+
+
+class DedupTokenPath(TokenPath):
+    """One phase of one layer under ``a2a=dedup`` (moecomm/torch/dedup.py): the dispatch
+    broadcasts rows of ``table`` (this member's tokens, ``[T, hidden]``): row r of the phase
+    order copies token ``keys[r]``, with ``scalars[r]`` (or None) beside it; the experts get
+    per-row scalars too (``expert(expert_rows, x, w)`` -> (y, per-row scalars out)); the
+    combine sums the rows per token into a token table. ``finish()`` gives (that table, the
+    scalars that came back in phase order or None). tp = esp = 1 (executor_caps refuses
+    dedup's splits), so a chunk is one part."""
+
+    def __init__(self, plan: PhasePlan, table: torch.Tensor, keys: torch.Tensor,
+                 scalars: Optional[torch.Tensor], expert: DedupExpert,
+                 expert_rows: Dict[Tuple[int, ...], ExpertRows], groups: ScheduleGroups,
+                 schedule: object, sent: Optional[Dict[int, list]] = None) -> None:
+        super().__init__(plan, table, expert, expert_rows, groups, schedule)
+        self.keys, self.scalars = keys, scalars
+        n = plan.n
+        self.received_scalars: List[Optional[torch.Tensor]] = [None] * n
+        self.out_scalars: List[Optional[torch.Tensor]] = [None] * n
+        self.states: List[Optional[dedup.DedupState]] = [None] * n
+        self.back_scalars: List[Optional[torch.Tensor]] = [None] * n
+        self.table = table.new_zeros(table.shape)
+        self.sent = sent  # op id -> rows sent per step and peer
+
+    def kernels(self) -> Dict[object, Callable[[object], Optional[Pending]]]:
+        return {R.dispatch_a2a: self.dispatch, R.expert: self.experts,
+                R.combine_a2a: self.combine}
+
+    def _steps(self, op: object, direction: str) -> Tuple[tuple, Tuple[int, ...]]:
+        group = tuple(int(r) for r in self.schedule.collective(op.collective).group)
+        steps = dedup.dedup_steps(group, self.groups.ranks_per_node, self.lay.me, direction)
+        if steps is None:
+            raise Error(f"{op.name}: a2a=dedup has no node blocks on this layout")
+        return steps, group
+
+    def _record(self, op: object) -> Optional[list]:
+        if self.sent is None:
+            return None
+        self.sent[op.id] = []
+        return self.sent[op.id]
+
+    def dispatch(self, op: object) -> Pending:
+        c = self._chunk(op)
+        lo, hi = self.plan.payload(c)
+        steps, group = self._steps(op, "dispatch")
+        scalars = self.scalars[lo:hi] if self.scalars is not None else None
+        pending = dedup.dedup_dispatch(self.rows, self.keys[lo:hi], scalars,
+                                       self.plan.dispatch_matrix(c), self.lay.me, steps, group,
+                                       self.groups.get(group), self._record(op))
+
+        def finish() -> torch.Tensor:
+            got = pending.wait()
+            self.received[c], self.received_scalars[c] = got.rows, got.scalars
+            self.states[c] = got.state
+            return got.rows
+        return Pending(None, finish)
+
+    def experts(self, op: object) -> None:
+        chunks = tuple(range(self.plan.n)) if op.chunk < 0 else (op.chunk,)
+        rows = self.expert_rows[chunks]
+        join = lambda got: got[0] if len(got) == 1 else torch.cat(got)
+        x = self._take(join([self.received[c] for c in chunks]), rows.gather)
+        w = None
+        if self.received_scalars[chunks[0]] is not None:
+            w = self._take(join([self.received_scalars[c] for c in chunks]), rows.gather)
+        y, s = self.expert_fn(rows, x, w)
+        for c in chunks:
+            whole = len(chunks) == 1 and rows.gather is None
+            self.out[c] = y if whole else y.index_select(0, rows.back[c])
+            if s is not None:
+                self.out_scalars[c] = s if whole else s.index_select(0, rows.back[c])
+
+    def combine(self, op: object) -> Pending:
+        c = self._chunk(op)
+        steps, group = self._steps(op, "combine")
+        pending = dedup.dedup_combine(self.out[c], self.out_scalars[c], self.states[c],
+                                      self.plan.combine_matrix(c), self.lay.me, steps, group,
+                                      self.groups.get(group), self.table, self._record(op))
+        return self._store(pending, self.back_scalars, c)
+
+    def finish(self) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        if any(s is None for s in self.back_scalars):
+            return self.table, None
+        return self.table, torch.cat(self.back_scalars) if self.back_scalars else None

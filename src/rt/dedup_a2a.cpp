@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "nn/bf16.h"
 
 namespace moecomm::rt {
 namespace {
@@ -97,12 +98,19 @@ void put(std::vector<std::byte>& out, const T* data, size_t n) {
   if (n) std::memcpy(out.data() + at, data, n * sizeof(T));
 }
 
-std::vector<std::byte> serialize(const Bundle& b) {
+// bf16: the rows travel as bfloat16 (a2a_dtype=bf16; already rounded, so exactly).
+std::vector<std::byte> serialize(const Bundle& b, bool bf16) {
   std::vector<std::byte> out;
   const int64_t head[2] = {int64_t(b.keys.size()), int64_t(b.pairs.size())};
   put(out, head, 2);
   put(out, b.keys.data(), b.keys.size());
-  put(out, b.rows.data(), b.rows.size());
+  if (bf16) {
+    std::vector<uint16_t> half(b.rows.size());
+    for (size_t i = 0; i < half.size(); ++i) half[i] = nn::to_bf16(b.rows[i]);
+    put(out, half.data(), half.size());
+  } else {
+    put(out, b.rows.data(), b.rows.size());
+  }
   for (const Pair& p : b.pairs) {
     const int64_t ph[5] = {p.block.first, p.block.second, int64_t(p.header.size()),
                            int64_t(p.index.size()), int64_t(p.scalars.size())};
@@ -134,13 +142,19 @@ class Reader {
   size_t at_ = 0;
 };
 
-Bundle deserialize(const std::vector<std::byte>& data, int64_t cols, int members,
+Bundle deserialize(const std::vector<std::byte>& data, int64_t cols, int members, bool bf16,
                    const std::string& what) {
   Reader r(data, what);
   const std::vector<int64_t> head = r.take<int64_t>(2);
   Bundle b;
   b.keys = r.take<TokenKey>(head[0]);
-  b.rows = r.take<float>(head[0] * cols);
+  if (bf16) {
+    const std::vector<uint16_t> half = r.take<uint16_t>(head[0] * cols);
+    b.rows.resize(half.size());
+    for (size_t i = 0; i < half.size(); ++i) b.rows[i] = nn::from_bf16(half[i]);
+  } else {
+    b.rows = r.take<float>(head[0] * cols);
+  }
   for (int64_t k = 0; k < head[1]; ++k) {
     const std::vector<int64_t> ph = r.take<int64_t>(5);
     if (ph[0] < 0 || ph[0] >= members || ph[1] < 0 || ph[1] >= members) r.fail();
@@ -162,7 +176,12 @@ class DedupRun {
  public:
   DedupRun(const Comm& comm, const KeyedRows& send, const sched::A2ARouting& plan,
            const CallOptions& options)
-      : comm_(comm), plan_(plan), options_(options), cols_(send.cols) {
+      : comm_(comm),
+        plan_(plan),
+        options_(options),
+        cols_(send.cols),
+        bf16_(send.bf16),
+        row_bytes_(send.cols * int64_t(send.bf16 ? sizeof(uint16_t) : sizeof(float))) {
     check(send);
     const int n = comm.size(), me = comm.rank();
     sent_.rows.assign(size_t(n), 0);
@@ -180,10 +199,11 @@ class DedupRun {
       }
       Bundle one = b.take();
       one.pairs.push_back(std::move(p));
+      if (bf16_)  // as the wire rounds them, the rows this member keeps too
+        for (float& x : one.rows) x = nn::from_bf16(nn::to_bf16(x));
       if (j == me && options.bytes)  // stays on the device: its rows once per token
         options.bytes->add(comm.my_global_rank(), comm.my_global_rank(),
-                           int64_t(one.keys.size()) * cols_ * int64_t(sizeof(float)),
-                           options.ranks_per_node);
+                           int64_t(one.keys.size()) * row_bytes_, options.ranks_per_node);
       store_.emplace(block, std::move(one));
       at += send.counts[size_t(j)];
     }
@@ -332,13 +352,13 @@ class DedupRun {
     for (const RoutedTransfer& t : step) {
       if (t.from == me) {
         const Bundle b = outgoing(t);
-        out.push_back(serialize(b));
+        out.push_back(serialize(b, bf16_));
         out_size.push_back(int64_t(out.back().size()));
         to.push_back(&t);
         const int64_t rows = int64_t(b.keys.size());
         sent_.rows[size_t(t.to)] += rows;
         sent_.meta_bytes[size_t(t.to)] +=
-            int64_t(sizeof(int64_t)) + out_size.back() - rows * cols_ * int64_t(sizeof(float));
+            int64_t(sizeof(int64_t)) + out_size.back() - rows * row_bytes_;
       } else if (t.to == me) {
         from.push_back(&t);
       }
@@ -371,7 +391,7 @@ class DedupRun {
     wait_all(reqs, comm_, what, options_);
     for (size_t k = 0; k < from.size(); ++k)
       incoming(deserialize(
-          in[k], cols_, comm_.size(),
+          in[k], cols_, comm_.size(), bf16_,
           options_.label + ": " + what + " from member " + std::to_string(from[k]->from)));
   }
 
@@ -379,6 +399,8 @@ class DedupRun {
   const sched::A2ARouting& plan_;
   const CallOptions& options_;
   int64_t cols_;
+  bool bf16_;
+  int64_t row_bytes_;  // a row on the wire
   std::map<Block, Bundle> store_;
   DedupSent sent_;
   std::vector<Bundle> final_;

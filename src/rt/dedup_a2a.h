@@ -36,7 +36,10 @@ struct KeyedRows {
   std::vector<int32_t> keys;
   std::vector<float> scalars;                 // per row (the gate weight, its gradient); or empty
   std::vector<std::vector<int32_t>> headers;  // per member block, ints ahead of it; or empty
-  DedupSent sent = {};                        // as received from a broadcast
+  // The rows travel as bfloat16 (a2a_dtype=bf16, nn/bf16.h): each hop rounds them, the sums
+  // stay fp32 between hops; the result's rows are those rounded values.
+  bool bf16 = false;
+  DedupSent sent = {};  // as received from a broadcast
 };
 
 // The combine's result on the source: per token its rows' sum, and every row's scalar back in

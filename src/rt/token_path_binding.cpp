@@ -478,6 +478,7 @@ void TokenPathBinding::pack_keyed(int l, int phase, int i, const nn::ExchangeLay
     if (phase == 0) k->scalars.push_back(plan.row_weight[size_t(r)]);
   }
   k->headers = headers;
+  k->bf16 = bf16_rows_[0];
   Chunk& c = st.chunk[size_t(i)];
   c.dispatch = OpBuffer{};
   c.dispatch.keyed = std::move(k);
@@ -570,6 +571,7 @@ void TokenPathBinding::combine_keyed(int l, int phase, int i, const nn::Tensor& 
   for (int j = 0; j < chunk.ranks; ++j)
     k->counts.push_back(member_rows(chunk.recv_counts, j, chunk.local_experts));
   k->keys = c.keys;
+  k->bf16 = bf16_rows_[1];
   c.combine = OpBuffer{};
   c.combine.keyed = std::move(k);
   c.combine.tokens = layer.plan().tokens;

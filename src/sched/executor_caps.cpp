@@ -169,15 +169,6 @@ const Rule kRules[] = {
               "): its rows are reduced per token on the way back; the simulator prices it with "
               "MoNTA's drop";
      }},
-    {kRt,
-     [](const Strategy& s, const RunFacts&) {
-       return s.a2a == Algorithm::kDedup && wire_narrowed(s);
-     },
-     "strategy: a2a_dtype",
-     [](const Strategy& s, const RunFacts&) {
-       return "a2a=dedup sends fp32 rows in the schedule runtime, got a2a_dtype=" +
-              to_string(*s.a2a_dtype) + "; the simulator prices it";
-     }},
     // Per-level domains follow the cluster's levels (Sec. IV-A's location renumbering).
     {kAll,
      [](const Strategy& s, const RunFacts& f) {

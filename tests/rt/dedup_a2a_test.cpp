@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "mpi_test_util.h"
+#include "nn/bf16.h"
 #include "rt/comm_pool.h"
 
 namespace moecomm::rt {
@@ -94,6 +95,15 @@ void check_group(const core::RankGroup& group, int rpn, int salt) {
   EXPECT_EQ(got.keys, want.keys) << where;
   EXPECT_EQ(got.scalars, want.scalars) << where;
   EXPECT_EQ(got.rows, want.rows) << where;
+
+  // bf16 rows: each rounded once on the wire, the same rows sent.
+  KeyedRows half = send;
+  half.bf16 = true;
+  const KeyedRows got16 = dedup_broadcast(comm, half, dispatch, o);
+  std::vector<float> want16 = want.rows;
+  for (float& x : want16) x = nn::from_bf16(nn::to_bf16(x));
+  EXPECT_EQ(got16.rows, want16) << where;
+  EXPECT_EQ(got16.sent.rows, got.sent.rows) << where;
 
   // Rows sent: with nodes, one per token and node across, one per token and member inside
   // (step 1), plus the counterpart's fan-out of the crossed tokens (step 2).

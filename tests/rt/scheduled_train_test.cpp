@@ -190,9 +190,13 @@ TEST(ScheduledTrain, CapacityLayoutAndGatesTrainLikeTheBaseline) {
 // token bytes are exactly half of fp32's; the rows are rounded on the wire, so the losses move,
 // but by little. a2a_dtype=fp32 is the run without the knob, to the bit.
 TEST(ScheduledTrain, Bf16RowsHalveTheTokenBytes) {
-  for (const std::string s : {"baseline", "base=lina,chunks=2", "hier-a2a"}) {
+  for (const std::string s :
+       {"baseline", "base=lina,chunks=2", "hier-a2a", "base=fsmoe,a2a=dedup"}) {
     SCOPED_TRACE(s);
-    const TrainConfig fp32 = (test::tiny_train(1, s));
+    TrainConfig fp32 = test::tiny_train(1, s);
+    // dedup sends a row per distinct token, so its bytes follow the routing, which the rounding
+    // may change from the second layer on: one layer routes alike in both runs' first step.
+    if (s.find("dedup") != std::string::npos) fp32.model.layers = 1;
     TrainConfig bf16 = fp32;
     bf16.strategy.a2a_dtype = sched::A2ADtype{core::Dtype::kBf16, core::Dtype::kBf16};
     const TrainResult a = train(fp32), b = train(bf16);

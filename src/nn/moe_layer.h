@@ -53,7 +53,8 @@ class MoeLayer {
   // row per token, y. Backward: backward_begin_at_experts gives each row its token's dy
   // (the weights are applied at the experts again: dout = weight * dy, and the weight's
   // gradient <output, dy> comes back per row); backward_end_at_experts takes the rows'
-  // gradients summed per token and those per-row weight gradients (in the send layout).
+  // gradients summed per token and those per-row weight gradients (in the send layout). No
+  // per-row combined buffer exists here, so the after-combine hook does not run; the others do.
   Tensor forward_end_at_experts(const Tensor& y);
   Tensor backward_begin_at_experts(const Tensor& dy);
   Tensor backward_end_at_experts(const Tensor& dx_tokens, const std::vector<float>& grad_row_weight,

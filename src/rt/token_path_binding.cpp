@@ -228,14 +228,7 @@ void TokenPathBinding::on_dispatched(int l, int phase, int i) {
            size_t(c.dispatch.counts[size_t(s)]) - header);
     at += size_t(c.dispatch.counts[size_t(s)]);
   }
-  if (phase == 0 && !st.has_layout) {
-    layer.set_layout({ep, local, layer.plan().counts, recv});
-    st.has_layout = true;
-    if (dedup_) {
-      st.weight = nn::Tensor({layer.layout().recv_rows(), 1});
-      st.output = nn::Tensor({layer.layout().recv_rows(), cols_});
-    }
-  }
+  learn_layout(l, phase, recv);
   if (!st.ops.gather) {
     c.parts = {tensor_of(rows, cols_)};
     return;
@@ -245,6 +238,21 @@ void TokenPathBinding::on_dispatched(int l, int phase, int i) {
   for (int u = 0; u < parts_; ++u)
     c.gather.counts.push_back(part_layout(layer.layout(), i, st.ops.chunks, u).recv_rows() * cols_ *
                               int64_t(sizeof(float)));
+}
+
+// Forward: the first chunk's headers give the layer its layout (every chunk carries the full
+// counts).
+void TokenPathBinding::learn_layout(int l, int phase, const std::vector<int>& recv) {
+  nn::MoeLayer& layer = moe(l);
+  MoeState& st = state(l, phase);
+  if (phase != 0 || st.has_layout) return;
+  const int local = layer.local_experts();
+  layer.set_layout({layer.num_experts() / local, local, layer.plan().counts, recv});
+  st.has_layout = true;
+  if (dedup_) {
+    st.weight = nn::Tensor({layer.layout().recv_rows(), 1});
+    st.output = nn::Tensor({layer.layout().recv_rows(), cols_});
+  }
 }
 
 void TokenPathBinding::on_gathered(int l, int phase, int i) {
@@ -376,10 +384,7 @@ void TokenPathBinding::after(sched::OpRole role, int l, int phase, int chunk) {
   Chunk& c = state(l, phase).chunk[size_t(i)];
   switch (role) {
     case sched::OpRole::kDispatchA2A:
-      if (dedup_) {
-        on_keyed_dispatch(l, phase, i);
-        return on_dispatched(l, phase, i);
-      }
+      if (dedup_) return on_keyed_dispatch(l, phase, i);
       from_wire(c.dispatch, block_header(l, phase), bf16_rows_[0]);
       remap_.from_members(c.dispatch);
       return on_dispatched(l, phase, i);
@@ -484,34 +489,30 @@ void TokenPathBinding::pack_keyed(int l, int phase, int i, const nn::ExchangeLay
   c.dispatch.keyed = std::move(k);
 }
 
-// What arrived, as the plain A2A's blocks (header, rows) for on_dispatched; the tokens and
-// (forward) the weights stay with the chunk, source-major.
+// What arrived: the rows (source-major, the experts' side of a plain EP path: no ESP gather),
+// the layout from the headers (forward), the tokens and (forward) the weights.
 void TokenPathBinding::on_keyed_dispatch(int l, int phase, int i) {
-  Chunk& c = state(l, phase).chunk[size_t(i)];
-  const KeyedRows& k = *c.dispatch.keyed;
-  const size_t header = block_header(l, phase);
-  std::vector<std::byte> data;
-  std::vector<int64_t> counts;
-  int64_t at = 0;
-  for (size_t s = 0; s < k.counts.size(); ++s) {
-    const size_t before = data.size();
-    if (header) {
-      if (k.headers.size() != k.counts.size() || k.headers[s].size() * sizeof(int32_t) != header)
+  MoeState& st = state(l, phase);
+  Chunk& c = st.chunk[size_t(i)];
+  KeyedRows& k = *c.dispatch.keyed;
+  if (phase == 0) {
+    const int local = moe(l).local_experts();
+    std::vector<int> recv;
+    for (size_t s = 0; s < k.counts.size(); ++s) {
+      if (k.headers.size() != k.counts.size() || k.headers[s].size() != size_t(local))
         throw Error("schedule runtime", "layer " + std::to_string(l) + " chunk " +
                                             std::to_string(i) + ": member " + std::to_string(s) +
                                             "'s dispatch came without its expert counts");
-      append(data, k.headers[s].data(), header);
+      recv.insert(recv.end(), k.headers[s].begin(), k.headers[s].end());
     }
-    append(data, k.rows.data() + at * cols_, size_t(k.counts[s] * cols_) * sizeof(float));
-    at += k.counts[s];
-    counts.push_back(int64_t(data.size() - before));
+    learn_layout(l, phase, recv);
   }
+  const int64_t rows = int64_t(k.keys.size());
+  c.parts = {nn::Tensor({rows, cols_}, std::move(k.rows))};
   c.sent.push_back(k.sent);
-  c.keys = k.keys;
-  if (phase == 0) c.weight = nn::Tensor({int64_t(k.scalars.size()), 1}, k.scalars);
+  c.keys = std::move(k.keys);
+  if (phase == 0) c.weight = nn::Tensor({rows, 1}, std::move(k.scalars));
   c.dispatch = OpBuffer{};
-  c.dispatch.data = std::move(data);
-  c.dispatch.counts = std::move(counts);
 }
 
 // Forward: the chunk's weights go local-expert-major, and into the full dispatched layout for

@@ -92,6 +92,7 @@ class TokenPathBinding final : public MoePathBinding {
   void expert(const sched::Label& label);
   void pack(int layer, int phase);
   void on_dispatched(int layer, int phase, int chunk);
+  void learn_layout(int layer, int phase, const std::vector<int>& recv);
   void on_gathered(int layer, int phase, int chunk);
   void place(int layer, int phase, int chunk);  // parts -> expert_in (MoNTA's copy)
   void expert_output(int layer, int phase, int chunk, const nn::Tensor& rows);
